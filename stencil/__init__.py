@@ -1,0 +1,1 @@
+"""Stencil: guaranteed structured output from local LLMs."""

@@ -1,0 +1,54 @@
+"""Engine configuration: one slots dataclass, validated, from which the CLI flags are generated."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+from stencil.engine.errors import ConfigError
+
+_DTYPES = ("auto", "float32", "bfloat16", "float16")
+
+
+@dataclass(slots=True)
+class EngineConfig:
+    """Everything that shapes one engine instance.
+
+    ``model`` None means the embedded SmolLM2-135M-Instruct default.
+    ``num_kv_blocks`` None means: size the KV cache from ``kv_cache_memory`` bytes.
+    """
+
+    model: str | None = None
+    dtype: str = "auto"
+    device: str = "auto"
+    max_model_len: int | None = None
+    block_size: int = 16
+    num_kv_blocks: int | None = None
+    kv_cache_memory: int = 1 << 30
+    max_num_seqs: int = 64
+    max_num_batched_tokens: int = 1024
+    max_waiting_requests: int = 1024
+    enable_prefix_caching: bool = True
+    seed: int = 0
+    num_threads: int | None = None
+    constraint_compile_timeout: float = 10.0
+    constraint_cache_bytes: int = 256 << 20
+    reasoning_end: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.dtype not in _DTYPES:
+            raise ConfigError(f"dtype must be one of {_DTYPES}, got {self.dtype!r}")
+        for name in ("block_size", "max_num_seqs", "max_num_batched_tokens", "kv_cache_memory"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"{name} must be > 0, got {getattr(self, name)}")
+        if self.num_kv_blocks is not None and self.num_kv_blocks < 2:
+            raise ConfigError(f"num_kv_blocks must be >= 2, got {self.num_kv_blocks}")
+        if self.max_model_len is not None and self.max_model_len <= 0:
+            raise ConfigError(f"max_model_len must be > 0, got {self.max_model_len}")
+        if self.max_waiting_requests <= 0:
+            raise ConfigError("max_waiting_requests must be > 0")
+        if self.constraint_compile_timeout <= 0:
+            raise ConfigError("constraint_compile_timeout must be > 0")
+
+    @classmethod
+    def field_names(cls) -> list[str]:
+        return [f.name for f in fields(cls)]
