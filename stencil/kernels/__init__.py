@@ -33,8 +33,12 @@ def get_kernels(device: torch.device | str) -> Kernels:
             pass
     from stencil.kernels import reference
 
-    return Kernels("reference", reference.write_kv, reference.paged_attention,
-                   reference.apply_token_bitmask_inplace)
+    return Kernels(
+        "reference",
+        reference.write_kv,
+        reference.paged_attention,
+        reference.apply_token_bitmask_inplace,
+    )
 
 
 def _triton_kernels() -> Kernels:

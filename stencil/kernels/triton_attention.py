@@ -19,16 +19,33 @@ _LOG2E = 1.4426950408889634
 
 @triton.jit
 def _paged_attention_kernel(
-    q_ptr, k_cache_ptr, v_cache_ptr, out_ptr, block_tables_ptr, tiles_ptr,
-    stride_qt, stride_qh, stride_qd,  # q strides
-    stride_ot, stride_oh, stride_od,  # out strides
-    stride_cb, stride_cs, stride_ch, stride_cd,  # cache strides (k and v share them)
+    q_ptr,
+    k_cache_ptr,
+    v_cache_ptr,
+    out_ptr,
+    block_tables_ptr,
+    tiles_ptr,
+    stride_qt,
+    stride_qh,
+    stride_qd,  # q strides
+    stride_ot,
+    stride_oh,
+    stride_od,  # out strides
+    stride_cb,
+    stride_cs,
+    stride_ch,
+    stride_cd,  # cache strides (k and v share them)
     stride_bt,  # block table row stride
     qk_scale,  # scale * log2(e)
     window,  # sliding window (only read when HAS_WINDOW)
-    block_size, head_dim,
-    GROUP: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, D_PAD: tl.constexpr,
-    HAS_WINDOW: tl.constexpr, DOT_PRECISION: tl.constexpr,
+    block_size,
+    head_dim,
+    GROUP: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    D_PAD: tl.constexpr,
+    HAS_WINDOW: tl.constexpr,
+    DOT_PRECISION: tl.constexpr,
 ):
     tile = tl.program_id(0)
     kv_head = tl.program_id(1)
@@ -108,7 +125,7 @@ def paged_attention(
     v_cache: torch.Tensor,
     block_tables: torch.Tensor,  # [B, max_blocks] int32
     cu_seqlens_q: list[int] | torch.Tensor,  # B + 1 offsets into T
-    context_lens: list[int] | torch.Tensor,  # [B] tokens in cache per sequence, this step's included
+    context_lens: list[int] | torch.Tensor,  # [B] cached tokens, this step's included
     scale: float,
     sliding_window: int | None = None,
 ) -> torch.Tensor:  # [T, heads, dim]
@@ -125,12 +142,25 @@ def paged_attention(
     tiles_t = torch.tensor(tiles, dtype=torch.int32).to(q.device, non_blocking=True)
     has_window = sliding_window is not None and sliding_window > 0
     _paged_attention_kernel[(len(tiles) // 4, kv_heads)](
-        q, k_cache, v_cache, out, block_tables, tiles_t,
-        *q.stride(), *out.stride(), *k_cache.stride(), block_tables.stride(0),
-        scale * _LOG2E, sliding_window if has_window else 0,
-        k_cache.shape[1], dim,
-        GROUP=group, BLOCK_M=block_m, BLOCK_N=_BLOCK_N,
-        D_PAD=max(16, triton.next_power_of_2(dim)), HAS_WINDOW=has_window,
+        q,
+        k_cache,
+        v_cache,
+        out,
+        block_tables,
+        tiles_t,
+        *q.stride(),
+        *out.stride(),
+        *k_cache.stride(),
+        block_tables.stride(0),
+        scale * _LOG2E,
+        sliding_window if has_window else 0,
+        k_cache.shape[1],
+        dim,
+        GROUP=group,
+        BLOCK_M=block_m,
+        BLOCK_N=_BLOCK_N,
+        D_PAD=max(16, triton.next_power_of_2(dim)),
+        HAS_WINDOW=has_window,
         DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
     )
     return out

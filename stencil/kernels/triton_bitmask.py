@@ -14,10 +14,17 @@ _BLOCK = 2048  # tokens per program
 
 @triton.jit
 def _apply_bitmask_kernel(
-    logits_ptr, bitmask_ptr, indices_ptr,
-    stride_lr, stride_lv, stride_br, stride_bw,
-    vocab, num_words,
-    HAS_INDICES: tl.constexpr, BLOCK: tl.constexpr,
+    logits_ptr,
+    bitmask_ptr,
+    indices_ptr,
+    stride_lr,
+    stride_lv,
+    stride_br,
+    stride_bw,
+    vocab,
+    num_words,
+    HAS_INDICES: tl.constexpr,
+    BLOCK: tl.constexpr,
 ):
     if HAS_INDICES:
         row = tl.load(indices_ptr + tl.program_id(0)).to(tl.int64)
@@ -26,12 +33,18 @@ def _apply_bitmask_kernel(
     tok = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)  # [BLOCK]
     word_idx = tok // 32
     in_vocab = tok < vocab
-    word = tl.load(bitmask_ptr + row * stride_br + word_idx * stride_bw,
-                   mask=in_vocab & (word_idx < num_words), other=0)
+    word = tl.load(
+        bitmask_ptr + row * stride_br + word_idx * stride_bw,
+        mask=in_vocab & (word_idx < num_words),
+        other=0,
+    )
     allowed = ((word >> (tok % 32)) & 1) != 0
     neg_inf = tl.full([BLOCK], float("-inf"), tl.float32)
-    tl.store(logits_ptr + row * stride_lr + tok * stride_lv,
-             neg_inf.to(logits_ptr.dtype.element_ty), mask=in_vocab & ~allowed)
+    tl.store(
+        logits_ptr + row * stride_lr + tok * stride_lv,
+        neg_inf.to(logits_ptr.dtype.element_ty),
+        mask=in_vocab & ~allowed,
+    )
 
 
 def apply_token_bitmask_inplace(
@@ -49,8 +62,15 @@ def apply_token_bitmask_inplace(
         indices = indices.to(device=logits.device, dtype=torch.int64)
     grid = (num_rows, triton.cdiv(vocab, _BLOCK))
     _apply_bitmask_kernel[grid](
-        logits, bitmask, indices if indices is not None else bitmask,
-        logits.stride(0), logits.stride(1), bitmask.stride(0), bitmask.stride(1),
-        vocab, bitmask.shape[1],
-        HAS_INDICES=indices is not None, BLOCK=_BLOCK,
+        logits,
+        bitmask,
+        indices if indices is not None else bitmask,
+        logits.stride(0),
+        logits.stride(1),
+        bitmask.stride(0),
+        bitmask.stride(1),
+        vocab,
+        bitmask.shape[1],
+        HAS_INDICES=indices is not None,
+        BLOCK=_BLOCK,
     )

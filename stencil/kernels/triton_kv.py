@@ -12,12 +12,26 @@ import triton.language as tl
 
 @triton.jit
 def _write_kv_kernel(
-    key_ptr, value_ptr, k_cache_ptr, v_cache_ptr, slot_ptr,
-    stride_kt, stride_kh, stride_kd,  # key strides
-    stride_vt, stride_vh, stride_vd,  # value strides
-    stride_cb, stride_cs, stride_ch, stride_cd,  # k_cache strides (v_cache shares them)
-    block_size, kv_heads, dim,
-    H_PAD: tl.constexpr, D_PAD: tl.constexpr,
+    key_ptr,
+    value_ptr,
+    k_cache_ptr,
+    v_cache_ptr,
+    slot_ptr,
+    stride_kt,
+    stride_kh,
+    stride_kd,  # key strides
+    stride_vt,
+    stride_vh,
+    stride_vd,  # value strides
+    stride_cb,
+    stride_cs,
+    stride_ch,
+    stride_cd,  # k_cache strides (v_cache shares them)
+    block_size,
+    kv_heads,
+    dim,
+    H_PAD: tl.constexpr,
+    D_PAD: tl.constexpr,
 ):
     t = tl.program_id(0)
     slot = tl.load(slot_ptr + t).to(tl.int64)
@@ -46,8 +60,17 @@ def write_kv(
         return
     assert k_cache.shape == v_cache.shape and k_cache.stride() == v_cache.stride()
     _write_kv_kernel[(num_tokens,)](
-        key, value, k_cache, v_cache, slot_mapping,
-        *key.stride(), *value.stride(), *k_cache.stride(),
-        k_cache.shape[1], kv_heads, dim,
-        H_PAD=triton.next_power_of_2(kv_heads), D_PAD=triton.next_power_of_2(dim),
+        key,
+        value,
+        k_cache,
+        v_cache,
+        slot_mapping,
+        *key.stride(),
+        *value.stride(),
+        *k_cache.stride(),
+        k_cache.shape[1],
+        kv_heads,
+        dim,
+        H_PAD=triton.next_power_of_2(kv_heads),
+        D_PAD=triton.next_power_of_2(dim),
     )
