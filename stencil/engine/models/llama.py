@@ -1,0 +1,168 @@
+"""Llama-family decoder (Llama 2/3, Qwen2/2.5, Qwen3, Mistral, SmolLM2) reading a paged KV cache.
+
+Our own model code, because attention must read the paged cache; weights keep HF names.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from stencil.engine.attention import AttentionMetadata
+from stencil.engine.errors import ConfigError
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        dtype = x.dtype
+        x = x.float()
+        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * x.to(dtype)
+
+
+def rope_inv_freq(config) -> tuple[torch.Tensor, float]:
+    """Inverse frequencies and attention scaling for the config's rope type (default, llama3, ...)."""
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    params = getattr(config, "rope_parameters", None) or {}
+    rope_type = params.get("rope_type", "default")
+    if rope_type == "default":
+        dim = head_dim(config)
+        base = params.get("rope_theta", getattr(config, "rope_theta", 10000.0))
+        return 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim)).float(), 1.0
+    if rope_type == "dynamic" or rope_type not in ROPE_INIT_FUNCTIONS:
+        raise ConfigError(f"unsupported rope type {rope_type!r}")
+    inv, factor = ROPE_INIT_FUNCTIONS[rope_type](config, torch.device("cpu"))
+    return inv.float(), float(factor)
+
+
+def head_dim(config) -> int:
+    return getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    # x [T, heads, dim]; cos/sin [T, 1, dim]
+    half = x.shape[-1] // 2
+    rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+    return x * cos + rotated * sin
+
+
+class Attention(nn.Module):
+    def __init__(self, config, sliding_window: int | None) -> None:
+        super().__init__()
+        self.heads = config.num_attention_heads
+        self.kv_heads = getattr(config, "num_key_value_heads", None) or self.heads
+        self.dim = head_dim(config)
+        bias = bool(getattr(config, "attention_bias", False)) or config.model_type == "qwen2"
+        self.qkv_proj = nn.Linear(config.hidden_size, (self.heads + 2 * self.kv_heads) * self.dim, bias=bias)
+        self.o_proj = nn.Linear(self.heads * self.dim, config.hidden_size, bias=False)
+        self.qk_norm = config.model_type == "qwen3"
+        if self.qk_norm:
+            self.q_norm = RMSNorm(self.dim, config.rms_norm_eps)
+            self.k_norm = RMSNorm(self.dim, config.rms_norm_eps)
+        self.scale = self.dim**-0.5
+        self.sliding_window = sliding_window
+
+    def forward(self, x, cos, sin, kv_cache, meta: AttentionMetadata, ops: ModuleType):
+        t = x.shape[0]
+        qkv = self.qkv_proj(x)
+        q, k, v = qkv.split([self.heads * self.dim, self.kv_heads * self.dim, self.kv_heads * self.dim], -1)
+        q = q.view(t, self.heads, self.dim)  # [T, heads, dim]
+        k = k.view(t, self.kv_heads, self.dim)  # [T, kv_heads, dim]
+        v = v.view(t, self.kv_heads, self.dim)
+        if self.qk_norm:
+            q, k = self.q_norm(q), self.k_norm(k)
+        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        k_cache, v_cache = kv_cache
+        ops.write_kv(k, v, k_cache, v_cache, meta.slot_mapping)
+        o = ops.paged_attention(q, k_cache, v_cache, meta.block_tables, meta.cu_seqlens_q,
+                                meta.context_lens, self.scale, self.sliding_window)
+        return self.o_proj(o.reshape(t, self.heads * self.dim))
+
+
+class MLP(nn.Module):
+    def __init__(self, config) -> None:
+        super().__init__()
+        self.inter = config.intermediate_size
+        self.gate_up_proj = nn.Linear(config.hidden_size, 2 * self.inter, bias=False)
+        self.down_proj = nn.Linear(self.inter, config.hidden_size, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        gate, up = self.gate_up_proj(x).split(self.inter, -1)
+        return self.down_proj(F.silu(gate) * up)
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, config, sliding_window: int | None) -> None:
+        super().__init__()
+        self.self_attn = Attention(config, sliding_window)
+        self.mlp = MLP(config)
+        self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+
+    def forward(self, x, cos, sin, kv_cache, meta, ops):
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin, kv_cache, meta, ops)
+        return x + self.mlp(self.post_attention_layernorm(x))
+
+
+class LlamaForCausalLM(nn.Module):
+    """Forward over a flat batch of the step's tokens; logits only for the rows asked for.
+
+    Built on the meta device by the loader; ``init_rope()`` runs once the weights are real.
+    """
+
+    def __init__(self, config, max_positions: int) -> None:
+        super().__init__()
+        self.config = config
+        self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
+        windows = layer_sliding_windows(config)
+        self.layers = nn.ModuleList(DecoderLayer(config, w) for w in windows)
+        self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.tie = bool(getattr(config, "tie_word_embeddings", False))
+        if not self.tie:
+            self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+        self.max_positions = max_positions
+
+    def init_rope(self) -> None:
+        """(Re)build the cos/sin tables; call after moving a meta-initialised model to a device."""
+        device = self.embed_tokens.weight.device
+        inv_freq, attn_factor = rope_inv_freq(self.config)
+        freqs = torch.outer(torch.arange(self.max_positions, dtype=torch.float32), inv_freq)
+        emb = torch.cat((freqs, freqs), dim=-1).to(device)
+        self.register_buffer("cos_cache", emb.cos() * attn_factor, persistent=False)
+        self.register_buffer("sin_cache", emb.sin() * attn_factor, persistent=False)
+
+    def forward(self, input_ids, positions, kv_caches, meta: AttentionMetadata, ops) -> torch.Tensor:
+        x = self.embed_tokens(input_ids)  # [T, hidden]
+        cos = self.cos_cache[positions].unsqueeze(1).to(x.dtype)  # [T, 1, dim]
+        sin = self.sin_cache[positions].unsqueeze(1).to(x.dtype)
+        for layer, kv in zip(self.layers, kv_caches, strict=True):
+            x = layer(x, cos, sin, kv, meta, ops)
+        return self.norm(x)  # [T, hidden]
+
+    def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        weight = self.embed_tokens.weight if self.tie else self.lm_head.weight
+        return F.linear(hidden, weight).float()  # [rows, vocab]
+
+
+def layer_sliding_windows(config) -> list[int | None]:
+    """The sliding window of each layer (None = full attention)."""
+    n = config.num_hidden_layers
+    window = getattr(config, "sliding_window", None)
+    types = getattr(config, "layer_types", None)
+    if config.model_type == "qwen2" or config.model_type == "qwen3":
+        if not getattr(config, "use_sliding_window", False):
+            return [None] * n
+    if window is None:
+        return [None] * n
+    if types:
+        return [window if t == "sliding_attention" else None for t in types]
+    return [window] * n

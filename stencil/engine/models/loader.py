@@ -1,0 +1,132 @@
+"""Resolve a model reference (None, HF directory, .gguf file, hub id) and load our model from it."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from pathlib import Path
+
+import torch
+
+from stencil.engine.errors import ConfigError
+from stencil.engine.models.llama import LlamaForCausalLM
+
+logger = logging.getLogger(__name__)
+
+SUPPORTED_ARCHITECTURES = (
+    "LlamaForCausalLM",
+    "Qwen2ForCausalLM",
+    "Qwen3ForCausalLM",
+    "MistralForCausalLM",
+)
+
+_MODEL_TYPES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
+                "mistral": "MistralForCausalLM"}
+
+
+def resolve_model_path(model: str | None) -> Path:
+    """The local HF directory for ``model`` (None = the embedded default)."""
+    from stencil.engine.models.default_model import default_model_path
+    from stencil.engine.models.gguf import convert_gguf
+
+    if model is None:
+        return default_model_path()
+    path = Path(model).expanduser()
+    if path.is_file() and path.suffix == ".gguf":
+        return convert_gguf(path)
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise ConfigError(f"model directory {path} has no config.json")
+        return path
+    if path.exists() or model.startswith((".", "/", "~")) or not re.fullmatch(r"[\w.-]+/[\w.-]+", model):
+        raise ConfigError(f"model path not found: {model}")
+    return _from_hub(model)
+
+
+def _from_hub(repo_id: str) -> Path:
+    try:
+        from huggingface_hub import snapshot_download
+
+        return Path(snapshot_download(repo_id, allow_patterns=["*.json", "*.safetensors", "*.jinja", "*.model", "*.txt"]))
+    except Exception as e:  # network down, repo missing, gated: one clear message
+        raise ConfigError(f"cannot fetch model {repo_id!r} from the Hugging Face hub: {type(e).__name__}: {e}") from e
+
+
+def load_config(path: Path):
+    from transformers import AutoConfig
+
+    raw = json.loads((path / "config.json").read_text())
+    archs = raw.get("architectures") or [_MODEL_TYPES.get(raw.get("model_type"), "")]
+    if not any(a in SUPPORTED_ARCHITECTURES for a in archs):
+        raise ConfigError(f"unsupported architecture {archs}; supported: {', '.join(SUPPORTED_ARCHITECTURES)}")
+    return AutoConfig.from_pretrained(str(path))
+
+
+def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
+    if dtype == "auto":
+        return torch.bfloat16 if device.type == "cuda" else torch.float32
+    return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[dtype]
+
+
+def load_model(path: Path, config, dtype: torch.dtype, device: torch.device, max_positions: int) -> LlamaForCausalLM:
+    """Build the model without initialising weights, then fill it from the safetensors files."""
+    from safetensors import safe_open
+
+    with torch.device("meta"):
+        model = LlamaForCausalLM(config, max_positions)
+    model = model.to_empty(device=device).to(dtype)
+    files = sorted(path.glob("*.safetensors"))
+    if not files:
+        raise ConfigError(f"no *.safetensors files in {path}")
+    params = dict(model.named_parameters())
+    loaded: set[str] = set()
+    pending: dict[str, torch.Tensor] = {}
+    for file in files:
+        with safe_open(str(file), framework="pt") as f:
+            for name in f.keys():
+                for target, tensor, part in _map_weight(name, f.get_tensor(name), config):
+                    _assign(params, pending, loaded, target, tensor, part)
+    missing = set(params) - loaded
+    if missing:
+        raise ConfigError(f"weights missing from {path}: {sorted(missing)[:5]}")
+    model.init_rope()
+    return model.eval()
+
+
+_FUSED = {"q_proj": ("qkv_proj", 0), "k_proj": ("qkv_proj", 1), "v_proj": ("qkv_proj", 2),
+          "gate_proj": ("gate_up_proj", 0), "up_proj": ("gate_up_proj", 1)}
+
+
+def _map_weight(name: str, tensor: torch.Tensor, config):
+    """HF weight name -> (our parameter name, tensor, shard index or None)."""
+    if name.startswith("model."):
+        name = name[len("model."):]
+    if "rotary_emb" in name:
+        return []
+    if name == "lm_head.weight" and getattr(config, "tie_word_embeddings", False):
+        return []
+    parts = name.split(".")
+    for i, p in enumerate(parts):
+        if p in _FUSED:
+            fused, idx = _FUSED[p]
+            return [(".".join(parts[:i] + [fused] + parts[i + 1:]), tensor, idx)]
+    return [(name, tensor, None)]
+
+
+def _assign(params, pending, loaded, target, tensor, part) -> None:
+    if target not in params:
+        raise ConfigError(f"unexpected weight {target}")
+    param = params[target]
+    if part is None:
+        param.data.copy_(tensor)
+        loaded.add(target)
+        return
+    pending[f"{target}#{part}"] = tensor
+    n = 3 if "qkv" in target else 2
+    shards = [pending.get(f"{target}#{i}") for i in range(n)]
+    if all(s is not None for s in shards):
+        param.data.copy_(torch.cat(shards, dim=0))
+        loaded.add(target)
+        for i in range(n):
+            del pending[f"{target}#{i}"]
