@@ -1,0 +1,161 @@
+"""Paged KV-cache bookkeeping: fixed-size blocks, ref counts, prefix caching, copy-on-write.
+
+Pure Python (no torch). Only the scheduler calls it. A block is *cached* once every one of its
+slots holds a computed token; its hash chains the previous block's hash with its own token ids,
+so equal prefixes map to equal blocks. Freed cached blocks stay matchable until reused (LRU).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+
+
+@dataclass(slots=True)
+class Block:
+    block_id: int
+    ref_count: int = 0
+    hash: int | None = None
+    tokens: tuple[int, ...] | None = None
+
+
+class BlockManager:
+    def __init__(self, num_blocks: int, block_size: int, enable_prefix_caching: bool = True) -> None:
+        self.block_size = block_size
+        self.num_blocks = num_blocks
+        self.enable_prefix_caching = enable_prefix_caching
+        self.blocks = [Block(i) for i in range(num_blocks)]
+        self.free_ids: OrderedDict[int, None] = OrderedDict((i, None) for i in range(num_blocks))
+        self.hash_to_block: dict[int, int] = {}
+        self.prefix_hits = 0  # tokens served from the cache, for metrics
+
+    # ---- queries -------------------------------------------------------------------------
+    @property
+    def num_free_blocks(self) -> int:
+        return len(self.free_ids)
+
+    def usage(self) -> float:
+        return 1.0 - self.num_free_blocks / self.num_blocks
+
+    def blocks_for(self, num_tokens: int) -> int:
+        return -(-num_tokens // self.block_size)
+
+    def can_allocate(self, num_blocks: int) -> bool:
+        return num_blocks <= self.num_free_blocks
+
+    def match_prefix(self, token_ids: list[int]) -> list[int]:
+        """Ids of cached blocks holding a prefix of ``token_ids`` (leaving >= 1 token to compute)."""
+        if not self.enable_prefix_caching:
+            return []
+        matched: list[int] = []
+        parent = None
+        limit = (len(token_ids) - 1) // self.block_size
+        for i in range(limit):
+            tokens = tuple(token_ids[i * self.block_size : (i + 1) * self.block_size])
+            h = hash((parent, tokens))
+            bid = self.hash_to_block.get(h)
+            if bid is None or self.blocks[bid].tokens != tokens:
+                break
+            matched.append(bid)
+            parent = h
+        return matched
+
+    # ---- mutations -----------------------------------------------------------------------
+    def take_prefix(self, seq, matched: list[int]) -> None:
+        """Give a fresh sequence the matched cached blocks; its computation resumes after them."""
+        assert not seq.block_table
+        for bid in matched:
+            self._ref(bid)
+        seq.block_table = list(matched)
+        seq.num_computed_tokens = seq.num_cached_tokens = len(matched) * self.block_size
+        self.prefix_hits += seq.num_cached_tokens
+
+    def allocate(self, seq, num_tokens: int) -> list[tuple[int, int]]:
+        """Make ``seq``'s table cover ``num_tokens`` slots. Returns (src, dst) block copies owed
+        for copy-on-write of a shared, partly filled block that the sequence is about to write.
+        The caller checks capacity first (``blocks_needed``)."""
+        copies = []
+        start = seq.num_computed_tokens // self.block_size
+        if start < len(seq.block_table) and seq.num_computed_tokens % self.block_size:
+            bid = seq.block_table[start]
+            if self.blocks[bid].ref_count > 1:
+                new = self._pop_free()
+                copies.append((bid, new))
+                self._unref(bid)
+                seq.block_table[start] = new
+        while len(seq.block_table) < self.blocks_for(num_tokens):
+            seq.block_table.append(self._pop_free())
+        return copies
+
+    def blocks_needed(self, seq, num_tokens: int) -> int:
+        need = max(self.blocks_for(num_tokens) - len(seq.block_table), 0)
+        start = seq.num_computed_tokens // self.block_size
+        if (start < len(seq.block_table) and seq.num_computed_tokens % self.block_size
+                and self.blocks[seq.block_table[start]].ref_count > 1):
+            need += 1
+        return need
+
+    def commit(self, seq) -> None:
+        """Register the hashes of the sequence's blocks that are now fully computed."""
+        if not self.enable_prefix_caching:
+            return
+        parent = None
+        full = min(seq.num_computed_tokens, seq.num_tokens) // self.block_size
+        for i in range(full):
+            bid = seq.block_table[i]
+            block = self.blocks[bid]
+            tokens = tuple(seq.token_ids[i * self.block_size : (i + 1) * self.block_size])
+            h = hash((parent, tokens))
+            if block.hash is None:
+                if h not in self.hash_to_block:
+                    block.hash, block.tokens = h, tokens
+                    self.hash_to_block[h] = bid
+            parent = h
+
+    def fork(self, parent, child) -> None:
+        """``child`` shares all of ``parent``'s blocks (copy-on-write on its first write)."""
+        for bid in parent.block_table:
+            self._ref(bid)
+        child.block_table = list(parent.block_table)
+        child.num_computed_tokens = parent.num_computed_tokens
+
+    def free(self, seq) -> None:
+        for bid in reversed(seq.block_table):
+            self._unref(bid)
+        seq.block_table = []
+        seq.num_computed_tokens = 0
+
+    def check_integrity(self, live_seqs) -> None:
+        """Every block's ref count equals the number of live tables that hold it; no leaks."""
+        counts = [0] * self.num_blocks
+        for seq in live_seqs:
+            for bid in seq.block_table:
+                counts[bid] += 1
+        for block in self.blocks:
+            assert block.ref_count == counts[block.block_id], f"block {block.block_id} ref mismatch"
+            assert (block.ref_count == 0) == (block.block_id in self.free_ids), "free list mismatch"
+        for h, bid in self.hash_to_block.items():
+            assert self.blocks[bid].hash == h, "hash index mismatch"
+
+    # ---- internals -----------------------------------------------------------------------
+    def _pop_free(self) -> int:
+        bid, _ = self.free_ids.popitem(last=False)
+        block = self.blocks[bid]
+        if block.hash is not None:
+            del self.hash_to_block[block.hash]
+            block.hash = block.tokens = None
+        block.ref_count = 1
+        return bid
+
+    def _ref(self, bid: int) -> None:
+        block = self.blocks[bid]
+        if block.ref_count == 0:
+            del self.free_ids[bid]
+        block.ref_count += 1
+
+    def _unref(self, bid: int) -> None:
+        block = self.blocks[bid]
+        block.ref_count -= 1
+        assert block.ref_count >= 0
+        if block.ref_count == 0:
+            self.free_ids[bid] = None

@@ -1,0 +1,37 @@
+"""Incremental detokenization and stop-string detection for one sequence at a time."""
+
+from __future__ import annotations
+
+from stencil.engine.sequence import Sequence
+
+
+class Detokenizer:
+    """Decodes only a small window around the new token (the TGI/vLLM offset scheme), so a
+    multi-byte character split across tokens is never emitted half-way."""
+
+    def __init__(self, tokenizer) -> None:
+        self.tokenizer = tokenizer
+
+    def step(self, seq: Sequence, final: bool = False) -> str:
+        """Append the text of ``seq``'s newest tokens to ``seq.text``; return the delta."""
+        skip = seq.params.skip_special_tokens
+        ids = seq.token_ids
+        prefix = self.tokenizer.decode(ids[seq.prefix_offset : seq.read_offset], skip_special_tokens=skip)
+        full = self.tokenizer.decode(ids[seq.prefix_offset :], skip_special_tokens=skip)
+        if len(full) > len(prefix) and (final or not full.endswith("\ufffd")):
+            delta = full[len(prefix) :]
+            seq.prefix_offset, seq.read_offset = seq.read_offset, len(ids)
+            seq.text += delta
+            return delta
+        return ""
+
+
+def find_stop(text: str, new_len: int, stops: list[str]) -> tuple[int, str] | None:
+    """Earliest stop string that ends inside the last ``new_len`` characters of ``text``."""
+    best = None
+    for s in stops:
+        start = max(len(text) - new_len - len(s) + 1, 0)
+        i = text.find(s, start)
+        if i != -1 and (best is None or i < best[0]):
+            best = (i, s)
+    return best

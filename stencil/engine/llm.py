@@ -1,0 +1,75 @@
+"""The offline API: ``LLM(model=None, **EngineConfig fields).generate(prompts, params)``."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence as Seq
+
+from tqdm.auto import tqdm
+
+from stencil.engine.config import EngineConfig
+from stencil.engine.llm_engine import LLMEngine
+from stencil.engine.outputs import RequestOutput
+from stencil.engine.sampling_params import SamplingParams
+
+
+class LLM:
+    """Holds one engine; every call runs its prompts as one continuous batch."""
+
+    def __init__(self, model: str | None = None, **fields) -> None:
+        self.engine = LLMEngine(EngineConfig(model=model, **fields))
+        self._ids = itertools.count()
+
+    def get_tokenizer(self):
+        return self.engine.tokenizer
+
+    def get_metrics(self) -> dict[str, float]:
+        return self.engine.get_metrics()
+
+    def generate(
+        self,
+        prompts: str | list[int] | Seq[str | list[int]],
+        sampling_params: SamplingParams | Seq[SamplingParams] | None = None,
+        use_tqdm: bool = True,
+    ) -> list[RequestOutput]:
+        """Generate for every prompt (strings or token-id lists); outputs in prompt order."""
+        if isinstance(prompts, str) or (prompts and isinstance(prompts[0], int)):
+            prompts = [prompts]
+        params = sampling_params or SamplingParams()
+        params = [params] * len(prompts) if isinstance(params, SamplingParams) else list(params)
+        if len(params) != len(prompts):
+            raise ValueError("sampling_params must be one value or one per prompt")
+        ids = [f"offline-{next(self._ids)}" for _ in prompts]
+        try:
+            for rid, prompt, p in zip(ids, prompts, params, strict=True):
+                self.engine.add_request(rid, prompt, p)
+        except Exception:
+            for rid in ids:
+                self.engine.abort_request(rid)
+            raise
+        return self._run(ids, use_tqdm)
+
+    def chat(
+        self,
+        messages: list[dict] | list[list[dict]],
+        sampling_params: SamplingParams | Seq[SamplingParams] | None = None,
+        use_tqdm: bool = True,
+        **template_kwargs,
+    ) -> list[RequestOutput]:
+        """Apply the model's chat template to one conversation (or a list of them) and generate."""
+        convs = [messages] if messages and isinstance(messages[0], dict) else messages
+        tok = self.engine.tokenizer
+        prompts = [tok(tok.apply_chat_template(c, tokenize=False, add_generation_prompt=True, **template_kwargs),
+                       add_special_tokens=False).input_ids for c in convs]
+        return self.generate(prompts, sampling_params, use_tqdm)
+
+    def _run(self, ids: list[str], use_tqdm: bool) -> list[RequestOutput]:
+        done: dict[str, RequestOutput] = {}
+        bar = tqdm(total=len(ids), desc="generate", unit="req", disable=not use_tqdm)
+        while len(done) < len(ids) and self.engine.has_unfinished_requests():
+            for out in self.engine.step():
+                if out.finished:
+                    done[out.request_id] = out
+                    bar.update(1)
+        bar.close()
+        return [done[i] for i in ids]

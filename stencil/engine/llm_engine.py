@@ -1,0 +1,277 @@
+"""The synchronous engine: add requests, call ``step()`` until done. One process, weights once."""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+
+import torch
+
+from stencil.engine.block_manager import BlockManager
+from stencil.engine.config import EngineConfig
+from stencil.engine.detokenizer import Detokenizer, find_stop
+from stencil.engine.errors import ConfigError, RequestError
+from stencil.engine.guided import GuidedDecoding
+from stencil.engine.model_runner import ModelRunner
+from stencil.engine.models.loader import load_config, load_model, resolve_dtype, resolve_model_path
+from stencil.engine.outputs import PositionLogprobs, RequestOutput
+from stencil.engine.request import Request
+from stencil.engine.sampler import Sampler
+from stencil.engine.sampling_params import SamplingParams
+from stencil.engine.scheduler import Scheduler
+from stencil.engine.sequence import Sequence, SequenceStatus
+
+logger = logging.getLogger(__name__)
+
+
+class LLMEngine:
+    def __init__(self, config: EngineConfig) -> None:
+        from transformers import AutoTokenizer
+
+        self.config = config
+        if config.num_threads:
+            torch.set_num_threads(config.num_threads)
+        self.model_path = resolve_model_path(config.model)
+        self.hf_config = load_config(self.model_path)
+        self.tokenizer = AutoTokenizer.from_pretrained(str(self.model_path))
+        self.device = _device(config.device)
+        dtype = resolve_dtype(config.dtype, self.device)
+        limit = getattr(self.hf_config, "max_position_embeddings", None) or 4096
+        self.max_model_len = min(config.max_model_len or limit, limit)
+        model = load_model(self.model_path, self.hf_config, dtype, self.device, self.max_model_len)
+        self.vocab_size = self.hf_config.vocab_size
+        self.runner = ModelRunner(config, model, self.device, dtype)
+        self.block_manager = BlockManager(self.runner.num_blocks, config.block_size, config.enable_prefix_caching)
+        self.scheduler = Scheduler(self.block_manager, config.max_num_seqs, config.max_num_batched_tokens)
+        self.eos_token_ids = _eos_ids(self.model_path, self.tokenizer)
+        self.sampler = Sampler(self.eos_token_ids, self._token_text)
+        self.detokenizer = Detokenizer(self.tokenizer)
+        self.guided = GuidedDecoding(self.tokenizer, self.vocab_size, self.eos_token_ids, config)
+        self.requests: dict[str, Request] = {}
+        self.rng = random.Random(config.seed)
+        self._next_seq_id = 0
+        self.counters = {"prompt_tokens_total": 0.0, "generation_tokens_total": 0.0,
+                         "jump_forward_tokens_total": 0.0, "requests_finished_total": 0.0}
+
+    # ---- requests ----------------------------------------------------------------------
+    def add_request(self, request_id: str, prompt: str | list[int], params: SamplingParams | None = None) -> None:
+        """Validate and enqueue; raises RequestError (or ConstraintError) before scheduling."""
+        params = params or SamplingParams()
+        if request_id in self.requests:
+            raise RequestError(f"duplicate request id {request_id!r}")
+        text, ids = self._tokenize(prompt)
+        self._check(ids, params)
+        req = Request(request_id, text, ids, params)
+        max_len = min(self.max_model_len, len(ids) + (params.max_tokens or self.max_model_len))
+        req.seqs = [self._new_seq(req, i, max_len) for i in range(params.n)]
+        req.seqs[0].pending_forks = req.seqs[1:]
+        self.requests[request_id] = req
+        self.counters["prompt_tokens_total"] += len(ids)
+        if params.constraint is not None:
+            req.compile_future = self.guided.submit(params.constraint)
+            for s in req.seqs:
+                s.status = SequenceStatus.WAITING_FOR_CONSTRAINT
+        else:
+            self.scheduler.add(req.seqs[0])
+
+    def _tokenize(self, prompt: str | list[int]) -> tuple[str | None, list[int]]:
+        if isinstance(prompt, str):
+            return prompt, self.tokenizer(prompt).input_ids
+        ids = list(prompt)
+        for i in ids:
+            if not isinstance(i, int) or not 0 <= i < self.vocab_size:
+                raise RequestError(f"prompt token id {i!r} is outside the vocabulary [0, {self.vocab_size})")
+        return None, ids
+
+    def _check(self, ids: list[int], params: SamplingParams) -> None:
+        if not ids:
+            raise RequestError("the prompt is empty")
+        if len(ids) >= self.max_model_len:
+            raise RequestError(f"the prompt has {len(ids)} tokens; max_model_len is {self.max_model_len}")
+        params.check_token_ids(self.vocab_size)
+        total = min(len(ids) + (params.max_tokens or self.max_model_len), self.max_model_len)
+        if self.block_manager.blocks_for(total) > self.block_manager.num_blocks:
+            raise RequestError(f"prompt + max_tokens ({total} tokens) exceed the whole KV cache "
+                               f"({self.block_manager.num_blocks * self.config.block_size} tokens)")
+
+    def _new_seq(self, req: Request, index: int, max_len: int) -> Sequence:
+        seed = req.params.seed
+        gen = torch.Generator().manual_seed(
+            (seed * 1_000_003 + index) % (1 << 63) if seed is not None else self.rng.randrange(1 << 63))
+        self._next_seq_id += 1
+        seq = Sequence(self._next_seq_id, req.request_id, index, list(req.prompt_token_ids),
+                       len(req.prompt_token_ids), req.params, max_len, gen)
+        seq.reasoning_done = self.config.reasoning_end is None
+        return seq
+
+    def abort_request(self, request_id: str) -> RequestOutput | None:
+        req = self.requests.pop(request_id, None)
+        if req is None:
+            return None
+        for seq in req.seqs:
+            if not seq.is_finished:
+                seq.finish("abort")
+            self.scheduler.finish(seq)
+        return req.output()
+
+    def has_unfinished_requests(self) -> bool:
+        return bool(self.requests)
+
+    # ---- the step ------------------------------------------------------------------------
+    def step(self) -> list[RequestOutput]:
+        touched = self._admit_compiled()
+        sched = self.scheduler.schedule()
+        if sched.scheduled:
+            touched |= self._run(sched)
+        return self._collect(touched)
+
+    def _run(self, sched) -> set[str]:
+        try:
+            logits, seqs = self.runner.execute(sched)
+            self.guided.apply(logits, seqs, self.runner.ops)
+            tokens, lps = self.sampler(logits, seqs)
+        except Exception as e:  # a bug must not kill the loop: fail this batch, keep serving
+            logger.exception("step failed")
+            for s in sched.scheduled:
+                s.seq.finish("error", error=f"internal error: {type(e).__name__}")
+            return {s.seq.request_id for s in sched.scheduled}
+        self.scheduler.after_step(sched)
+        for seq, token, lp in zip(seqs, tokens, lps, strict=True):
+            self._append(seq, token, lp)
+        return {s.seq.request_id for s in sched.scheduled}
+
+    def _admit_compiled(self) -> set[str]:
+        touched = set()
+        for req in list(self.requests.values()):
+            fut = req.compile_future
+            if fut is None or not fut.done():
+                continue
+            req.compile_future = None
+            try:
+                compiled = fut.result()
+            except Exception as e:
+                for s in req.seqs:
+                    s.finish("error", error=str(e)[:500])
+                touched.add(req.request_id)
+                continue
+            for s in req.seqs:
+                s.matcher = compiled.new_matcher()
+                s.status = SequenceStatus.WAITING
+            self.scheduler.add(req.seqs[0])
+        return touched
+
+    def _append(self, seq: Sequence, token: int, lp: PositionLogprobs | None) -> None:
+        """Add a sampled token (and any jump-forward tokens), then check every stop condition."""
+        try:
+            if seq.first_token_time is None:
+                seq.first_token_time = time.monotonic()
+            if lp is not None:
+                seq.logprobs.append(lp)
+                seq.cumulative_logprob += lp.chosen.logprob
+            self._push(seq, token)
+            while not seq.is_finished and seq.matcher is not None and seq.reasoning_done:
+                forced = seq.matcher.jump_forward_tokens() if seq.matcher else []
+                if not forced:
+                    break
+                for t in forced[: max(seq.max_len - seq.num_tokens, 0)]:
+                    self.counters["jump_forward_tokens_total"] += 1
+                    self._push(seq, t)
+                    if seq.is_finished:
+                        break
+                else:
+                    continue
+                break
+        except Exception as e:
+            logger.exception("post-processing failed for %s", seq.request_id)
+            seq.finish("error", error=f"internal error: {type(e).__name__}")
+
+    def _push(self, seq: Sequence, token: int) -> None:
+        p = seq.params
+        seq.token_ids.append(token)
+        self.counters["generation_tokens_total"] += 1
+        guided = seq.matcher is not None and seq.reasoning_done
+        if guided and not seq.matcher.accept_token(token):
+            seq.finish("error", error=f"token {token} rejected by the constraint: {seq.matcher.error()}")
+            return
+        if token in p.stop_token_ids:
+            return seq.finish("stop", stop_reason=token)
+        if token in self.eos_token_ids and not p.ignore_eos:
+            return seq.finish("stop", stop_reason=None)
+        old = len(seq.text)
+        delta = self.detokenizer.step(seq)
+        if not seq.reasoning_done and self.config.reasoning_end in seq.text:
+            seq.reasoning_done = True
+        if p.stop and delta and (hit := find_stop(seq.text, len(seq.text) - old, p.stop)):
+            i, s = hit
+            seq.text = seq.text[: i + len(s)] if p.include_stop_str_in_output else seq.text[:i]
+            return seq.finish("stop", stop_reason=s)
+        if guided and seq.matcher.is_terminated():
+            return seq.finish("stop")
+        if seq.num_tokens >= seq.max_len:
+            seq.finish("length")
+
+    def _collect(self, touched: set[str]) -> list[RequestOutput]:
+        outs = []
+        for rid in touched:
+            req = self.requests.get(rid)
+            if req is None:
+                continue
+            for seq in req.seqs:
+                if seq.is_finished and (seq.block_table or seq in self.scheduler.running):
+                    self.detokenizer.step(seq, final=True)
+                    self.scheduler.finish(seq)
+            outs.append(req.output())
+            if req.finished:
+                del self.requests[rid]
+                self.counters["requests_finished_total"] += 1
+        return outs
+
+    # ---- introspection ------------------------------------------------------------------
+    def _token_text(self, token_id: int) -> str:
+        return self.tokenizer.decode([token_id])
+
+    def get_metrics(self) -> dict[str, float]:
+        running = {s.request_id for s in self.scheduler.running}
+        return {
+            "num_requests_running": float(len(running)),
+            "num_requests_waiting": float(len(self.requests) - len(running)),
+            "kv_cache_usage": self.block_manager.usage(),
+            "num_preemptions_total": float(self.scheduler.num_preemptions),
+            "prefix_cache_hits_total": float(self.block_manager.prefix_hits),
+            "constraint_compile_seconds_total": self.guided.compile_seconds_total,
+            "constraint_compiles_total": float(self.guided.compiles_total),
+            **self.counters,
+        }
+
+    def kv_slot_utilization(self) -> tuple[int, int]:
+        """(slots holding real tokens, slots allocated) over the running sequences, now."""
+        used = sum(min(s.num_computed_tokens, s.num_tokens) for s in self.scheduler.running)
+        alloc = (self.block_manager.num_blocks - self.block_manager.num_free_blocks) * self.config.block_size
+        return used, alloc
+
+    def shutdown(self) -> None:
+        self.guided.shutdown()
+
+
+def _device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        return torch.device(name)
+    except RuntimeError as e:
+        raise ConfigError(f"invalid device {name!r}") from e
+
+
+def _eos_ids(path, tokenizer) -> set[int]:
+    from transformers import GenerationConfig
+
+    ids: set[int] = set()
+    try:
+        eos = GenerationConfig.from_pretrained(str(path)).eos_token_id
+        ids |= set(eos if isinstance(eos, list) else [eos] if eos is not None else [])
+    except OSError:
+        pass
+    if tokenizer.eos_token_id is not None:
+        ids.add(tokenizer.eos_token_id)
+    return ids

@@ -1,0 +1,91 @@
+"""Owns the model and the paged KV cache; turns a scheduled batch into logits rows."""
+
+from __future__ import annotations
+
+import logging
+
+import torch
+
+from stencil.engine.attention import AttentionMetadata
+from stencil.engine.config import EngineConfig
+from stencil.engine.scheduler import SchedulerOutput
+from stencil.engine.sequence import Sequence
+
+logger = logging.getLogger(__name__)
+
+
+class ModelRunner:
+    def __init__(self, config: EngineConfig, model, device: torch.device, dtype: torch.dtype) -> None:
+        from stencil.kernels import get_kernels
+
+        self.model = model
+        self.device = device
+        self.block_size = config.block_size
+        self.ops = get_kernels(device)
+        mc = model.config
+        self.num_layers = mc.num_hidden_layers
+        self.kv_heads = getattr(mc, "num_key_value_heads", None) or mc.num_attention_heads
+        self.head_dim = getattr(mc, "head_dim", None) or mc.hidden_size // mc.num_attention_heads
+        self.num_blocks = config.num_kv_blocks or self._blocks_from_memory(config.kv_cache_memory, dtype)
+        shape = (self.num_blocks, self.block_size, self.kv_heads, self.head_dim)
+        self.kv_caches = [
+            (torch.zeros(shape, dtype=dtype, device=device), torch.zeros(shape, dtype=dtype, device=device))
+            for _ in range(self.num_layers)
+        ]
+        logger.info("KV cache: %d blocks x %d tokens", self.num_blocks, self.block_size)
+
+    def _blocks_from_memory(self, budget: int, dtype: torch.dtype) -> int:
+        per_block = 2 * self.num_layers * self.block_size * self.kv_heads * self.head_dim
+        per_block *= torch.tensor([], dtype=dtype).element_size()
+        return max(budget // per_block, 2)
+
+    @torch.inference_mode()
+    def execute(self, sched: SchedulerOutput) -> tuple[torch.Tensor, list[Sequence]]:
+        """Run one forward. Returns logits ``[rows, vocab]`` for the sequences that sample."""
+        self._copy_blocks(sched.copies)
+        computed = [s for s in sched.scheduled if s.num_new_tokens > 0]
+        ids: list[int] = []
+        positions: list[int] = []
+        slots: list[int] = []
+        cu = [0]
+        ctx: list[int] = []
+        row_of: dict[int, int] = {}
+        bs = self.block_size
+        for s in computed:
+            seq, start, n = s.seq, s.seq.num_computed_tokens, s.num_new_tokens
+            ids += seq.token_ids[start : start + n]
+            positions += range(start, start + n)
+            table = seq.block_table
+            slots += [table[p // bs] * bs + p % bs for p in range(start, start + n)]
+            cu.append(cu[-1] + n)
+            ctx.append(start + n)
+            row_of[seq.seq_id] = cu[-1] - 1
+        samplers = [s.seq for s in sched.scheduled if s.samples]
+        if not computed:
+            return torch.empty(0), []
+        width = max(len(s.seq.block_table) for s in computed)
+        tables = torch.tensor([s.seq.block_table + [0] * (width - len(s.seq.block_table)) for s in computed],
+                              dtype=torch.int32, device=self.device)
+        meta = AttentionMetadata(
+            slot_mapping=torch.tensor(slots, dtype=torch.int64, device=self.device),
+            block_tables=tables,
+            cu_seqlens_q=cu,
+            context_lens=ctx,
+        )
+        input_ids = torch.tensor(ids, dtype=torch.int64, device=self.device)
+        pos = torch.tensor(positions, dtype=torch.int64, device=self.device)
+        hidden = self.model(input_ids, pos, self.kv_caches, meta, self.ops)  # [T, hidden]
+        rows = [row_of[(seq.fork_of or seq).seq_id] for seq in samplers]
+        if not rows:
+            return torch.empty(0), []
+        logits = self.model.compute_logits(hidden[torch.tensor(rows, device=self.device)])
+        return logits, samplers
+
+    def _copy_blocks(self, copies: list[tuple[int, int]]) -> None:
+        if not copies:
+            return
+        src = torch.tensor([c[0] for c in copies], device=self.device)
+        dst = torch.tensor([c[1] for c in copies], device=self.device)
+        for k, v in self.kv_caches:
+            k[dst] = k[src]
+            v[dst] = v[src]

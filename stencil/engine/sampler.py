@@ -1,0 +1,81 @@
+"""Logits processing and sampling for one step's rows, each with its own SamplingParams."""
+
+from __future__ import annotations
+
+import torch
+
+from stencil.engine.outputs import Logprob, PositionLogprobs
+from stencil.engine.sequence import Sequence
+
+
+class Sampler:
+    def __init__(self, eos_token_ids: set[int], decode_token) -> None:
+        self.eos_token_ids = sorted(eos_token_ids)
+        self.decode_token = decode_token  # id -> str, for logprobs
+
+    def __call__(self, logits: torch.Tensor, seqs: list[Sequence]) -> tuple[list[int], list[PositionLogprobs | None]]:
+        """``logits [rows, vocab]`` (already masked by the guided stage) -> one token per row."""
+        want_lp = [s.params.logprobs is not None for s in seqs]
+        raw = torch.log_softmax(logits, dim=-1) if any(want_lp) else None
+        logits = self._process(logits, seqs)
+        tokens = [self._sample_row(logits[i], seq) for i, seq in enumerate(seqs)]
+        lps = [self._logprobs(raw[i], tokens[i], s.params.logprobs) if want_lp[i] else None
+               for i, s in enumerate(seqs)]
+        return tokens, lps
+
+    # ---- processing -------------------------------------------------------------------
+    def _process(self, logits: torch.Tensor, seqs: list[Sequence]) -> torch.Tensor:
+        for i, seq in enumerate(seqs):
+            p = seq.params
+            row = logits[i]
+            if p.logit_bias:
+                ids = torch.tensor(list(p.logit_bias.keys()), dtype=torch.long)
+                row[ids] += torch.tensor(list(p.logit_bias.values()), dtype=row.dtype)
+            if p.repetition_penalty != 1.0 or p.presence_penalty or p.frequency_penalty:
+                self._penalize(row, seq)
+            if seq.num_output_tokens < p.min_tokens:
+                banned = ([] if p.ignore_eos else self.eos_token_ids) + list(p.stop_token_ids)
+                if banned:
+                    row[torch.tensor(banned, dtype=torch.long)] = float("-inf")
+        return logits
+
+    @staticmethod
+    def _penalize(row: torch.Tensor, seq: Sequence) -> None:
+        p = seq.params
+        out = torch.tensor(seq.output_token_ids, dtype=torch.long)
+        if p.repetition_penalty != 1.0:
+            seen = torch.tensor(sorted(set(seq.token_ids)), dtype=torch.long)
+            vals = row[seen]
+            row[seen] = torch.where(vals > 0, vals / p.repetition_penalty, vals * p.repetition_penalty)
+        if out.numel() and (p.presence_penalty or p.frequency_penalty):
+            counts = torch.bincount(out, minlength=row.shape[0]).to(row.dtype)
+            row -= p.frequency_penalty * counts + p.presence_penalty * (counts > 0).to(row.dtype)
+
+    # ---- sampling ---------------------------------------------------------------------
+    @staticmethod
+    def _sample_row(row: torch.Tensor, seq: Sequence) -> int:
+        p = seq.params
+        if p.greedy:
+            return int(row.argmax())
+        row = row / p.temperature
+        if p.top_k > 0 and p.top_k < row.shape[0]:
+            kth = torch.topk(row, p.top_k).values[-1]
+            row = row.masked_fill(row < kth, float("-inf"))
+        probs = torch.softmax(row, dim=-1)
+        if p.min_p > 0:
+            probs = probs.masked_fill(probs < p.min_p * probs.max(), 0.0)
+        if p.top_p < 1.0:
+            sorted_p, idx = probs.sort(descending=True)
+            drop = sorted_p.cumsum(0) - sorted_p > p.top_p
+            probs = probs.scatter(0, idx, sorted_p.masked_fill(drop, 0.0))
+        # exponential race: argmax(p / E) with E ~ Exp(1) is a draw from p (seeded per sequence)
+        noise = torch.empty_like(probs).exponential_(generator=seq.generator)
+        return int((probs / noise).argmax())
+
+    def _logprobs(self, raw: torch.Tensor, token: int, k: int) -> PositionLogprobs:
+        chosen = Logprob(token, self.decode_token(token), float(raw[token]))
+        top = []
+        if k:
+            vals, ids = torch.topk(raw, k)
+            top = [Logprob(int(i), self.decode_token(int(i)), float(v)) for v, i in zip(vals, ids, strict=True)]
+        return PositionLogprobs(chosen, top)

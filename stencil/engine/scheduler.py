@@ -1,0 +1,140 @@
+"""Continuous batching at step granularity over the paged KV cache.
+
+Each step: running sequences first (decode, or the next chunk of a prefill), then waiting ones
+FCFS, within ``max_num_seqs`` and the token budget ``max_num_batched_tokens``. When blocks run
+out, the most recently admitted running sequence is preempted (freed; recomputed later).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from stencil.engine.block_manager import BlockManager
+from stencil.engine.sequence import Sequence, SequenceStatus
+
+
+@dataclass(slots=True)
+class ScheduledSeq:
+    seq: Sequence
+    num_new_tokens: int  # tokens to compute this step (0 for a fork sharing its parent's row)
+
+    @property
+    def samples(self) -> bool:
+        """Whether this step ends at the sequence's last token, so it samples the next one."""
+        if self.seq.fork_of is not None:
+            return True
+        return self.seq.num_computed_tokens + self.num_new_tokens >= self.seq.num_tokens
+
+
+@dataclass(slots=True)
+class SchedulerOutput:
+    scheduled: list[ScheduledSeq] = field(default_factory=list)
+    copies: list[tuple[int, int]] = field(default_factory=list)  # (src, dst) block copies
+    preempted: list[Sequence] = field(default_factory=list)
+
+    @property
+    def num_tokens(self) -> int:
+        return sum(s.num_new_tokens for s in self.scheduled)
+
+
+class Scheduler:
+    def __init__(self, block_manager: BlockManager, max_num_seqs: int, max_num_batched_tokens: int) -> None:
+        self.bm = block_manager
+        self.max_num_seqs = max_num_seqs
+        self.max_num_batched_tokens = max_num_batched_tokens
+        self.waiting: deque[Sequence] = deque()
+        self.running: list[Sequence] = []
+        self.num_preemptions = 0
+
+    def add(self, seq: Sequence) -> None:
+        seq.status = SequenceStatus.WAITING
+        self.waiting.append(seq)
+
+    def has_work(self) -> bool:
+        return bool(self.waiting or self.running)
+
+    def schedule(self) -> SchedulerOutput:
+        out = SchedulerOutput()
+        budget = self.max_num_batched_tokens
+        budget = self._schedule_running(out, budget)
+        if not out.preempted:
+            self._schedule_waiting(out, budget)
+        for s in list(out.scheduled):
+            if s.seq.pending_forks and s.samples:
+                self._fork(s.seq, out)
+        return out
+
+    def _schedule_running(self, out: SchedulerOutput, budget: int) -> int:
+        i = 0
+        while i < len(self.running) and budget > 0:
+            seq = self.running[i]
+            n = min(seq.num_tokens - seq.num_computed_tokens, budget)
+            while not self.bm.can_allocate(self.bm.blocks_needed(seq, seq.num_computed_tokens + n)):
+                victim = self.running[-1]
+                self._preempt(victim, out)
+                if victim is seq:
+                    return budget
+            out.copies += self.bm.allocate(seq, seq.num_computed_tokens + n)
+            out.scheduled.append(ScheduledSeq(seq, n))
+            budget -= n
+            i += 1
+        return budget
+
+    def _schedule_waiting(self, out: SchedulerOutput, budget: int) -> None:
+        while self.waiting and budget > 0:
+            seq = self.waiting[0]
+            if len(self.running) + 1 + len(seq.pending_forks) > self.max_num_seqs:
+                break
+            matched = self.bm.match_prefix(seq.token_ids) if not seq.block_table else []
+            start = len(matched) * self.bm.block_size
+            n = min(seq.num_tokens - start, budget)
+            need = self.bm.blocks_for(start + n) - len(matched)
+            if not self.bm.can_allocate(need + sum(self.bm.blocks[b].ref_count == 0 for b in matched)):
+                break
+            self.waiting.popleft()
+            self.bm.take_prefix(seq, matched)
+            out.copies += self.bm.allocate(seq, seq.num_computed_tokens + n)
+            seq.status = SequenceStatus.RUNNING
+            self.running.append(seq)
+            out.scheduled.append(ScheduledSeq(seq, n))
+            budget -= n
+
+    def _fork(self, parent: Sequence, out: SchedulerOutput) -> None:
+        """Siblings of an n > 1 request share the parent's prompt blocks and logits row."""
+        for child in parent.pending_forks:
+            self.bm.fork(parent, child)
+            child.fork_of = parent
+            child.status = SequenceStatus.RUNNING
+            self.running.append(child)
+            out.scheduled.append(ScheduledSeq(child, 0))
+        parent.pending_forks = []
+
+    def _preempt(self, seq: Sequence, out: SchedulerOutput) -> None:
+        self.running.remove(seq)
+        self.bm.free(seq)
+        seq.status = SequenceStatus.WAITING
+        self.waiting.appendleft(seq)
+        self.num_preemptions += 1
+        out.preempted.append(seq)
+
+    def after_step(self, out: SchedulerOutput) -> None:
+        """Advance computed-token counts and publish newly full blocks to the prefix cache."""
+        for s in out.scheduled:
+            if s.seq.fork_of is not None:
+                s.seq.num_computed_tokens = s.seq.fork_of.num_computed_tokens
+                s.seq.fork_of = None
+            else:
+                s.seq.num_computed_tokens += s.num_new_tokens
+            self.bm.commit(s.seq)
+
+    def finish(self, seq: Sequence) -> None:
+        """Drop a finished or aborted sequence from the queues and free its blocks."""
+        if seq in self.running:
+            self.running.remove(seq)
+        elif seq in self.waiting:
+            self.waiting.remove(seq)
+        for child in seq.pending_forks:
+            child.finish("abort")
+        seq.pending_forks = []
+        self.bm.free(seq)
