@@ -1,0 +1,180 @@
+"""The ``stencil`` console script: ``serve`` (OpenAI-compatible server), ``generate`` (one prompt
+through the offline engine) and ``extract`` (schema-shaped JSON out of files).
+
+Engine flags (``--max-model-len``, ``--num-kv-blocks``, ...) are generated from ``EngineConfig``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import importlib
+import json
+import logging
+import sys
+from typing import Any
+
+from stencil.engine.config import EngineConfig
+from stencil.engine.errors import ConfigError
+
+_SCALARS = {"int": int, "float": float, "str": str}
+
+
+def add_engine_flags(parser: argparse.ArgumentParser) -> None:
+    """One ``--flag`` per EngineConfig field (default None: the dataclass default applies)."""
+    group = parser.add_argument_group("engine")
+    for f in dataclasses.fields(EngineConfig):
+        flag = "--" + f.name.replace("_", "-")
+        type_name = str(f.type).replace(" | None", "").strip()
+        help_ = f"EngineConfig.{f.name} (default: {f.default!r})"
+        if type_name == "bool":
+            group.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction,
+                               default=None, help=help_)
+        else:
+            group.add_argument(flag, dest=f.name, type=_SCALARS.get(type_name, str),
+                               default=None, help=help_)
+
+
+def engine_config(args: argparse.Namespace) -> EngineConfig:
+    """The EngineConfig the flags describe (only the flags that were given)."""
+    return EngineConfig(**engine_kwargs(args))
+
+
+def engine_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """The EngineConfig fields given on the command line."""
+    return {f.name: getattr(args, f.name) for f in dataclasses.fields(EngineConfig)
+            if getattr(args, f.name, None) is not None}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="stencil", description=__doc__.split("\n")[0])
+    parser.add_argument("--log-level", default="info",
+                        choices=["debug", "info", "warning", "error"])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help="run the OpenAI-compatible HTTP server")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--api-key", default=None,
+                       help="require 'Authorization: Bearer KEY' on every route but /health")
+    serve.add_argument("--served-model-name", default=None)
+    add_engine_flags(serve)
+
+    gen = sub.add_parser("generate", help="generate from one prompt with the offline engine")
+    gen.add_argument("prompt")
+    which = gen.add_mutually_exclusive_group()
+    which.add_argument("--json-schema", metavar="FILE", help="constrain to this JSON Schema")
+    which.add_argument("--regex", metavar="R", help="constrain to this regular expression")
+    which.add_argument("--choice", metavar="A,B", help="constrain to one of these strings")
+    which.add_argument("--grammar", metavar="FILE", help="constrain to this Lark grammar")
+    gen.add_argument("--max-tokens", type=int, default=256)
+    gen.add_argument("--temperature", type=float, default=0.0)
+    gen.add_argument("--raw", action="store_true",
+                     help="complete the prompt as is (no chat template)")
+    add_engine_flags(gen)
+
+    extract = sub.add_parser("extract", help="schema-shaped JSON out of many files")
+    _add_extract_arguments(extract)
+    return parser
+
+
+def _add_extract_arguments(parser: argparse.ArgumentParser) -> None:
+    module = _extract_module()
+    if module is not None:
+        module.add_arguments(parser)
+    else:
+        parser.add_argument("rest", nargs=argparse.REMAINDER)
+
+
+def _extract_module() -> Any:
+    try:
+        return importlib.import_module("stencil.api.extract")
+    except ModuleNotFoundError as e:
+        if e.name != "stencil.api.extract":
+            raise
+        return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        if args.command == "serve":
+            return serve(args)
+        if args.command == "generate":
+            return generate(args)
+        return extract(args)
+    except ConfigError as e:
+        print(f"stencil: {e}", file=sys.stderr)
+        return 2
+
+
+def serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from stencil.api.server import ServerConfig, create_app
+
+    config = engine_config(args)
+    server = ServerConfig(host=args.host, port=args.port, api_key=args.api_key,
+                          served_model_name=args.served_model_name, log_level=args.log_level)
+
+    def load() -> Any:
+        from stencil.engine.async_engine import AsyncLLMEngine
+
+        return AsyncLLMEngine.from_config(config)
+
+    app = create_app(load, server)
+    uvicorn.run(app, host=server.host, port=server.port, log_level=server.log_level)
+    return 0
+
+
+def generate(args: argparse.Namespace) -> int:
+    from stencil.constraints import ConstraintError
+    from stencil.engine.sampling_params import SamplingParams
+
+    try:
+        constraint = _constraint(args)
+    except (ConstraintError, OSError, json.JSONDecodeError) as e:
+        print(f"stencil generate: {e}", file=sys.stderr)
+        return 2
+    from stencil import LLM
+
+    llm = LLM(**engine_kwargs(args))
+    params = SamplingParams(max_tokens=args.max_tokens, temperature=args.temperature,
+                            constraint=constraint, close_on_length=constraint is not None)
+    if args.raw:
+        outputs = llm.generate([args.prompt], params)
+    else:
+        outputs = llm.chat([{"role": "user", "content": args.prompt}], params)
+    print(outputs[0].outputs[0].text)
+    return 0
+
+
+def _constraint(args: argparse.Namespace) -> Any:
+    from stencil.constraints import Constraint
+
+    if args.json_schema:
+        with open(args.json_schema, encoding="utf-8") as fh:
+            return Constraint.json_schema(json.load(fh))
+    if args.regex:
+        return Constraint.regex(args.regex)
+    if args.choice:
+        return Constraint.choice([c for c in args.choice.split(",") if c])
+    if args.grammar:
+        with open(args.grammar, encoding="utf-8") as fh:
+            return Constraint.grammar(fh.read())
+    return None
+
+
+def extract(args: argparse.Namespace) -> int:
+    module = _extract_module()
+    if module is None:
+        print("stencil extract: not available in this build (stencil.api.extract is missing)",
+              file=sys.stderr)
+        return 2
+    return int(module.run(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

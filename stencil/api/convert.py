@@ -1,0 +1,343 @@
+"""Request -> engine input: prompt token ids, SamplingParams and at most one Constraint.
+
+Every bad input becomes an ``APIError`` (HTTP 400 naming the field) here, before anything is
+scheduled.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from stencil.api.guided import (
+    Source,
+    build_constraint,
+    collect_sources,
+    whitespace_options,
+)
+from stencil.api.protocol import (
+    KNOWN_BACKENDS,
+    AssistantMessage,
+    ChatCompletionRequest,
+    CompletionRequest,
+    SamplingFields,
+    SystemMessage,
+    ToolMessage,
+    bad_request,
+)
+from stencil.api.tools import ToolPlan, plan_tools, render_tool_calls, tools_system_prompt
+from stencil.constraints import Constraint
+from stencil.engine.errors import RequestError
+from stencil.engine.sampling_params import SamplingParams
+
+_RESERVED_TEMPLATE_KWARGS = {
+    "messages",
+    "conversation",
+    "tools",
+    "tokenize",
+    "add_generation_prompt",
+    "continue_final_message",
+    "return_dict",
+}
+
+
+@dataclass(slots=True)
+class ModelInfo:
+    """What conversion needs to know about the served model."""
+
+    tokenizer: Any
+    max_model_len: int
+    vocab_size: int
+
+
+@dataclass(slots=True)
+class Plan:
+    """One engine request (a completion prompt, or the whole chat)."""
+
+    prompt_ids: list[int]
+    prompt_text: str
+    params: SamplingParams
+    json_output: bool = False
+    tools: ToolPlan | None = None
+    tool_constraint: Constraint | None = None
+    echo_text: str = ""
+
+
+# ---- chat -------------------------------------------------------------------------------------
+
+
+def convert_chat(req: ChatCompletionRequest, model: ModelInfo) -> Plan:
+    """Convert a chat request; raises APIError (400) for anything that cannot be honoured."""
+    _check_common(req)
+    if req.top_logprobs is not None and not req.logprobs:
+        raise bad_request("top_logprobs requires logprobs to be true", "top_logprobs")
+    if req.continue_final_message and req.add_generation_prompt:
+        raise bad_request(
+            "continue_final_message and add_generation_prompt cannot both be true",
+            "continue_final_message",
+        )
+    plan = plan_tools(req.tools, req.tool_choice, req.parallel_tool_calls)
+    if plan is not None and plan.mode == "auto" and req.n > 1:
+        raise bad_request("n > 1 is not supported with tool_choice 'auto'", "n")
+    text = render_chat(req, model.tokenizer, plan)
+    ids = model.tokenizer(text, add_special_tokens=False).input_ids
+    sources = collect_sources(req, plan)
+    constraint, json_output = _single_constraint(req, sources)
+    tool_constraint = None
+    if plan is not None and plan.mode == "auto":
+        if constraint is not None:
+            raise bad_request(
+                "a structured-output constraint cannot be combined with tool_choice 'auto'; "
+                "use tool_choice 'none' or 'required'",
+                "tool_choice",
+            )
+        tool_constraint = build_constraint(
+            Source("tools", "json", plan.schema), whitespace_options(req)
+        )
+    max_tokens = req.max_completion_tokens or req.max_tokens
+    params = sampling_params(req, len(ids), max_tokens, constraint, model)
+    if req.logprobs:
+        params.logprobs = req.top_logprobs or 0
+    echo = ""
+    last = req.messages[-1]
+    if req.echo and isinstance(last, AssistantMessage):
+        echo = _content_text(last.content)
+    return Plan(ids, text, params, json_output, plan, tool_constraint, echo)
+
+
+def render_chat(req: ChatCompletionRequest, tokenizer: Any, plan: ToolPlan | None) -> str:
+    """Render ``messages`` (and the tools, when they will be used) with the chat template."""
+    template = getattr(tokenizer, "chat_template", None) or ""
+    if not template:
+        raise bad_request("the served model has no chat template; use /v1/completions", "messages")
+    native_tools = "tools" in template
+    native_calls = "tool_calls" in template
+    messages = [_message_dict(m, native_calls) for m in req.messages]
+    kwargs = dict(req.chat_template_kwargs or {})
+    clash = sorted(_RESERVED_TEMPLATE_KWARGS & kwargs.keys())
+    if clash:
+        raise bad_request(f"chat_template_kwargs may not set {clash}", "chat_template_kwargs")
+    tools = [t.model_dump(exclude_none=True) for t in req.tools] if plan and req.tools else None
+    if tools and not native_tools:
+        messages = _with_tool_system_prompt(messages, tools_system_prompt(req.tools or []))
+        tools = None
+    try:
+        return tokenizer.apply_chat_template(
+            messages,
+            tools=tools,
+            add_generation_prompt=req.add_generation_prompt,
+            continue_final_message=req.continue_final_message,
+            tokenize=False,
+            **kwargs,
+        )
+    except Exception as e:  # jinja errors, template raise_exception(), bad kwargs
+        raise bad_request(f"the chat template could not render messages: {e}", "messages") from None
+
+
+def _message_dict(msg: Any, native_calls: bool) -> dict[str, Any]:
+    if isinstance(msg, SystemMessage):
+        return {"role": "system", "content": _content_text(msg.content)}
+    if isinstance(msg, ToolMessage):
+        return {"role": "tool", "content": _content_text(msg.content),
+                "tool_call_id": msg.tool_call_id}
+    if isinstance(msg, AssistantMessage):
+        text = _content_text(msg.content)
+        if msg.tool_calls and native_calls:
+            calls = [
+                {"type": "function", "id": c.id, "function": c.function.model_dump()}
+                for c in msg.tool_calls
+            ]
+            return {"role": "assistant", "content": text, "tool_calls": calls}
+        if msg.tool_calls:
+            text = (text + "\n" if text else "") + render_tool_calls(msg)
+        return {"role": "assistant", "content": text}
+    return {"role": msg.role, "content": _content_text(msg.content)}
+
+
+def _content_text(content: Any) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    return "".join(getattr(p, "text", None) or getattr(p, "refusal", "") for p in content)
+
+
+def _with_tool_system_prompt(messages: list[dict[str, Any]], prompt: str) -> list[dict[str, Any]]:
+    if messages and messages[0]["role"] == "system":
+        first = dict(messages[0], content=f"{messages[0]['content']}\n\n{prompt}")
+        return [first, *messages[1:]]
+    return [{"role": "system", "content": prompt}, *messages]
+
+
+# ---- completions ------------------------------------------------------------------------------
+
+
+def convert_completion(req: CompletionRequest, model: ModelInfo) -> list[Plan]:
+    """Convert a completion request into one plan per prompt."""
+    _check_common(req)
+    if req.suffix is not None:
+        raise bad_request("suffix is not supported", "suffix")
+    if req.best_of is not None and req.best_of != req.n:
+        raise bad_request("best_of must equal n (no server-side reranking)", "best_of")
+    if req.echo and req.logprobs is not None:
+        raise bad_request("echo with logprobs (prompt logprobs) is not supported", "echo")
+    sources = collect_sources(req, None)
+    constraint, json_output = _single_constraint(req, sources)
+    plans = []
+    for ids, text in _prompts(req.prompt, model):
+        params = sampling_params(req, len(ids), req.max_tokens, constraint, model)
+        params.logprobs = req.logprobs
+        plans.append(Plan(ids, text, params, json_output, echo_text=text if req.echo else ""))
+    return plans
+
+
+def _prompts(prompt: Any, model: ModelInfo) -> list[tuple[list[int], str]]:
+    tok = model.tokenizer
+    if isinstance(prompt, str):
+        prompt = [prompt]
+    if not prompt:
+        raise bad_request("prompt must not be empty", "prompt")
+    if all(isinstance(p, int) for p in prompt):
+        prompt = [prompt]
+    out = []
+    for p in prompt:
+        if isinstance(p, str):
+            ids = tok(p, add_special_tokens=True).input_ids
+            out.append((ids, p))
+            continue
+        bad = [i for i in p if not 0 <= i < model.vocab_size]
+        if bad:
+            raise bad_request(f"prompt token ids {bad[:5]} are outside the vocabulary", "prompt")
+        out.append((list(p), tok.decode(p)))
+    if any(not ids for ids, _ in out):
+        raise bad_request("prompt must not be empty", "prompt")
+    return out
+
+
+# ---- shared -----------------------------------------------------------------------------------
+
+
+def _check_common(req: SamplingFields) -> None:
+    if req.stream_options is not None and not req.stream:
+        raise bad_request("stream_options is only allowed when stream is true", "stream_options")
+    backend = req.guided_decoding_backend
+    if backend is not None and backend not in KNOWN_BACKENDS:
+        raise bad_request(
+            f"unknown guided_decoding_backend {backend!r}; known: {', '.join(KNOWN_BACKENDS)}",
+            "guided_decoding_backend",
+        )
+
+
+def _single_constraint(
+    req: SamplingFields, sources: list[Source]
+) -> tuple[Constraint | None, bool]:
+    ws = whitespace_options(req)
+    if len(sources) > 1:
+        names = " and ".join(s.param for s in sources)
+        raise bad_request(
+            f"only one structured-output constraint per request, got {names}", sources[1].param
+        )
+    if not sources:
+        if ws:
+            raise bad_request(
+                "a whitespace option needs a JSON constraint (json schema or json object)",
+                ws.param,
+            )
+        return None, False
+    src = sources[0]
+    if ws and src.kind not in ("json", "json_object"):
+        raise bad_request(f"{ws.param} applies only to JSON constraints", ws.param)
+    return build_constraint(src, ws), src.kind in ("json", "json_object")
+
+
+def sampling_params(
+    req: SamplingFields,
+    prompt_len: int,
+    max_tokens: int | None,
+    constraint: Constraint | None,
+    model: ModelInfo,
+) -> SamplingParams:
+    """Build validated SamplingParams; RequestError becomes a 400 naming the field."""
+    room = model.max_model_len - prompt_len
+    if room <= 0:
+        raise bad_request(
+            f"the prompt is {prompt_len} tokens; this model's context is {model.max_model_len}",
+            "messages" if hasattr(req, "messages") else "prompt",
+        )
+    if max_tokens is not None and max_tokens > room:
+        raise bad_request(
+            f"this model's maximum context length is {model.max_model_len} tokens; the request "
+            f"asks for {prompt_len + max_tokens} ({prompt_len} prompt + {max_tokens} completion)",
+            "max_completion_tokens" if getattr(req, "max_completion_tokens", None) else "max_tokens",
+        )
+    fields: dict[str, Any] = dict(
+        n=req.n,
+        max_tokens=max_tokens if max_tokens is not None else room,
+        min_tokens=req.min_tokens,
+        temperature=_or(req.temperature, 1.0),
+        top_p=_or(req.top_p, 1.0),
+        top_k=_or(req.top_k, 0),
+        min_p=_or(req.min_p, 0.0),
+        seed=req.seed,
+        presence_penalty=_or(req.presence_penalty, 0.0),
+        frequency_penalty=_or(req.frequency_penalty, 0.0),
+        repetition_penalty=_or(req.repetition_penalty, 1.0),
+        logit_bias=_logit_bias(req.logit_bias),
+        stop=_stop(req.stop),
+        stop_token_ids=list(req.stop_token_ids or []),
+        ignore_eos=req.ignore_eos,
+        skip_special_tokens=req.skip_special_tokens,
+        include_stop_str_in_output=req.include_stop_str_in_output,
+        constraint=constraint,
+        close_on_length=constraint is not None,
+    )
+    return _validated(lambda: SamplingParams(**fields), model.vocab_size)
+
+
+def with_constraint(params: SamplingParams, constraint: Constraint, max_tokens: int) -> SamplingParams:
+    """A copy of ``params`` for the constrained second step of an ``auto`` tool call."""
+    return replace(params, n=1, constraint=constraint, close_on_length=True,
+                   max_tokens=max_tokens, min_tokens=0, stop=[], stop_token_ids=[])
+
+
+def _validated(make: Callable[[], SamplingParams], vocab_size: int) -> SamplingParams:
+    try:
+        params = make()
+        params.check_token_ids(vocab_size)
+    except RequestError as e:
+        raise bad_request(str(e), _param_of(str(e))) from None
+    return params
+
+
+def _param_of(message: str) -> str | None:
+    m = re.match(r"(?:at most \d+ )?([a-z_]+)", message)
+    if not m:
+        return None
+    word = m.group(1)
+    if word == "token":
+        return "logit_bias" if "logit" in message else "stop_token_ids"
+    return {"stop": "stop", "logit_bias": "logit_bias"}.get(word, word)
+
+
+def _or(value: Any, default: Any) -> Any:
+    return default if value is None else value
+
+
+def _stop(stop: str | list[str] | None) -> list[str]:
+    if stop is None:
+        return []
+    return [stop] if isinstance(stop, str) else list(stop)
+
+
+def _logit_bias(bias: dict[str, float] | None) -> dict[int, float] | None:
+    if not bias:
+        return None
+    out = {}
+    for key, value in bias.items():
+        try:
+            out[int(key)] = float(value)
+        except ValueError:
+            raise bad_request(f"logit_bias key {key!r} is not a token id", "logit_bias") from None
+    return out

@@ -1,0 +1,256 @@
+"""Driving the engine for one HTTP request: start (errors before any byte is sent), stream,
+abort on early exit, and turn cumulative ``RequestOutput``s into per-choice events.
+
+Events are what both the streaming (SSE) and the non-streaming responses are built from:
+``Delta`` (new text + logprobs), ``ToolCalls`` (parsed calls) and ``Finish``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from stencil.api.convert import ModelInfo, Plan, with_constraint
+from stencil.api.metrics import ServerMetrics
+from stencil.api.protocol import APIError
+from stencil.api.tools import TOOL_CALL_OPEN, parse_calls, split_tool_text
+from stencil.engine.errors import EngineError, QueueFullError
+from stencil.engine.outputs import CompletionOutput, PositionLogprobs, RequestOutput
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class Delta:
+    index: int
+    text: str
+    logprobs: list[PositionLogprobs] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class ToolCalls:
+    index: int
+    calls: list[dict[str, Any]]
+
+
+@dataclass(slots=True)
+class Finish:
+    index: int
+    reason: str
+    num_tokens: int
+    error: str | None = None
+
+
+Event = Delta | ToolCalls | Finish
+
+
+class EngineRunner:
+    """The app's handle on the engine: opens generations and aborts them off the request path."""
+
+    def __init__(self, engine: Any, metrics: ServerMetrics) -> None:
+        self.engine = engine
+        self.metrics = metrics
+        self._background: set[asyncio.Task[Any]] = set()
+
+    async def open(self, prompt_ids: list[int], params: Any, request_id: str) -> Generation:
+        gen = Generation(self, prompt_ids, params, request_id)
+        try:
+            await gen.start()
+        except BaseException:
+            gen.close()  # cancelled while queued, or rejected: make sure nothing stays scheduled
+            raise
+        return gen
+
+    def abort_soon(self, request_id: str) -> None:
+        """Abort without awaiting (safe inside a cancelled scope or a ``finally``)."""
+        try:
+            task = asyncio.get_running_loop().create_task(self._abort(request_id))
+        except RuntimeError:
+            return
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _abort(self, request_id: str) -> None:
+        try:
+            await self.engine.abort(request_id)
+        except Exception:  # already finished or engine gone: nothing to free
+            logger.debug("abort(%s) failed", request_id, exc_info=True)
+
+
+class Generation:
+    """One engine request. ``start`` fetches the first output so that bad input raises before
+    the HTTP response begins; leaving the iteration early aborts the request."""
+
+    def __init__(self, runner: EngineRunner, prompt_ids: list[int], params: Any, rid: str) -> None:
+        self.runner = runner
+        self.request_id = rid
+        self._agen = runner.engine.generate(prompt_ids, params, request_id=rid)
+        self._first: RequestOutput | None = None
+        self.finished = False
+        self.closed = False
+
+    async def start(self) -> None:
+        try:
+            self._first = await self._agen.__anext__()
+        except StopAsyncIteration:
+            self._first = None
+        except QueueFullError as e:
+            raise APIError(str(e) or "the request queue is full", status=503,
+                           type="server_error", code="queue_full",
+                           headers={"Retry-After": "1"}) from None
+        except EngineError as e:
+            raise APIError(f"the engine is not available: {e}", status=503,
+                           type="server_error", code="engine_unavailable") from None
+        except ValueError as e:  # RequestError, ConstraintError
+            raise APIError(str(e), status=400, param=_param_for(e)) from None
+        if self._first is not None and self._first.finished:
+            self.finished = True
+
+    async def __aiter__(self) -> AsyncIterator[RequestOutput]:
+        try:
+            if self._first is not None:
+                yield self._first
+            if self.finished or self._first is None:
+                return
+            async for out in self._agen:
+                self.finished = out.finished
+                yield out
+                if out.finished:
+                    return
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        if not self.finished:
+            self.runner.abort_soon(self.request_id)
+
+
+def _param_for(e: Exception) -> str | None:
+    name = type(e).__name__
+    if "Constraint" in name or "Schema" in name or "Grammar" in name or "Regex" in name:
+        return "response_format"
+    msg = str(e).lower()
+    if "prompt" in msg:
+        return "prompt"
+    return None
+
+
+# ---- events -----------------------------------------------------------------------------------
+
+
+async def events(
+    plan: Plan, gen: Generation, runner: EngineRunner, model: ModelInfo, offset: int = 0
+) -> AsyncIterator[Event]:
+    """Per-choice events for one plan; choice indices are shifted by ``offset``."""
+    if plan.tools is not None and plan.tools.mode == "auto":
+        stream = _auto_tool_events(plan, gen, runner, model)
+    else:
+        stream = _plain_events(plan, gen)
+    async for ev in stream:
+        if offset:
+            ev.index += offset
+        yield ev
+
+
+async def _plain_events(plan: Plan, gen: Generation) -> AsyncIterator[Event]:
+    forced = plan.tools is not None
+    sent: dict[int, int] = {}
+    lp_sent: dict[int, int] = {}
+    done: set[int] = set()
+    async for out in gen:
+        for c in out.outputs:
+            if c.index in done:
+                continue
+            if not forced and len(c.text) > sent.get(c.index, 0):
+                start, lp_start = sent.get(c.index, 0), lp_sent.get(c.index, 0)
+                yield Delta(c.index, c.text[start:], list((c.logprobs or [])[lp_start:]))
+                sent[c.index], lp_sent[c.index] = len(c.text), len(c.logprobs or [])
+            if c.finish_reason is not None:
+                done.add(c.index)
+                for ev in _finish(plan, c, forced, len(c.token_ids)):
+                    yield ev
+
+
+def _finish(plan: Plan, c: CompletionOutput, forced: bool, num_tokens: int) -> list[Event]:
+    if forced:
+        calls = parse_calls(c.text)
+        if calls is not None:
+            return [ToolCalls(c.index, calls), Finish(c.index, "tool_calls", num_tokens)]
+        return [Delta(c.index, c.text, list(c.logprobs or [])),
+                Finish(c.index, _reason(c, plan), num_tokens, c.error)]
+    return [Finish(c.index, _reason(c, plan), num_tokens, c.error)]
+
+
+def _reason(c: CompletionOutput, plan: Plan) -> str:
+    reason = c.finish_reason or "stop"
+    if reason == "length" and plan.json_output and _is_json(c.text):
+        return "stop"  # the constrained JSON is complete: not a truncation
+    return reason
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
+
+
+async def _auto_tool_events(
+    plan: Plan, gen: Generation, runner: EngineRunner, model: ModelInfo
+) -> AsyncIterator[Event]:
+    """``tool_choice: auto``: free text until the model writes ``<tool_call>``, then the call
+    list is generated under the tools' constraint in a second request."""
+    emitted, lp_emitted = 0, 0
+    last: CompletionOutput | None = None
+    started = False
+    async for out in gen:
+        last = out.outputs[0]
+        safe, started = split_tool_text(last.text)
+        if len(safe) > emitted:
+            yield Delta(0, safe[emitted:], list((last.logprobs or [])[lp_emitted:]))
+            emitted, lp_emitted = len(safe), len(last.logprobs or [])
+        if started or last.finish_reason is not None:
+            break
+    gen.close()
+    if last is None:
+        yield Finish(0, "stop", 0)
+        return
+    if not started:
+        if len(last.text) > emitted:
+            yield Delta(0, last.text[emitted:], list((last.logprobs or [])[lp_emitted:]))
+        yield Finish(0, _reason(last, plan), len(last.token_ids), last.error)
+        return
+    async for ev in _constrained_call(plan, last, runner, model, gen.request_id):
+        yield ev
+
+
+async def _constrained_call(
+    plan: Plan, first: CompletionOutput, runner: EngineRunner, model: ModelInfo, rid: str
+) -> AsyncIterator[Event]:
+    used = len(first.token_ids)
+    prefix = first.text[: first.text.find(TOOL_CALL_OPEN)] + TOOL_CALL_OPEN
+    ids = plan.prompt_ids + model.tokenizer(prefix, add_special_tokens=False).input_ids
+    budget = (plan.params.max_tokens or 1) - used
+    if budget < 1 or len(ids) + budget > model.max_model_len:
+        yield Finish(0, "length", used)
+        return
+    assert plan.tool_constraint is not None
+    params = with_constraint(plan.params, plan.tool_constraint, budget)
+    gen = await runner.open(ids, params, f"{rid}-call")
+    last: CompletionOutput | None = None
+    async for out in gen:
+        last = out.outputs[0]
+    if last is None:
+        yield Finish(0, "error", used, "no output for the tool call")
+        return
+    for ev in _finish(plan, last, True, used + len(last.token_ids)):
+        yield ev
+
