@@ -1,0 +1,40 @@
+"""Constraint compiler: JSON Schema, regex, choice and grammar -> per-step token masks.
+
+Pure CPU; imports nothing from ``stencil.engine``, ``stencil.api`` or ``stencil.kernels``.
+Token-level matching is llguidance's (Earley parser + lazy lexer); Stencil owns the
+front end (schema translation, validation, budgets, whitespace policy) and the API.
+"""
+
+from .bitmask import allocate_token_bitmask, bitmask_to_bool
+from .compiler import CompiledConstraint, ConstraintCompiler
+from .errors import (
+    CompileTimeoutError,
+    ConstraintError,
+    ConstraintTooLargeError,
+    InvalidGrammarError,
+    InvalidRegexError,
+    InvalidSchemaError,
+    UnsupportedSchemaError,
+)
+from .limits import Limits
+from .matcher import Matcher
+from .spec import Constraint
+from .vocab import TokenVocab
+
+__all__ = [
+    "CompileTimeoutError",
+    "CompiledConstraint",
+    "Constraint",
+    "ConstraintCompiler",
+    "ConstraintError",
+    "ConstraintTooLargeError",
+    "InvalidGrammarError",
+    "InvalidRegexError",
+    "InvalidSchemaError",
+    "Limits",
+    "Matcher",
+    "TokenVocab",
+    "UnsupportedSchemaError",
+    "allocate_token_bitmask",
+    "bitmask_to_bool",
+]

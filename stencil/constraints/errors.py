@@ -1,0 +1,53 @@
+"""Typed errors of the constraint compiler. All are ``ValueError``s: the HTTP layer answers 400."""
+
+from __future__ import annotations
+
+
+class ConstraintError(ValueError):
+    """Base of every error about a user-supplied constraint."""
+
+
+class InvalidSchemaError(ConstraintError):
+    """Not valid JSON, not a JSON Schema, a dangling ``$ref``, or an unsatisfiable schema."""
+
+    def __init__(self, message: str, pointer: str = "") -> None:
+        self.pointer = pointer
+        where = f" at {pointer!r}" if pointer else ""
+        super().__init__(f"invalid JSON schema{where}: {message}")
+
+
+class UnsupportedSchemaError(ConstraintError):
+    """A valid schema keyword that Stencil cannot enforce (never silently ignored)."""
+
+    def __init__(self, keyword: str, pointer: str, detail: str = "") -> None:
+        self.keyword = keyword
+        self.pointer = pointer
+        extra = f": {detail}" if detail else ""
+        super().__init__(
+            f"unsupported JSON schema keyword {keyword!r} at {pointer or '/'!r}{extra}"
+        )
+
+
+class InvalidRegexError(ConstraintError):
+    """A regular expression that does not parse."""
+
+
+class InvalidGrammarError(ConstraintError):
+    """A grammar that does not parse, or whose start rule derives no string."""
+
+
+class ConstraintTooLargeError(ConstraintError):
+    """A constraint over a configured size budget (text size, depth, enum size, repetition)."""
+
+    def __init__(self, message: str, budget: str) -> None:
+        self.budget = budget
+        super().__init__(f"{message} (budget {budget!r})")
+
+
+class CompileTimeoutError(ConstraintError):
+    """A compile that did not finish within the compile-time budget."""
+
+    def __init__(self, seconds: float, budget: str = "timeout_s") -> None:
+        self.budget = budget
+        self.seconds = seconds
+        super().__init__(f"constraint compile exceeded the {budget}={seconds:g}s budget")

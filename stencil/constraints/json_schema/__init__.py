@@ -1,0 +1,45 @@
+"""JSON Schema -> llguidance grammar, with strict keyword accounting (see ``normalize``)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import llguidance
+
+from ..errors import InvalidSchemaError
+from ..limits import Limits
+from ..llg_errors import schema_error
+from ..llg_limits import parser_limits
+from . import document
+from .normalize import Normalizer
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedSchema:
+    grammar: str
+    """llguidance grammar (JSON text) for the translated schema."""
+    schema: dict[str, Any]
+    """The translated schema handed to llguidance."""
+    warnings: tuple[str, ...]
+
+
+def prepare(
+    schema: Any, *, closed: bool, guidance: dict[str, Any], limits: Limits
+) -> PreparedSchema:
+    """Translate and validate ``schema`` (an already loaded document); raise ConstraintError."""
+    draft = document.check_meta(schema, document.draft_of(schema))
+    if schema is False:
+        raise InvalidSchemaError("the schema is `false`: no instance is valid")
+    root = {} if schema is True else schema
+    result = Normalizer(root, draft=draft, closed=closed, limits=limits).run()
+    translated = {**result.schema, "x-guidance": guidance}
+    try:
+        grammar = llguidance.LLMatcher.grammar_from_json_schema(json.dumps(translated))
+    except ValueError as exc:
+        raise InvalidSchemaError(str(exc)) from None
+    message = llguidance.LLMatcher.validate_grammar(grammar, limits=parser_limits(limits))
+    if message:
+        raise schema_error(message, result.keyword_pointers, result.one_of_pointers)
+    return PreparedSchema(grammar, translated, tuple(result.warnings))

@@ -1,0 +1,109 @@
+"""Parse, size-check and meta-validate a schema document before any translation."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import jsonschema
+from jsonschema import validators
+
+from ..errors import ConstraintTooLargeError, InvalidSchemaError
+from ..limits import Limits
+
+_DRAFTS = (
+    ("draft-03", 3),
+    ("draft-04", 4),
+    ("draft-06", 6),
+    ("draft-07", 7),
+    ("2019-09", 2019),
+    ("2020-12", 2020),
+)
+
+
+def load(schema: dict | str | bool, limits: Limits) -> tuple[Any, str]:
+    """``(document, canonical text)``; property order is kept (it is the generation order)."""
+    if isinstance(schema, str):
+        if len(schema.encode()) > limits.max_text_bytes:
+            raise ConstraintTooLargeError("schema text is too large", "max_text_bytes")
+        check_depth_text(schema, limits)
+        try:
+            schema = json.loads(schema)
+        except json.JSONDecodeError as exc:
+            raise InvalidSchemaError(f"not valid JSON: {exc}") from None
+    if not isinstance(schema, dict | bool):
+        raise InvalidSchemaError("a schema must be a JSON object or a boolean")
+    check_depth(schema, limits)
+    try:
+        text = json.dumps(schema, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise InvalidSchemaError(f"not representable as JSON: {exc}") from None
+    if len(text.encode()) > limits.max_text_bytes:
+        raise ConstraintTooLargeError("schema is too large", "max_text_bytes")
+    return schema, text
+
+
+def check_depth_text(text: str, limits: Limits) -> None:
+    """Reject over-deep JSON text before the recursive parser sees it."""
+    depth, in_string, escaped = 0, False, False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            if depth > limits.max_depth:
+                raise ConstraintTooLargeError(
+                    f"schema nested deeper than {limits.max_depth}", "max_depth"
+                )
+        elif ch in "]}":
+            depth -= 1
+
+
+def check_depth(document: Any, limits: Limits) -> None:
+    """Iterative depth check (a 10,000-deep dict must not hit Python's recursion limit)."""
+    stack: list[tuple[Any, int]] = [(document, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > limits.max_depth:
+            raise ConstraintTooLargeError(
+                f"schema nested deeper than {limits.max_depth}", "max_depth"
+            )
+        if isinstance(node, dict):
+            stack.extend((v, depth + 1) for v in node.values())
+        elif isinstance(node, list):
+            if len(node) > limits.max_enum:
+                raise ConstraintTooLargeError(f"schema array of {len(node)} items", "max_enum")
+            stack.extend((v, depth + 1) for v in node)
+
+
+def draft_of(document: Any) -> int:
+    """The draft a document declares in ``$schema`` (2020-12 when it declares none)."""
+    declared = document.get("$schema", "") if isinstance(document, dict) else ""
+    for marker, draft in _DRAFTS:
+        if isinstance(declared, str) and marker in declared:
+            return draft
+    return 2020
+
+
+def check_meta(document: Any, draft: int) -> int:
+    """Validate against the declared draft's meta-schema; return the draft to interpret it by.
+
+    A document without ``$schema`` that only fits draft-07 (``items`` as a list,
+    ``definitions``) is read as draft-07.
+    """
+    cls = validators.validator_for(document, default=jsonschema.Draft202012Validator)
+    error = jsonschema.exceptions.best_match(cls(cls.META_SCHEMA).iter_errors(document))
+    if error is None:
+        return draft
+    if draft == 2020 and "$schema" not in (document if isinstance(document, dict) else {}):
+        if jsonschema.Draft7Validator(jsonschema.Draft7Validator.META_SCHEMA).is_valid(document):
+            return 7
+    where = "/" + "/".join(str(p) for p in error.absolute_path)
+    raise InvalidSchemaError(f"not a valid JSON Schema: {error.message[:300]}", where)

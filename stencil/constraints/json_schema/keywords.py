@@ -1,0 +1,128 @@
+"""Which JSON Schema keywords Stencil enforces, translates, ignores (annotations) or rejects."""
+
+from __future__ import annotations
+
+# Keywords whose value is one subschema / a list of subschemas / a map of subschemas.
+SCHEMA_VALUE_KEYWORDS = frozenset(
+    {
+        "additionalProperties",
+        "not",
+        "if",
+        "then",
+        "else",
+        "contains",
+        "propertyNames",
+        "additionalItems",
+        "unevaluatedItems",
+        "unevaluatedProperties",
+        "contentSchema",
+    }
+)
+SCHEMA_LIST_KEYWORDS = frozenset({"allOf", "anyOf", "oneOf", "prefixItems"})
+SCHEMA_MAP_KEYWORDS = frozenset(
+    {"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"}
+)
+
+# Passed to llguidance unchanged (it enforces them exactly).
+ENFORCED = frozenset(
+    {
+        "type",
+        "enum",
+        "const",
+        "required",
+        "minLength",
+        "maxLength",
+        "pattern",
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "multipleOf",
+        "minItems",
+        "maxItems",
+        "minProperties",
+        "maxProperties",
+    }
+)
+
+# Rewritten by Stencil into enforced keywords (see normalize.py).
+TRANSLATED = frozenset(
+    {
+        "$ref",
+        "properties",
+        "patternProperties",
+        "additionalProperties",
+        "items",
+        "prefixItems",
+        "additionalItems",
+        "anyOf",
+        "allOf",
+        "oneOf",
+        "not",
+        "format",
+        "dependencies",
+        "dependentRequired",
+        "dependentSchemas",
+        "uniqueItems",
+        "if",
+        "then",
+        "else",
+        "propertyNames",
+    }
+)
+
+# Accepted and ignored: they never restrict the instance.
+ANNOTATIONS = frozenset(
+    {
+        "title",
+        "description",
+        "default",
+        "examples",
+        "example",
+        "$schema",
+        "$id",
+        "id",
+        "$comment",
+        "deprecated",
+        "readOnly",
+        "writeOnly",
+        "contentEncoding",
+        "contentMediaType",
+        "contentSchema",
+        "$anchor",
+        "$dynamicAnchor",
+        "$recursiveAnchor",
+        "$vocabulary",
+        "$defs",
+        "definitions",
+        "discriminator",
+        "nullable",
+        "x-guidance",
+    }
+)
+
+# Valid keywords that cannot be enforced by a context-free mask: UnsupportedSchemaError.
+UNSUPPORTED = frozenset(
+    {
+        "contains",
+        "minContains",
+        "maxContains",
+        "unevaluatedProperties",
+        "unevaluatedItems",
+        "$dynamicRef",
+        "$recursiveRef",
+    }
+)
+
+# String formats llguidance enforces natively.
+NATIVE_FORMATS = frozenset(
+    {"date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid", "uri"}
+)
+# Formats Stencil enforces by a pattern of its own, or by an equivalent native format.
+FORMAT_PATTERNS = {
+    "json-pointer": r"^(/([^~/]|~[01])*)*$",
+    "relative-json-pointer": r"^(0|[1-9][0-9]*)(#|(/([^~/]|~[01])*)*)$",
+}
+FORMAT_ALIASES = {"url": "uri"}
+
+JSON_TYPES = ("null", "boolean", "integer", "number", "string", "array", "object")

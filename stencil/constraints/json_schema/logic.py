@@ -1,0 +1,150 @@
+"""Exact rewrites of ``oneOf``, ``not`` and dependencies into keywords llguidance enforces."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Callable
+from typing import Any
+
+from .keywords import JSON_TYPES
+
+Schema = dict[str, Any] | bool
+Lookup = Callable[[str], Schema | None]  # "$ref" value -> normalized target (None: unknown yet)
+
+
+def _value_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int) or (isinstance(value, float) and value.is_integer()):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    return {str: "string", list: "array", dict: "object"}[type(value)]
+
+
+def types_of(schema: Schema, lookup: Lookup, depth: int = 0) -> frozenset[str]:
+    """An over-approximation of the JSON types ``schema`` admits."""
+    every = frozenset(JSON_TYPES)
+    if schema is False:
+        return frozenset()
+    if schema is True or depth > 16:
+        return every
+    out = every
+    if "$ref" in schema:
+        target = lookup(schema["$ref"])
+        out = out & (every if target is None else types_of(target, lookup, depth + 1))
+    if "type" in schema:
+        declared = schema["type"]
+        declared = {declared} if isinstance(declared, str) else set(declared)
+        if "number" in declared:
+            declared.add("integer")
+        out = out & frozenset(declared)
+    if "const" in schema:
+        out = out & {_value_type(schema["const"])}
+    if "enum" in schema:
+        out = out & frozenset(_value_type(v) for v in schema["enum"])
+    if "anyOf" in schema:
+        out = out & frozenset().union(*(types_of(s, lookup, depth + 1) for s in schema["anyOf"]))
+    for sub in schema.get("allOf", ()):
+        out = out & types_of(sub, lookup, depth + 1)
+    return out
+
+
+def _values(schema: Schema) -> set[str] | None:
+    """Canonical texts of the finite set of values ``schema`` admits, or None if unbounded."""
+    if not isinstance(schema, dict):
+        return None
+    if "const" in schema:
+        return {json.dumps(schema["const"], sort_keys=True)}
+    if "enum" in schema:
+        return {json.dumps(v, sort_keys=True) for v in schema["enum"]}
+    return None
+
+
+def _discriminators(schema: Schema, lookup: Lookup) -> dict[str, set[str]]:
+    """Required properties of an object branch whose value is a finite set."""
+    if not isinstance(schema, dict):
+        return {}
+    if "$ref" in schema and (target := lookup(schema["$ref"])) is not None:
+        return _discriminators(target, lookup) | _own_discriminators(schema)
+    return _own_discriminators(schema)
+
+
+def _own_discriminators(schema: dict) -> dict[str, set[str]]:
+    required = set(schema.get("required", ()))
+    props = schema.get("properties", {})
+    return {k: v for k in required if (v := _values(props.get(k))) is not None}
+
+
+def _disjoint(a: Schema, b: Schema, lookup: Lookup) -> bool:
+    ta, tb = types_of(a, lookup), types_of(b, lookup)
+    if not ta & tb:
+        return True
+    va, vb = _values(a), _values(b)
+    if va is not None and vb is not None and not va & vb:
+        return True
+    if (ta & tb) - {"object"}:
+        return False  # `required` only restricts objects
+    da, db = _discriminators(a, lookup), _discriminators(b, lookup)
+    return any(not da[k] & db[k] for k in da.keys() & db.keys())
+
+
+def one_of_as_any_of(branches: list[Schema], lookup: Lookup) -> list[Schema] | None:
+    """Branches of an equivalent ``anyOf``, or None when equivalence cannot be shown."""
+    if all(_disjoint(a, b, lookup) for a, b in itertools.combinations(branches, 2)):
+        return branches
+    if all(isinstance(b, dict) and set(b) <= {"required"} for b in branches):
+        return _required_only(branches)  # type: ignore[arg-type]
+    return None
+
+
+def _required_only(branches: list[dict]) -> list[Schema]:
+    """oneOf of ``{"required": R_i}``: branch i and, for every j != i, not all of R_j."""
+    sets = [list(dict.fromkeys(b.get("required", ()))) for b in branches]
+    out: list[Schema] = []
+    for i, mine in enumerate(sets):
+        others = [r for j, r in enumerate(sets) if j != i]
+        if any(set(r) <= set(mine) for r in others):
+            continue  # branch i always matches another one too
+        branch: dict[str, Any] = {"required": mine} if mine else {}
+        negations = [not_required(r) for r in others]
+        if negations:
+            branch["allOf"] = negations
+        out.append(branch)
+    return out or [False]
+
+
+def not_required(names: list[str]) -> Schema:
+    """``not {"required": names}``: at least one of ``names`` is absent."""
+    return {"anyOf": [{"properties": {n: False}} for n in names]}
+
+
+def negate(schema: Schema) -> Schema | None:
+    """An exact schema for ``not schema`` when one exists in enforced keywords, else None."""
+    if schema is True or schema == {}:
+        return False
+    if schema is False:
+        return True
+    keys = set(schema)
+    if keys == {"required"}:
+        return not_required(schema["required"]) if schema["required"] else False
+    if keys == {"type"}:
+        declared = schema["type"]
+        declared = {declared} if isinstance(declared, str) else set(declared)
+        if "integer" in declared and "number" not in declared:
+            return None
+        if "number" in declared:
+            declared.add("integer")
+        return {"type": [t for t in JSON_TYPES if t not in declared]}
+    return None
+
+
+def dependency(name: str, dep: list[str] | Schema) -> Schema:
+    """``name`` absent, or present together with ``dep`` (required names or a schema)."""
+    absent = {"properties": {name: False}}
+    if isinstance(dep, list):
+        return {"anyOf": [absent, {"required": dep}]} if dep else True
+    return {"anyOf": [absent, {"required": [name], "allOf": [dep]}]}

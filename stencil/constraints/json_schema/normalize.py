@@ -1,0 +1,260 @@
+"""Translate a JSON Schema into the subset llguidance enforces exactly, or raise.
+
+Every keyword is enforced, rewritten into enforced keywords, accepted as an annotation, or
+rejected with ``UnsupportedSchemaError(keyword, pointer)``: nothing is silently ignored.
+``$ref`` targets are hoisted into ``$defs`` under generated names, so recursion is kept and
+``$id`` / anchor / draft-specific resolution is done here, once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import ConstraintTooLargeError, InvalidSchemaError, UnsupportedSchemaError
+from ..limits import Limits
+from ..regex_check import check_regex
+from . import logic
+from .keywords import (
+    ANNOTATIONS,
+    ENFORCED,
+    FORMAT_ALIASES,
+    FORMAT_PATTERNS,
+    NATIVE_FORMATS,
+    UNSUPPORTED,
+)
+from .refs import DEFAULT_BASE, RefIndex, escape
+
+Schema = dict[str, Any] | bool
+
+
+@dataclass(slots=True)
+class Normalized:
+    schema: dict[str, Any]
+    warnings: list[str] = field(default_factory=list)
+    one_of_pointers: list[str] = field(default_factory=list)
+    """``oneOf``s left to llguidance (not shown equivalent to an ``anyOf`` here)."""
+    keyword_pointers: dict[str, str] = field(default_factory=dict)
+    """First pointer of each keyword passed on, to name the place of a later llguidance error."""
+
+
+class Normalizer:
+    """One use: ``Normalizer(root, ...).run()``."""
+
+    def __init__(self, root: Any, *, draft: int, closed: bool, limits: Limits) -> None:
+        self.draft, self.closed, self.limits = draft, closed, limits
+        self.index = RefIndex(root, id_key="id" if draft <= 4 else "$id").build()
+        self.root = root
+        self.defs: dict[str, Schema] = {}
+        self.def_names: dict[tuple[str, bool], str] = {}
+        self.out = Normalized(schema={})
+
+    def run(self) -> Normalized:
+        top = self.node(self.root, "", DEFAULT_BASE, in_all_of=False)
+        if top is False:
+            raise InvalidSchemaError("the schema is `false`: no instance is valid")
+        top = {} if top is True else top
+        if self.defs:
+            top = {**top, "$defs": self.defs}
+        self.out.schema = top
+        return self.out
+
+    # -- references -------------------------------------------------------------------------
+
+    def lookup(self, ref: str) -> Schema | None:
+        name = ref.rsplit("/", 1)[-1]
+        value = self.defs.get(name)
+        return None if value is None or value == {"$stencil_pending": True} else value
+
+    def ref(self, ref: str, base: str, pointer: str, in_all_of: bool) -> str:
+        target = self.index.resolve(ref, base, pointer)
+        seen = {target.pointer}
+        while isinstance(target.node, dict) and _pure_ref(target.node):
+            target = self.index.resolve(target.node["$ref"], target.base, target.pointer)
+            if target.pointer in seen:
+                raise InvalidSchemaError(f"$ref cycle through {ref!r} derives no value", pointer)
+            seen.add(target.pointer)
+        key = (target.pointer, in_all_of)
+        if key not in self.def_names:
+            name = f"d{len(self.def_names)}"
+            self.def_names[key] = name
+            self.defs[name] = {"$stencil_pending": True}
+            self.defs[name] = self.node(target.node, target.pointer, target.base, in_all_of)
+        return "#/$defs/" + self.def_names[key]
+
+    # -- one schema node --------------------------------------------------------------------
+
+    def node(self, schema: Any, ptr: str, base: str, in_all_of: bool) -> Schema:
+        if isinstance(schema, bool):
+            return schema
+        if not isinstance(schema, dict):
+            raise InvalidSchemaError("a schema must be an object or a boolean", ptr)
+        base = self.index.base_of(schema, base)
+        out: dict[str, Any] = {}
+        extra: list[Schema] = []
+        if "$ref" in schema:
+            out["$ref"] = self.ref(schema["$ref"], base, ptr, in_all_of)
+            if self.draft <= 7:
+                return out  # siblings of $ref are ignored before 2019-09
+        for key, value in schema.items():
+            if key != "$ref":
+                self.keyword(key, value, schema, out, extra, ptr, base)
+        self.close_object(schema, out, in_all_of)
+        self.property_names(schema, out, ptr)
+        if extra:
+            out["allOf"] = [*out.get("allOf", []), *extra]
+        return out
+
+    def keyword(
+        self, key: str, value: Any, schema: dict, out: dict, extra: list, ptr: str, base: str
+    ) -> None:
+        here = f"{ptr}/{escape(key)}"
+        if key in ENFORCED:
+            self.enforced(key, value, schema, out, here)
+        elif key in ANNOTATIONS or key in ("then", "else", "propertyNames"):
+            return
+        elif key in UNSUPPORTED:
+            raise UnsupportedSchemaError(key, here)
+        elif key in ("properties", "patternProperties"):
+            if key == "patternProperties":
+                for pattern in value:
+                    check_regex(pattern, self.limits, "patternProperties pattern")
+            out[key] = {
+                k: self.node(v, f"{here}/{escape(k)}", base, False) for k, v in value.items()
+            }
+        elif key in ("additionalProperties", "additionalItems", "items"):
+            self.items_like(key, value, schema, out, here, base)
+        elif key == "prefixItems":
+            out[key] = [self.node(v, f"{here}/{i}", base, False) for i, v in enumerate(value)]
+        elif key in ("anyOf", "allOf"):
+            sub = [self.node(v, f"{here}/{i}", base, key == "allOf") for i, v in enumerate(value)]
+            out[key] = [*out.get(key, []), *sub] if key == "allOf" else sub
+        elif key == "oneOf":
+            self.one_of(value, out, here, base)
+        elif key == "not":
+            self.negation(value, extra, here, base)
+        elif key in ("dependencies", "dependentRequired", "dependentSchemas"):
+            for name, dep in value.items():
+                dep_ptr = f"{here}/{escape(name)}"
+                dep = dep if isinstance(dep, list) else self.node(dep, dep_ptr, base, True)
+                extra.append(logic.dependency(name, dep))
+        elif key == "format":
+            self.format(value, out, extra, here)
+        elif key == "uniqueItems":
+            if value and not _at_most_one_item(schema):
+                raise UnsupportedSchemaError(key, here, "uniqueness of array items")
+        elif key == "if":
+            if "then" in schema or "else" in schema:
+                raise UnsupportedSchemaError(key, here, "conditional subschemas")
+        else:
+            self.out.warnings.append(f"unknown keyword {key!r} at {here!r} ignored (annotation)")
+
+    def enforced(self, key: str, value: Any, schema: dict, out: dict, here: str) -> None:
+        self.out.keyword_pointers.setdefault(key, here)
+        if key in ("exclusiveMinimum", "exclusiveMaximum") and isinstance(value, bool):
+            bound = "minimum" if key == "exclusiveMinimum" else "maximum"
+            if value and bound in schema:  # draft-04 boolean form
+                out[key] = schema[bound]
+                out.pop(bound, None)
+            return
+        if key in ("minimum", "maximum") and schema.get("exclusiveM" + key[1:]) is True:
+            return
+        if key == "enum" and len(value) > self.limits.max_enum:
+            raise ConstraintTooLargeError(f"enum at {here!r} has {len(value)} members", "max_enum")
+        if key == "pattern":
+            check_regex(value, self.limits, "pattern")
+        out[key] = value
+
+    def items_like(
+        self, key: str, value: Any, schema: dict, out: dict, here: str, base: str
+    ) -> None:
+        if key == "items" and isinstance(value, list):  # draft <= 2019-09 tuple form
+            out["prefixItems"] = [
+                self.node(v, f"{here}/{i}", base, False) for i, v in enumerate(value)
+            ]
+            return
+        if key == "additionalItems":
+            if isinstance(schema.get("items"), list):
+                out["items"] = self.node(value, here, base, False)
+            return  # without tuple-form items, additionalItems has no effect
+        out[key] = self.node(value, here, base, False)
+
+    def one_of(self, value: list, out: dict, here: str, base: str) -> None:
+        branches = [self.node(v, f"{here}/{i}", base, False) for i, v in enumerate(value)]
+        as_any = logic.one_of_as_any_of(branches, self.lookup)
+        if as_any is None:
+            self.out.one_of_pointers.append(here)
+            out["oneOf"] = branches
+        elif "anyOf" in out:
+            out.setdefault("allOf", []).append({"anyOf": as_any})
+        else:
+            out["anyOf"] = as_any
+
+    def negation(self, value: Any, extra: list, here: str, base: str) -> None:
+        negated = logic.negate(self.node(value, here, base, False))
+        if negated is None:
+            raise UnsupportedSchemaError("not", here, "only not of {}, type or required")
+        extra.append(negated)
+
+    def format(self, value: Any, out: dict, extra: list, here: str) -> None:
+        name = FORMAT_ALIASES.get(value, value)
+        if name in NATIVE_FORMATS:
+            out["format"] = name
+        elif name in FORMAT_PATTERNS:
+            extra.append({"pattern": FORMAT_PATTERNS[name]})
+        else:
+            self.out.warnings.append(
+                f"unknown format {value!r} at {here!r} not enforced (annotation)"
+            )
+
+    # -- object policy ----------------------------------------------------------------------
+
+    def close_object(self, schema: dict, out: dict, in_all_of: bool) -> None:
+        """OpenAI-strict default: an object with declared properties admits no other keys."""
+        if not self.closed or in_all_of or "properties" not in out:
+            return
+        if any(
+            k in schema
+            for k in (
+                "additionalProperties",
+                "patternProperties",
+                "allOf",
+                "$ref",
+                "unevaluatedProperties",
+            )
+        ):
+            return
+        out["additionalProperties"] = False
+        for name in out.get("required", ()):
+            out["properties"].setdefault(name, True)
+
+    def property_names(self, schema: dict, out: dict, ptr: str) -> None:
+        if "propertyNames" not in schema:
+            return
+        names_schema = schema["propertyNames"]
+        open_object = (
+            out.get("additionalProperties", True) is not False or "patternProperties" in out
+        )
+        if names_schema is True or names_schema == {}:
+            return
+        if open_object or not _names_valid(list(out.get("properties", {})), names_schema):
+            raise UnsupportedSchemaError("propertyNames", f"{ptr}/propertyNames")
+
+
+def _pure_ref(node: dict) -> bool:
+    return "$ref" in node and all(k == "$ref" or k in ANNOTATIONS for k in node)
+
+
+def _at_most_one_item(schema: dict) -> bool:
+    kind = schema.get("type")
+    return schema.get("maxItems", 2) <= 1 or (isinstance(kind, str) and kind != "array")
+
+
+def _names_valid(names: list[str], names_schema: Any) -> bool:
+    import jsonschema
+
+    try:
+        validator = jsonschema.Draft202012Validator(names_schema)
+        return all(validator.is_valid(n) for n in names)
+    except jsonschema.exceptions.JsonSchemaException:
+        return False

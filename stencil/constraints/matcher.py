@@ -1,0 +1,97 @@
+"""``Matcher``: one sequence's position in a compiled constraint."""
+
+from __future__ import annotations
+
+import llguidance
+import torch
+
+from .bitmask import bitmask_words
+from .vocab import TokenVocab
+
+
+class Matcher:
+    """Per-sequence state. Not thread-safe; one owner at a time (the engine's guided stage).
+
+    ``accept_token`` never raises: a rejected token returns False and leaves the state as it
+    was. ``is_terminated`` is True once nothing but EOS can follow (or EOS was accepted);
+    the engine may finish the sequence there. While the grammar can still continue but is
+    complete (``is_accepting``), both EOS and continuations are allowed.
+    """
+
+    __slots__ = ("_m", "_vocab", "_eos", "_num_tokens", "_words")
+
+    def __init__(self, matcher: llguidance.LLMatcher, vocab: TokenVocab) -> None:
+        self._m = matcher
+        self._vocab = vocab
+        self._eos = frozenset(vocab.eos_token_ids)
+        self._num_tokens = 0
+        self._words = bitmask_words(vocab.vocab_size)
+
+    @property
+    def num_tokens(self) -> int:
+        """Tokens accepted since the start (or last reset), the bound for ``rollback``."""
+        return self._num_tokens
+
+    def accept_token(self, token_id: int) -> bool:
+        if not 0 <= token_id < self._vocab.tokenizer_size or self._m.is_error():
+            return False
+        try:
+            if token_id in self._eos:
+                ok = self._m.is_accepting() and self._m.consume_token(token_id)
+            else:
+                ok = self._m.validate_tokens([token_id]) == 1 and self._m.consume_token(token_id)
+        except (ValueError, OverflowError, TypeError):
+            return False
+        if not ok:
+            return False
+        self._num_tokens += 1
+        return True
+
+    def fill_next_token_bitmask(self, bitmask: torch.Tensor, row: int = 0) -> None:
+        """Write the allowed next tokens into ``bitmask[row]`` (CPU, int32, C-contiguous)."""
+        if bitmask.dtype != torch.int32 or bitmask.device.type != "cpu" or bitmask.dim() != 2:
+            raise ValueError("bitmask must be a 2-D int32 CPU tensor")
+        if bitmask.shape[1] < self._words:
+            raise ValueError(f"bitmask rows need {self._words} words, got {bitmask.shape[1]}")
+        target = bitmask[row]
+        if not target.is_contiguous():
+            raise ValueError("bitmask rows must be contiguous")
+        self._m.unsafe_compute_mask_ptr(target.data_ptr(), self._words * 4)
+        if bitmask.shape[1] > self._words:
+            target[self._words :] = 0
+
+    def is_terminated(self) -> bool:
+        return self._m.is_stopped() and not self._m.is_error()
+
+    def is_accepting(self) -> bool:
+        """True when the output so far is complete (EOS is allowed now)."""
+        return self._m.is_accepting()
+
+    def rollback(self, num_tokens: int) -> None:
+        """Undo the last ``num_tokens`` accepted tokens."""
+        if not 0 <= num_tokens <= self._num_tokens:
+            raise ValueError(f"cannot roll back {num_tokens} of {self._num_tokens} tokens")
+        if num_tokens and self._m.rollback(num_tokens):
+            self._num_tokens -= num_tokens
+
+    def reset(self) -> None:
+        self._m.reset()
+        self._num_tokens = 0
+
+    def find_jump_forward_string(self) -> str:
+        """Text that every valid continuation starts with (may be empty)."""
+        forced = self._m.compute_ff_bytes()
+        for cut in range(len(forced), max(len(forced) - 4, -1), -1):
+            try:
+                return forced[:cut].decode()
+            except UnicodeDecodeError:
+                continue
+        return ""
+
+    def jump_forward_tokens(self) -> list[int]:
+        """Tokens that are forced next (canonical tokenization of the forced text)."""
+        return list(self._m.compute_ff_tokens())
+
+    def error(self) -> str | None:
+        """Why the matcher can go no further (an internal limit), or None."""
+        return self._m.get_error() or None if self._m.is_error() else None

@@ -1,0 +1,87 @@
+"""Regex, choice and Lark/GBNF grammar texts -> validated llguidance grammars."""
+
+from __future__ import annotations
+
+import json
+
+import llguidance
+from llguidance.gbnf_to_lark import any_to_lark
+
+from .errors import ConstraintTooLargeError, InvalidGrammarError, InvalidRegexError
+from .limits import Limits
+from .llg_errors import grammar_error
+from .llg_limits import parser_limits
+from .regex_check import check_regex, max_repetition
+
+
+def regex_grammar(pattern: str, limits: Limits) -> str:
+    if not isinstance(pattern, str):
+        raise InvalidRegexError("a regex must be a string")
+    check_regex(pattern, limits)
+    return llguidance.LLMatcher.grammar_from_regex(pattern)
+
+
+def choice_grammar(choices: list[str], limits: Limits) -> str:
+    if isinstance(choices, str) or not choices:
+        raise InvalidGrammarError("a choice constraint needs a non-empty list of strings")
+    if len(choices) > limits.max_enum:
+        raise ConstraintTooLargeError(f"{len(choices)} choices", "max_enum")
+    if not all(isinstance(c, str) for c in choices):
+        raise InvalidGrammarError("every choice must be a string")
+    if sum(len(c.encode()) for c in choices) > limits.max_text_bytes:
+        raise ConstraintTooLargeError("choices are too large", "max_text_bytes")
+    unique = list(dict.fromkeys(choices))
+    alternatives = " | ".join(_literal(c) for c in unique)
+    return _validated(
+        llguidance.LLMatcher.grammar_from_lark(f"start: {alternatives}\n"), limits, "choice"
+    )
+
+
+def _literal(text: str) -> str:
+    """A Lark alternative matching exactly ``text`` (the empty string as an empty regex)."""
+    return json.dumps(text) if text else '""?'
+
+
+def lark_text(text: str, limits: Limits) -> str:
+    """The Lark text of a Lark or GBNF grammar (GBNF is recognised by ``::=`` rules)."""
+    if not isinstance(text, str) or not text.strip():
+        raise InvalidGrammarError("a grammar must be a non-empty string")
+    if len(text.encode()) > limits.max_text_bytes:
+        raise ConstraintTooLargeError("grammar text is too large", "max_text_bytes")
+    if "::=" in text:
+        try:
+            text = any_to_lark(text)
+        except Exception as exc:  # the converter raises plain exceptions on bad GBNF
+            raise InvalidGrammarError(f"invalid GBNF grammar: {exc}") from None
+    for regex in _regex_literals(text):
+        if max_repetition(regex) > limits.max_repetition:
+            raise ConstraintTooLargeError(
+                f"grammar regex repetition above {limits.max_repetition}", "max_repetition"
+            )
+    return text
+
+
+def lark_grammar(text: str, limits: Limits) -> str:
+    return _validated(
+        llguidance.LLMatcher.grammar_from_lark(lark_text(text, limits)), limits, "grammar"
+    )
+
+
+def _validated(grammar: str, limits: Limits, what: str) -> str:
+    message = llguidance.LLMatcher.validate_grammar(grammar, limits=parser_limits(limits))
+    if message:
+        raise grammar_error(message, what)
+    return grammar
+
+
+def _regex_literals(text: str) -> list[str]:
+    """Bodies of ``/.../`` regex literals and ``{m,n}`` repeats in a Lark grammar text."""
+    out, i = [], 0
+    while (start := text.find("/", i)) >= 0:
+        end = start + 1
+        while end < len(text) and text[end] not in "/\n":
+            end += 2 if text[end] == "\\" else 1
+        out.append(text[start + 1 : end])
+        i = end + 1
+    out.append(text)  # rule-level {m,n} / ~ m..n repeats in the grammar text itself
+    return out

@@ -1,0 +1,79 @@
+"""``TokenVocab``: a model's tokens as exact bytes, its EOS ids and its (padded) size."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from copy import copy
+from dataclasses import dataclass, field
+from typing import Any
+
+import llguidance
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class TokenVocab:
+    """Immutable and shared by every compile for one model.
+
+    ``vocab_size`` is the model's logits width; ids at or above the tokenizer's own size are
+    padding and are never allowed by any mask.
+    """
+
+    llg_tokenizer: llguidance.LLTokenizer = field(repr=False)
+    vocab_size: int
+    tokenizer_size: int
+    eos_token_ids: tuple[int, ...]
+    fingerprint: str
+
+    @classmethod
+    def from_hf(
+        cls,
+        tokenizer: Any,
+        vocab_size: int | None = None,
+        *,
+        eos_token_ids: Iterable[int] | None = None,
+    ) -> TokenVocab:
+        """Build from a Hugging Face fast tokenizer (byte-level BPE, SentencePiece with byte
+        fallback, added and special tokens are all read from its ``tokenizer.json``).
+
+        ``eos_token_ids`` are added to the tokenizer's own EOS token."""
+        backend = getattr(tokenizer, "backend_tokenizer", None)
+        if backend is None:
+            raise ValueError("TokenVocab.from_hf needs a fast (tokenizers-backed) tokenizer")
+        backend = copy(backend)
+        backend.no_padding()
+        backend.no_truncation()
+        text = backend.to_str()
+        size = backend.get_vocab_size(with_added_tokens=True)
+        size = max(size, max(tokenizer.get_vocab().values(), default=-1) + 1)
+        vocab_size = size if vocab_size is None else vocab_size
+        if vocab_size < size:
+            raise ValueError(f"vocab_size {vocab_size} is below the tokenizer's {size} tokens")
+        eos = _eos_ids(tokenizer, eos_token_ids)
+        if not eos or max(eos) >= vocab_size:
+            raise ValueError(f"bad EOS token ids {eos} for vocab_size {vocab_size}")
+        llg_tok = llguidance.LLTokenizer(text, n_vocab=vocab_size, eos_token=list(eos))
+        digest = hashlib.sha256(text.encode())
+        digest.update(f"{vocab_size}|{eos}".encode())
+        return cls(llg_tok, vocab_size, size, eos, digest.hexdigest()[:16])
+
+    def token_bytes(self, token_id: int) -> bytes:
+        """The exact bytes of one token (a special token's text; b"" for padding ids)."""
+        if not 0 <= token_id < self.tokenizer_size:
+            return b""
+        return self.llg_tokenizer.decode_bytes([token_id])
+
+    def decode_bytes(self, token_ids: list[int]) -> bytes:
+        return self.llg_tokenizer.decode_bytes([t for t in token_ids if t < self.tokenizer_size])
+
+    def is_special(self, token_id: int) -> bool:
+        return 0 <= token_id < self.tokenizer_size and self.llg_tokenizer.is_special_token(token_id)
+
+
+def _eos_ids(tokenizer: Any, extra: Iterable[int] | None) -> tuple[int, ...]:
+    ids: list[int] = []
+    own = getattr(tokenizer, "eos_token_id", None)
+    if isinstance(own, int):
+        ids.append(own)
+    ids.extend(int(t) for t in (extra or ()))
+    return tuple(dict.fromkeys(ids))
