@@ -28,11 +28,13 @@ def add_engine_flags(parser: argparse.ArgumentParser) -> None:
         type_name = str(f.type).replace(" | None", "").strip()
         help_ = f"EngineConfig.{f.name} (default: {f.default!r})"
         if type_name == "bool":
-            group.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction,
-                               default=None, help=help_)
+            group.add_argument(
+                flag, dest=f.name, action=argparse.BooleanOptionalAction, default=None, help=help_
+            )
         else:
-            group.add_argument(flag, dest=f.name, type=_SCALARS.get(type_name, str),
-                               default=None, help=help_)
+            group.add_argument(
+                flag, dest=f.name, type=_SCALARS.get(type_name, str), default=None, help=help_
+            )
 
 
 def engine_config(args: argparse.Namespace) -> EngineConfig:
@@ -42,21 +44,28 @@ def engine_config(args: argparse.Namespace) -> EngineConfig:
 
 def engine_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     """The EngineConfig fields given on the command line."""
-    return {f.name: getattr(args, f.name) for f in dataclasses.fields(EngineConfig)
-            if getattr(args, f.name, None) is not None}
+    return {
+        f.name: getattr(args, f.name)
+        for f in dataclasses.fields(EngineConfig)
+        if getattr(args, f.name, None) is not None
+    }
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="stencil", description=__doc__.split("\n")[0])
-    parser.add_argument("--log-level", default="info",
-                        choices=["debug", "info", "warning", "error"])
+    parser.add_argument(
+        "--log-level", default="info", choices=["debug", "info", "warning", "error"]
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     serve = sub.add_parser("serve", help="run the OpenAI-compatible HTTP server")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
-    serve.add_argument("--api-key", default=None,
-                       help="require 'Authorization: Bearer KEY' on every route but /health")
+    serve.add_argument(
+        "--api-key",
+        default=None,
+        help="require 'Authorization: Bearer KEY' on every route but /health",
+    )
     serve.add_argument("--served-model-name", default=None)
     add_engine_flags(serve)
 
@@ -69,8 +78,9 @@ def build_parser() -> argparse.ArgumentParser:
     which.add_argument("--grammar", metavar="FILE", help="constrain to this Lark grammar")
     gen.add_argument("--max-tokens", type=int, default=256)
     gen.add_argument("--temperature", type=float, default=0.0)
-    gen.add_argument("--raw", action="store_true",
-                     help="complete the prompt as is (no chat template)")
+    gen.add_argument(
+        "--raw", action="store_true", help="complete the prompt as is (no chat template)"
+    )
     add_engine_flags(gen)
 
     extract = sub.add_parser("extract", help="schema-shaped JSON out of many files")
@@ -97,8 +107,9 @@ def _extract_module() -> Any:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     try:
         if args.command == "serve":
             return serve(args)
@@ -116,8 +127,13 @@ def serve(args: argparse.Namespace) -> int:
     from stencil.api.server import ServerConfig, create_app
 
     config = engine_config(args)
-    server = ServerConfig(host=args.host, port=args.port, api_key=args.api_key,
-                          served_model_name=args.served_model_name, log_level=args.log_level)
+    server = ServerConfig(
+        host=args.host,
+        port=args.port,
+        api_key=args.api_key,
+        served_model_name=args.served_model_name,
+        log_level=args.log_level,
+    )
 
     def load() -> Any:
         from stencil.engine.async_engine import AsyncLLMEngine
@@ -138,11 +154,15 @@ def generate(args: argparse.Namespace) -> int:
     except (ConstraintError, OSError, json.JSONDecodeError) as e:
         print(f"stencil generate: {e}", file=sys.stderr)
         return 2
-    from stencil import LLM
+    from stencil.engine.llm import LLM
 
     llm = LLM(**engine_kwargs(args))
-    params = SamplingParams(max_tokens=args.max_tokens, temperature=args.temperature,
-                            constraint=constraint, close_on_length=constraint is not None)
+    params = SamplingParams(
+        max_tokens=args.max_tokens,
+        temperature=args.temperature,
+        constraint=constraint,
+        close_on_length=constraint is not None,
+    )
     if args.raw:
         outputs = llm.generate([args.prompt], params)
     else:
@@ -170,8 +190,10 @@ def _constraint(args: argparse.Namespace) -> Any:
 def extract(args: argparse.Namespace) -> int:
     module = _extract_module()
     if module is None:
-        print("stencil extract: not available in this build (stencil.api.extract is missing)",
-              file=sys.stderr)
+        print(
+            "stencil extract: not available in this build (stencil.api.extract is missing)",
+            file=sys.stderr,
+        )
         return 2
     return int(module.run(args))
 

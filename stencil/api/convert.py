@@ -114,6 +114,8 @@ def render_chat(req: ChatCompletionRequest, tokenizer: Any, plan: ToolPlan | Non
         raise bad_request("the served model has no chat template; use /v1/completions", "messages")
     native_tools = "tools" in template
     native_calls = "tool_calls" in template
+    for i, m in enumerate(req.messages):
+        _check_parts(m, i)
     messages = [_message_dict(m, native_calls) for m in req.messages]
     kwargs = dict(req.chat_template_kwargs or {})
     clash = sorted(_RESERVED_TEMPLATE_KWARGS & kwargs.keys())
@@ -140,8 +142,11 @@ def _message_dict(msg: Any, native_calls: bool) -> dict[str, Any]:
     if isinstance(msg, SystemMessage):
         return {"role": "system", "content": _content_text(msg.content)}
     if isinstance(msg, ToolMessage):
-        return {"role": "tool", "content": _content_text(msg.content),
-                "tool_call_id": msg.tool_call_id}
+        return {
+            "role": "tool",
+            "content": _content_text(msg.content),
+            "tool_call_id": msg.tool_call_id,
+        }
     if isinstance(msg, AssistantMessage):
         text = _content_text(msg.content)
         if msg.tool_calls and native_calls:
@@ -154,6 +159,21 @@ def _message_dict(msg: Any, native_calls: bool) -> dict[str, Any]:
             text = (text + "\n" if text else "") + render_tool_calls(msg)
         return {"role": "assistant", "content": text}
     return {"role": msg.role, "content": _content_text(msg.content)}
+
+
+def _check_parts(msg: Any, i: int) -> None:
+    if not isinstance(msg.content, list):
+        return
+    allowed = ("text", "refusal") if isinstance(msg, AssistantMessage) else ("text",)
+    for j, part in enumerate(msg.content):
+        field = part.type if part.type in allowed else None
+        if field is None or not isinstance(getattr(part, field), str):
+            raise bad_request(
+                f"content parts of type {part.type!r} are not supported (text only)"
+                if field is None
+                else f"a {field!r} content part needs a string {field!r}",
+                f"messages.{i}.content.{j}",
+            )
 
 
 def _content_text(content: Any) -> str:
@@ -270,8 +290,11 @@ def sampling_params(
         raise bad_request(
             f"this model's maximum context length is {model.max_model_len} tokens; the request "
             f"asks for {prompt_len + max_tokens} ({prompt_len} prompt + {max_tokens} completion)",
-            "max_completion_tokens" if getattr(req, "max_completion_tokens", None) else "max_tokens",
+            "max_completion_tokens"
+            if getattr(req, "max_completion_tokens", None)
+            else "max_tokens",
         )
+    _check_ids(req, model.vocab_size)
     fields: dict[str, Any] = dict(
         n=req.n,
         max_tokens=max_tokens if max_tokens is not None else room,
@@ -296,10 +319,20 @@ def sampling_params(
     return _validated(lambda: SamplingParams(**fields), model.vocab_size)
 
 
-def with_constraint(params: SamplingParams, constraint: Constraint, max_tokens: int) -> SamplingParams:
+def with_constraint(
+    params: SamplingParams, constraint: Constraint, max_tokens: int
+) -> SamplingParams:
     """A copy of ``params`` for the constrained second step of an ``auto`` tool call."""
-    return replace(params, n=1, constraint=constraint, close_on_length=True,
-                   max_tokens=max_tokens, min_tokens=0, stop=[], stop_token_ids=[])
+    return replace(
+        params,
+        n=1,
+        constraint=constraint,
+        close_on_length=True,
+        max_tokens=max_tokens,
+        min_tokens=0,
+        stop=[],
+        stop_token_ids=[],
+    )
 
 
 def _validated(make: Callable[[], SamplingParams], vocab_size: int) -> SamplingParams:
@@ -319,6 +352,20 @@ def _param_of(message: str) -> str | None:
     if word == "token":
         return "logit_bias" if "logit" in message else "stop_token_ids"
     return {"stop": "stop", "logit_bias": "logit_bias"}.get(word, word)
+
+
+def _check_ids(req: SamplingFields, vocab_size: int) -> None:
+    for param, ids in (
+        ("logit_bias", req.logit_bias or {}),
+        ("stop_token_ids", req.stop_token_ids or []),
+    ):
+        for i in ids:
+            if not str(i).lstrip("-").isdigit():
+                continue  # reported by _logit_bias
+            if not 0 <= int(i) < vocab_size:
+                raise bad_request(
+                    f"token id {i} is outside the vocabulary [0, {vocab_size})", param
+                )
 
 
 def _or(value: Any, default: Any) -> Any:

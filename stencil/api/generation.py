@@ -99,12 +99,20 @@ class Generation:
         except StopAsyncIteration:
             self._first = None
         except QueueFullError as e:
-            raise APIError(str(e) or "the request queue is full", status=503,
-                           type="server_error", code="queue_full",
-                           headers={"Retry-After": "1"}) from None
+            raise APIError(
+                str(e) or "the request queue is full",
+                status=503,
+                type="server_error",
+                code="queue_full",
+                headers={"Retry-After": "1"},
+            ) from None
         except EngineError as e:
-            raise APIError(f"the engine is not available: {e}", status=503,
-                           type="server_error", code="engine_unavailable") from None
+            raise APIError(
+                f"the engine is not available: {e}",
+                status=503,
+                type="server_error",
+                code="engine_unavailable",
+            ) from None
         except ValueError as e:  # RequestError, ConstraintError
             raise APIError(str(e), status=400, param=_param_for(e)) from None
         if self._first is not None and self._first.finished:
@@ -183,8 +191,10 @@ def _finish(plan: Plan, c: CompletionOutput, forced: bool, num_tokens: int) -> l
         calls = parse_calls(c.text)
         if calls is not None:
             return [ToolCalls(c.index, calls), Finish(c.index, "tool_calls", num_tokens)]
-        return [Delta(c.index, c.text, list(c.logprobs or [])),
-                Finish(c.index, _reason(c, plan), num_tokens, c.error)]
+        return [
+            Delta(c.index, c.text, list(c.logprobs or [])),
+            Finish(c.index, _reason(c, plan), num_tokens, c.error),
+        ]
     return [Finish(c.index, _reason(c, plan), num_tokens, c.error)]
 
 
@@ -238,8 +248,8 @@ async def _constrained_call(
     used = len(first.token_ids)
     prefix = first.text[: first.text.find(TOOL_CALL_OPEN)] + TOOL_CALL_OPEN
     ids = plan.prompt_ids + model.tokenizer(prefix, add_special_tokens=False).input_ids
-    budget = (plan.params.max_tokens or 1) - used
-    if budget < 1 or len(ids) + budget > model.max_model_len:
+    budget = min((plan.params.max_tokens or 1) - used, model.max_model_len - len(ids))
+    if budget < 1:
         yield Finish(0, "length", used)
         return
     assert plan.tool_constraint is not None
@@ -253,4 +263,3 @@ async def _constrained_call(
         return
     for ev in _finish(plan, last, True, used + len(last.token_ids)):
         yield ev
-

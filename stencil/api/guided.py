@@ -59,8 +59,12 @@ def collect_sources(req: SamplingFields, tools: ToolPlan | None) -> list[Source]
             out.append(Source(f"guided_{kind}", kind, value))
     so = req.structured_outputs
     if so is not None:
-        for kind, value in (("json", so.json_), ("regex", so.regex), ("choice", so.choice),
-                            ("grammar", so.grammar)):
+        for kind, value in (
+            ("json", so.json_),
+            ("regex", so.regex),
+            ("choice", so.choice),
+            ("grammar", so.grammar),
+        ):
             if value is not None:
                 out.append(Source(f"structured_outputs.{kind}", kind, value))
         if so.json_object:
@@ -90,8 +94,10 @@ def whitespace_options(req: SamplingFields) -> Whitespace | None:
         )
     if so_pattern is not None or compact or undeclared:
         param = (
-            "structured_outputs.whitespace_pattern" if so_pattern is not None
-            else "structured_outputs.disable_any_whitespace" if compact
+            "structured_outputs.whitespace_pattern"
+            if so_pattern is not None
+            else "structured_outputs.disable_any_whitespace"
+            if compact
             else "structured_outputs.disable_additional_properties"
         )
         return Whitespace(param, so_pattern, compact, undeclared)

@@ -11,12 +11,69 @@ from dataclasses import dataclass, field
 
 PREFIX = "stencil:"
 
-_TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5,
-                 5.0, 7.5, 10.0, 20.0, 40.0, 80.0)
-_ITL_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0,
-                7.5, 10.0, 20.0, 40.0, 80.0)
-_E2E_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0,
-                60.0, 120.0, 240.0, 480.0, 960.0)
+_TTFT_BUCKETS = (
+    0.001,
+    0.005,
+    0.01,
+    0.02,
+    0.04,
+    0.06,
+    0.08,
+    0.1,
+    0.25,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    7.5,
+    10.0,
+    20.0,
+    40.0,
+    80.0,
+)
+_ITL_BUCKETS = (
+    0.01,
+    0.025,
+    0.05,
+    0.075,
+    0.1,
+    0.15,
+    0.2,
+    0.3,
+    0.4,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    7.5,
+    10.0,
+    20.0,
+    40.0,
+    80.0,
+)
+_E2E_BUCKETS = (
+    0.3,
+    0.5,
+    0.8,
+    1.0,
+    1.5,
+    2.0,
+    2.5,
+    5.0,
+    10.0,
+    15.0,
+    20.0,
+    30.0,
+    40.0,
+    50.0,
+    60.0,
+    120.0,
+    240.0,
+    480.0,
+    960.0,
+)
 
 # engine metric name -> (exported name, help); others are exported as they are.
 _RENAMES = {
@@ -24,8 +81,10 @@ _RENAMES = {
     "num_requests_running": ("num_requests_running", "Requests in the running batch."),
     "num_requests_waiting": ("num_requests_waiting", "Requests waiting to be scheduled."),
     "num_preemptions_total": ("num_preemptions_total", "Preemptions (by recompute)."),
-    "prefix_cache_hits_total": ("prefix_cache_hits_total", "Prompt tokens served from the "
-                                "prefix cache."),
+    "prefix_cache_hits_total": (
+        "prefix_cache_hits_total",
+        "Prompt tokens served from the prefix cache.",
+    ),
     "prompt_tokens_total": ("prompt_tokens_total", "Prefilled prompt tokens."),
     "generation_tokens_total": ("generation_tokens_total", "Generated tokens."),
 }
@@ -76,8 +135,11 @@ class ServerMetrics:
             name, help_ = _RENAMES.get(key, (key, f"Engine metric {key}."))
             full = PREFIX + _sanitize(name)
             kind = "counter" if name.endswith("_total") else "gauge"
-            lines += [f"# HELP {full} {help_}", f"# TYPE {full} {kind}",
-                      f"{full}{{{labels}}} {float(value)}"]
+            lines += [
+                f"# HELP {full} {help_}",
+                f"# TYPE {full} {kind}",
+                f"{full}{{{labels}}} {float(value)}",
+            ]
         for hist, name, help_ in (
             (self.ttft, "time_to_first_token_seconds", "Time to first token."),
             (self.itl, "inter_token_latency_seconds", "Time between streamed tokens."),
@@ -91,8 +153,11 @@ class ServerMetrics:
         for reason, count in sorted(self.finished.items()):
             lines.append(f'{full}{{{labels},finished_reason="{_escape(reason)}"}} {count}')
         full = PREFIX + "request_client_disconnects_total"
-        lines += [f"# HELP {full} Requests aborted because the client went away.",
-                  f"# TYPE {full} counter", f"{full}{{{labels}}} {self.aborted_by_client}"]
+        lines += [
+            f"# HELP {full} Requests aborted because the client went away.",
+            f"# TYPE {full} counter",
+            f"{full}{{{labels}}} {self.aborted_by_client}",
+        ]
         return "\n".join(lines) + "\n"
 
 

@@ -28,17 +28,17 @@ class Strict(BaseModel):
 # ---- messages ---------------------------------------------------------------------------------
 
 
-class TextPart(Strict):
-    type: Literal["text"]
-    text: str
+class ContentPart(BaseModel):
+    """One content part. Only ``text`` (and ``refusal`` in assistant messages) can be served;
+    ``convert`` answers 400 for other types, naming them."""
+
+    model_config = ConfigDict(extra="allow")
+    type: str
+    text: str | None = None
+    refusal: str | None = None
 
 
-class RefusalPart(Strict):
-    type: Literal["refusal"]
-    refusal: str
-
-
-Content = str | list[TextPart]
+Content = str | list[ContentPart]
 
 
 class FunctionCall(Strict):
@@ -64,7 +64,7 @@ class UserMessage(Strict):
 
 class AssistantMessage(Strict):
     role: Literal["assistant"]
-    content: str | list[TextPart | RefusalPart] | None = None
+    content: Content | None = None
     tool_calls: list[ToolCall] | None = None
     refusal: str | None = None
 

@@ -89,8 +89,7 @@ class AppState:
 
         self.engine = engine
         self.runner = EngineRunner(engine, self.metrics)
-        self.model = ModelInfo(engine.tokenizer, int(engine.max_model_len),
-                               int(engine.vocab_size))
+        self.model = ModelInfo(engine.tokenizer, int(engine.max_model_len), int(engine.vocab_size))
         self.model_name = self.config.served_model_name or str(engine.model_name)
         digest = hashlib.sha1(f"{engine.model_name}:{_version()}".encode()).hexdigest()
         self.fingerprint = f"fp_stencil_{digest[:10]}"
@@ -159,8 +158,7 @@ def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(Exception)
     async def internal(_: Request, e: Exception) -> JSONResponse:
         logger.exception("internal error")
-        err = APIError(f"internal error: {type(e).__name__}: {e}", status=500,
-                       type="server_error")
+        err = APIError(f"internal error: {type(e).__name__}: {e}", status=500, type="server_error")
         return JSONResponse(err.body(), status_code=500)
 
 
@@ -172,18 +170,26 @@ def _auth(config: ServerConfig) -> Callable[[Request], Coroutine[Any, Any, None]
             return
         given = request.headers.get("authorization", "").encode()
         if not hmac.compare_digest(given, expected):
-            raise APIError("invalid or missing API key (Authorization: Bearer KEY)", status=401,
-                           type="authentication_error", code="invalid_api_key")
+            raise APIError(
+                "invalid or missing API key (Authorization: Bearer KEY)",
+                status=401,
+                type="authentication_error",
+                code="invalid_api_key",
+            )
 
     return check
 
 
 def _ready(state: AppState) -> AppState:
     if state.engine is None:
-        msg = f"the model failed to load: {state.load_error}" if state.load_error else \
-            "the model is still loading"
-        raise APIError(msg, status=503, type="server_error", code="model_loading",
-                       headers={"Retry-After": "5"})
+        msg = (
+            f"the model failed to load: {state.load_error}"
+            if state.load_error
+            else "the model is still loading"
+        )
+        raise APIError(
+            msg, status=503, type="server_error", code="model_loading", headers={"Retry-After": "5"}
+        )
     return state
 
 
@@ -191,12 +197,10 @@ async def _body(request: Request, state: AppState) -> Any:
     limit = state.config.max_body_bytes
     declared = request.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > limit:
-        raise APIError(f"request body exceeds {limit} bytes", status=413,
-                       code="request_too_large")
+        raise APIError(f"request body exceeds {limit} bytes", status=413, code="request_too_large")
     raw = await request.body()
     if len(raw) > limit:
-        raise APIError(f"request body exceeds {limit} bytes", status=413,
-                       code="request_too_large")
+        raise APIError(f"request body exceeds {limit} bytes", status=413, code="request_too_large")
     try:
         return json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
@@ -216,9 +220,13 @@ def _parse(cls: type[M], body: Any) -> M:
 def _check_model(name: str | None, state: AppState) -> None:
     if name is None or name in (state.model_name, str(state.engine.model_name)):
         return
-    raise APIError(f"the model `{name}` does not exist; this server serves `{state.model_name}`",
-                   status=404, type="invalid_request_error", param="model",
-                   code="model_not_found")
+    raise APIError(
+        f"the model `{name}` does not exist; this server serves `{state.model_name}`",
+        status=404,
+        type="invalid_request_error",
+        param="model",
+        code="model_not_found",
+    )
 
 
 async def _wait_disconnect(request: Request) -> None:
@@ -232,7 +240,9 @@ class ClientGone(Exception):
     """The client disconnected before the response was ready."""
 
 
-async def _unless_disconnected(request: Request, state: AppState, coro: Coroutine[Any, Any, T]) -> T:
+async def _unless_disconnected(
+    request: Request, state: AppState, coro: Coroutine[Any, Any, T]
+) -> T:
     """Run ``coro`` but cancel it (aborting its engine requests) if the client goes away."""
     work = asyncio.ensure_future(coro)
     watch = asyncio.ensure_future(_wait_disconnect(request))
@@ -258,8 +268,9 @@ def _public_routes(state: AppState) -> APIRouter:
     @router.get("/health")
     async def health() -> Response:
         ok = state.engine is not None and bool(state.engine.is_healthy())
-        return JSONResponse({"status": "ok" if ok else "unavailable"},
-                            status_code=200 if ok else 503)
+        return JSONResponse(
+            {"status": "ok" if ok else "unavailable"}, status_code=200 if ok else 503
+        )
 
     return router
 
@@ -274,8 +285,16 @@ def _api_routes(state: AppState) -> APIRouter:
         _check_model(req.model, st)
         plan = convert_chat(req, st.model)
         include_usage = bool(req.stream_options and req.stream_options.include_usage)
-        ctx = Context("chat", st.model_name, st.fingerprint, [plan], req.n, req.stream,
-                      include_usage, req.logprobs)
+        ctx = Context(
+            "chat",
+            st.model_name,
+            st.fingerprint,
+            [plan],
+            req.n,
+            req.stream,
+            include_usage,
+            req.logprobs,
+        )
         return await _respond(request, st, ctx, chat_response)
 
     @router.post("/v1/completions")
@@ -285,16 +304,29 @@ def _api_routes(state: AppState) -> APIRouter:
         _check_model(req.model, st)
         plans = convert_completion(req, st.model)
         include_usage = bool(req.stream_options and req.stream_options.include_usage)
-        ctx = Context("completion", st.model_name, st.fingerprint, plans, req.n, req.stream,
-                      include_usage, req.logprobs is not None)
+        ctx = Context(
+            "completion",
+            st.model_name,
+            st.fingerprint,
+            plans,
+            req.n,
+            req.stream,
+            include_usage,
+            req.logprobs is not None,
+        )
         return await _respond(request, st, ctx, completion_response)
 
     @router.get("/v1/models")
     async def models() -> dict[str, Any]:
         st = _ready(state)
-        card = {"id": st.model_name, "object": "model", "created": st.created,
-                "owned_by": "stencil", "root": str(st.engine.model_name),
-                "max_model_len": st.model.max_model_len}
+        card = {
+            "id": st.model_name,
+            "object": "model",
+            "created": st.created,
+            "owned_by": "stencil",
+            "root": str(st.engine.model_name),
+            "max_model_len": st.model.max_model_len,
+        }
         return {"object": "list", "data": [card]}
 
     @router.get("/version")
@@ -333,9 +365,11 @@ def _tokenize(req: TokenizeRequest, model: ModelInfo) -> list[int]:
         raise bad_request("give exactly one of prompt and messages", "prompt")
     if req.prompt is not None:
         return model.tokenizer(req.prompt, add_special_tokens=req.add_special_tokens).input_ids
-    chat = ChatCompletionRequest(messages=req.messages, add_generation_prompt=
-                                 req.add_generation_prompt,
-                                 chat_template_kwargs=req.chat_template_kwargs)
+    chat = ChatCompletionRequest(
+        messages=req.messages,
+        add_generation_prompt=req.add_generation_prompt,
+        chat_template_kwargs=req.chat_template_kwargs,
+    )
     text = render_chat(chat, model.tokenizer, None)
     return model.tokenizer(text, add_special_tokens=False).input_ids
 
@@ -359,8 +393,11 @@ async def _respond(
 
     if ctx.stream:
         chunks = stream_chunks(stream, ctx, timing, close_all)
-        return StreamingResponse(chunks, media_type="text/event-stream",
-                                 headers={"Cache-Control": "no-cache", "X-Request-Id": ctx.id})
+        return StreamingResponse(
+            chunks,
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", "X-Request-Id": ctx.id},
+        )
     try:
         choices = await _unless_disconnected(request, st, collect(stream, ctx, timing))
     except ClientGone:

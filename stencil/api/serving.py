@@ -178,17 +178,19 @@ def chat_response(ctx: Context, choices: dict[int, ChoiceState]) -> dict[str, An
         text = ctx.plans[i // ctx.n].echo_text + st.text
         message: dict[str, Any] = {
             "role": "assistant",
-            "content": text if (text or not st.tool_calls) else None,
+            "content": text if (text.strip() or not st.tool_calls) else None,
             "refusal": None,
         }
         if st.tool_calls:
             message["tool_calls"] = st.tool_calls
-        out.append({
-            "index": i,
-            "message": message,
-            "logprobs": _chat_logprobs(st.logprobs) if ctx.logprobs else None,
-            "finish_reason": st.finish.reason if st.finish else "stop",
-        })
+        out.append(
+            {
+                "index": i,
+                "message": message,
+                "logprobs": _chat_logprobs(st.logprobs) if ctx.logprobs else None,
+                "finish_reason": st.finish.reason if st.finish else "stop",
+            }
+        )
     return _envelope(ctx, "chat.completion", out) | {"usage": usage(ctx, choices)}
 
 
@@ -197,12 +199,14 @@ def completion_response(ctx: Context, choices: dict[int, ChoiceState]) -> dict[s
     for i in sorted(choices):
         st = choices[i]
         echo = ctx.plans[i // ctx.n].echo_text
-        out.append({
-            "index": i,
-            "text": echo + st.text,
-            "logprobs": _completion_logprobs(st.logprobs, len(echo)) if ctx.logprobs else None,
-            "finish_reason": st.finish.reason if st.finish else "stop",
-        })
+        out.append(
+            {
+                "index": i,
+                "text": echo + st.text,
+                "logprobs": _completion_logprobs(st.logprobs, len(echo)) if ctx.logprobs else None,
+                "finish_reason": st.finish.reason if st.finish else "stop",
+            }
+        )
     return _envelope(ctx, "text_completion", out) | {"usage": usage(ctx, choices)}
 
 
@@ -223,8 +227,11 @@ def _lp(value: float) -> float:
 
 def _chat_logprobs(lps: list[PositionLogprobs]) -> dict[str, Any]:
     def entry(lp: Any) -> dict[str, Any]:
-        return {"token": lp.token, "logprob": _lp(lp.logprob),
-                "bytes": list(lp.token.encode("utf-8"))}
+        return {
+            "token": lp.token,
+            "logprob": _lp(lp.logprob),
+            "bytes": list(lp.token.encode("utf-8")),
+        }
 
     content = [entry(p.chosen) | {"top_logprobs": [entry(t) for t in p.top]} for p in lps]
     return {"content": content, "refusal": None}
@@ -278,8 +285,11 @@ async def stream_chunks(
             if isinstance(ev, Finish):
                 finishes[ev.index] = ev
                 if ev.reason == "error":
-                    yield sse(APIError(ev.error or "generation failed", status=500,
-                                       type="server_error").body())
+                    yield sse(
+                        APIError(
+                            ev.error or "generation failed", status=500, type="server_error"
+                        ).body()
+                    )
                     continue
                 yield chunk(_finish_choice(ev, chat))
                 continue
@@ -307,14 +317,22 @@ def _tool_choice(ev: ToolCalls, counts: dict[int, int]) -> dict[str, Any]:
     base = counts.get(ev.index, 0)
     counts[ev.index] = base + len(ev.calls)
     calls = [{"index": base + k, **call} for k, call in enumerate(ev.calls)]
-    return {"index": ev.index, "delta": {"tool_calls": calls}, "logprobs": None,
-            "finish_reason": None}
+    return {
+        "index": ev.index,
+        "delta": {"tool_calls": calls},
+        "logprobs": None,
+        "finish_reason": None,
+    }
 
 
 def _delta_choice(ev: Delta, ctx: Context) -> dict[str, Any]:
     if ctx.kind == "chat":
         lp = _chat_logprobs(ev.logprobs) if ctx.logprobs else None
-        return {"index": ev.index, "delta": {"content": ev.text}, "logprobs": lp,
-                "finish_reason": None}
+        return {
+            "index": ev.index,
+            "delta": {"content": ev.text},
+            "logprobs": lp,
+            "finish_reason": None,
+        }
     lp = _completion_logprobs(ev.logprobs, 0) if ctx.logprobs else None
     return {"index": ev.index, "text": ev.text, "logprobs": lp, "finish_reason": None}

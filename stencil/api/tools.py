@@ -48,8 +48,7 @@ def plan_tools(
         chosen = [t for t in tools if t.function.name == tool_choice.function.name]
         if not chosen:
             raise bad_request(
-                f"tool_choice names function {tool_choice.function.name!r}, "
-                "which is not in tools",
+                f"tool_choice names function {tool_choice.function.name!r}, which is not in tools",
                 "tool_choice",
             )
     single = isinstance(tool_choice, NamedToolChoice) or not parallel_tool_calls
@@ -62,7 +61,9 @@ def _check_unique_names(tools: list[Tool]) -> None:
     seen: set[str] = set()
     for i, t in enumerate(tools):
         if t.function.name in seen:
-            raise bad_request(f"duplicate tool name {t.function.name!r}", f"tools.{i}.function.name")
+            raise bad_request(
+                f"duplicate tool name {t.function.name!r}", f"tools.{i}.function.name"
+            )
         seen.add(t.function.name)
 
 
@@ -132,7 +133,7 @@ def _rewrite_ref(
 ) -> str:
     for old, (new_name, _) in local.items():
         if ref == old or ref.startswith(old + "/"):
-            return f"#/$defs/{new_name}{ref[len(old):]}"
+            return f"#/$defs/{new_name}{ref[len(old) :]}"
     uses_root[0] = True
     return f"#/$defs/{root_name}{ref[1:]}"
 
@@ -152,7 +153,7 @@ _SYSTEM_TOOLS = (
 
 def tools_system_prompt(tools: list[Tool]) -> str:
     """The tool instructions for templates that do not render ``tools`` themselves."""
-    specs = [t.model_dump(exclude_none=True) for t in tools]
+    specs = [t.function.model_dump(exclude_none=True) for t in tools]
     return _SYSTEM_TOOLS.format(tools=json.dumps(specs, ensure_ascii=False))
 
 

@@ -8,8 +8,24 @@ from pydantic import ValidationError
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Union-member tags pydantic puts into error locations; they are not field names.
-_TAGS = {"str", "int", "float", "bool", "list", "dict", "none", "system", "developer", "user",
-         "assistant", "tool", "text", "json_object", "json_schema", "refusal"}
+_TAGS = {
+    "str",
+    "int",
+    "float",
+    "bool",
+    "list",
+    "dict",
+    "none",
+    "system",
+    "developer",
+    "user",
+    "assistant",
+    "tool",
+    "text",
+    "json_object",
+    "json_schema",
+    "refusal",
+}
 _TAGGED = {"messages", "response_format", "content"}
 
 
@@ -19,8 +35,11 @@ def describe_validation_error(e: ValidationError) -> tuple[str, str | None]:
     unknown = [_param(err["loc"]) for err in errors if err["type"] == "extra_forbidden"]
     if unknown:
         names = ", ".join(dict.fromkeys(unknown))
-        return (f"unsupported field(s): {names} (this server does not honour them; "
-                "remove them from the request)", unknown[0])
+        return (
+            f"unsupported field(s): {names} (this server does not honour them; "
+            "remove them from the request)",
+            unknown[0],
+        )
     parts, first = [], None
     for err in errors[:8]:
         param = _param(err["loc"])
@@ -37,7 +56,7 @@ def _param(loc: tuple[int | str, ...]) -> str:
             out.append(str(item))
         elif not _IDENT.match(item):
             pass  # e.g. "list[TextPart]", "function-after[...]"
-        elif item in _TAGS and (prev in _TAGGED or isinstance(prev, int) or item == prev):
+        elif item in _TAGS and (prev in _TAGGED or isinstance(prev, int)):
             pass
         else:
             out.append(item)

@@ -1,0 +1,66 @@
+"""A tiny stand-in for AsyncLLMEngine (same surface) for fast HTTP-layer tests."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from stencil.engine.errors import QueueFullError, RequestError
+from stencil.engine.outputs import CompletionOutput, Logprob, PositionLogprobs, RequestOutput
+
+
+class FakeEngine:
+    """Streams ``reply(prompt_ids, params)`` word by word as cumulative RequestOutputs."""
+
+    def __init__(self, tokenizer: Any, reply: Callable[[list[int], Any], str]) -> None:
+        self.tokenizer = tokenizer
+        self.model_name = "fake-model"
+        self.max_model_len = 2048
+        self.vocab_size = 49152
+        self.reply = reply
+        self.aborted: list[str] = []
+        self.running: set[str] = set()
+        self.queue_full = False
+        self.delay = 0.0
+
+    async def generate(
+        self, prompt: list[int], params: Any, request_id: str | None = None
+    ) -> AsyncIterator[RequestOutput]:
+        if self.queue_full:
+            raise QueueFullError("queue full")
+        if len(prompt) >= self.max_model_len:
+            raise RequestError("prompt too long")
+        rid = request_id or "r"
+        self.running.add(rid)
+        words = self.reply(prompt, params).split(" ")
+        texts = [" ".join(words[: k + 1]) for k in range(len(words))]
+        try:
+            for step, text in enumerate(texts):
+                await asyncio.sleep(self.delay)
+                last = step == len(texts) - 1
+                outs = [self._output(i, text, step, params, last) for i in range(params.n)]
+                yield RequestOutput(rid, None, list(prompt), outs, finished=last)
+        finally:
+            self.running.discard(rid)
+
+    def _output(self, index: int, text: str, step: int, params: Any, last: bool):
+        lps = None
+        if params.logprobs is not None:
+            top = [Logprob(7, "x", -1.5)] * params.logprobs
+            lps = [PositionLogprobs(Logprob(5, "w", -0.5), top) for _ in range(step + 1)]
+        return CompletionOutput(index, text, list(range(step + 1)),
+                                "stop" if last else None, logprobs=lps)
+
+    async def abort(self, request_id: str) -> None:
+        self.aborted.append(request_id)
+
+    def get_metrics(self) -> dict[str, float]:
+        return {"num_requests_running": float(len(self.running)), "kv_cache_usage": 0.0,
+                "prompt_tokens_total": 3.0}
+
+    def is_healthy(self) -> bool:
+        return True
+
+    def shutdown(self) -> None:
+        pass
