@@ -1,0 +1,64 @@
+"""Session fixtures for the engine tests: tiny random-weight models of each supported architecture
+(saved with ``save_pretrained``, SmolLM2's tokenizer copied in) and the HF reference models.
+Everything is CPU, fp32, no network."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from engine_helpers import ARCHS, build_tiny_model, make_llm
+
+
+@pytest.fixture(scope="session")
+def default_model_dir() -> Path:
+    import stencil
+
+    path = Path(stencil.default_model_path())
+    if not (path / "config.json").is_file():
+        pytest.skip("embedded default model not available")
+    return path
+
+
+@pytest.fixture(scope="session")
+def tiny_models(tmp_path_factory, default_model_dir) -> dict[str, Path]:
+    """name -> directory of a tiny random-weight model, for every architecture variant."""
+    root = tmp_path_factory.mktemp("tiny_models")
+    return {name: build_tiny_model(name, root / name, default_model_dir) for name in ARCHS}
+
+
+@pytest.fixture(scope="session")
+def hf_models(tiny_models):
+    """Lazily loaded transformers reference models (fp32, eager attention)."""
+    from transformers import AutoModelForCausalLM
+
+    cache: dict[str, torch.nn.Module] = {}
+
+    def get(name: str):
+        if name not in cache:
+            cache[name] = AutoModelForCausalLM.from_pretrained(
+                tiny_models[name], dtype=torch.float32, attn_implementation="eager"
+            ).eval()
+        return cache[name]
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def tokenizer(default_model_dir):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(default_model_dir))
+
+
+@pytest.fixture()
+def fresh_tiny_llm(tiny_models):
+    """A function-scoped engine (for tests that leave the engine in an odd state)."""
+
+    def build(**kw):
+        kw.setdefault("block_size", 4)
+        kw.setdefault("num_kv_blocks", 64)
+        return make_llm(tiny_models["llama-tied"], **kw)
+
+    return build
