@@ -108,13 +108,18 @@ def _to_cuda(args: dict) -> dict:
 
 
 @cuda
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("window", [None, 50])
-def test_cuda_attention_matches_reference(dtype: torch.dtype, window: int | None) -> None:
+@pytest.mark.parametrize("splits", [None, 1, 7])
+def test_cuda_attention_matches_reference(
+    dtype: torch.dtype, window: int | None, splits: int | None
+) -> None:
+    from stencil.kernels.triton_attention import paged_attention_splits
+
     case = AttnCase(8, 2, 64, 16, (1, 130, 1, 1, 7), (300, 130, 1, 77, 200), window=window)
     args = make_attn_inputs(case, dtype, seed=4)
     expect = reference.paged_attention(**args).float()  # on CPU
-    got = get_kernels(torch.device("cuda")).paged_attention(**_to_cuda(args)).float().cpu()
+    got = paged_attention_splits(**_to_cuda(args), num_splits=splits).float().cpu()
     tol = 1e-4 if dtype == torch.float32 else 3e-2
     torch.testing.assert_close(got, expect, atol=tol, rtol=tol)
 
