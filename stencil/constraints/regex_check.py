@@ -87,8 +87,6 @@ def max_repetition(pattern: str) -> int:
 
 def check_regex(pattern: str, limits: Limits, what: str = "regex") -> None:
     """Raise a ``ConstraintError`` unless ``pattern`` parses and fits the budgets."""
-    if "\x00" in pattern:
-        raise InvalidRegexError(f"invalid {what}: NUL byte in pattern")
     if len(pattern.encode()) > limits.max_regex_bytes:
         raise ConstraintTooLargeError(f"{what} is too long", "max_regex_bytes")
     if (rep := max_repetition(pattern)) > limits.max_repetition:

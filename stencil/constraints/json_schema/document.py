@@ -99,7 +99,8 @@ def check_meta(document: Any, draft: int) -> int:
     ``definitions``) is read as draft-07.
     """
     cls = validators.validator_for(document, default=jsonschema.Draft202012Validator)
-    error = jsonschema.exceptions.best_match(cls(cls.META_SCHEMA).iter_errors(document))
+    errors = [e for e in cls(cls.META_SCHEMA).iter_errors(document) if not _harmless(e)]
+    error = jsonschema.exceptions.best_match(errors)
     if error is None:
         return draft
     if draft == 2020 and "$schema" not in (document if isinstance(document, dict) else {}):
@@ -107,3 +108,13 @@ def check_meta(document: Any, draft: int) -> int:
             return 7
     where = "/" + "/".join(str(p) for p in error.absolute_path)
     raise InvalidSchemaError(f"not a valid JSON Schema: {error.message[:300]}", where)
+
+
+def _harmless(error: jsonschema.exceptions.ValidationError) -> bool:
+    """Duplicate ``enum`` / ``required`` / ``type`` entries: invalid per the meta-schema, but
+    meaning the same as without the duplicates."""
+    return (
+        error.validator == "uniqueItems"
+        and bool(error.absolute_path)
+        and (error.absolute_path[-1] in ("enum", "required", "type"))
+    )

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 from collections.abc import Callable
 from typing import Any
+
+import jsonschema
 
 from .keywords import JSON_TYPES
 
@@ -79,22 +82,73 @@ def _own_discriminators(schema: dict) -> dict[str, set[str]]:
     return {k: v for k in required if (v := _values(props.get(k))) is not None}
 
 
-def _disjoint(a: Schema, b: Schema, lookup: Lookup) -> bool:
-    ta, tb = types_of(a, lookup), types_of(b, lookup)
+def _disjoint(a: Schema, b: Schema, lookup: Lookup, context: frozenset[str]) -> bool:
+    ta, tb = types_of(a, lookup) & context, types_of(b, lookup) & context
     if not ta & tb:
         return True
     va, vb = _values(a), _values(b)
     if va is not None and vb is not None and not va & vb:
         return True
+    if _values_outside(a, b) or _values_outside(b, a):
+        return True
+    if ta & tb <= {"string"} and _lengths_disjoint(a, b):
+        return True
     if (ta & tb) - {"object"}:
         return False  # `required` only restricts objects
+    a, b = deref(a, lookup), deref(b, lookup)
     da, db = _discriminators(a, lookup), _discriminators(b, lookup)
-    return any(not da[k] & db[k] for k in da.keys() & db.keys())
+    if any(not da[k] & db[k] for k in da.keys() & db.keys()):
+        return True
+    return _excludes(a, b) or _excludes(b, a)
 
 
-def one_of_as_any_of(branches: list[Schema], lookup: Lookup) -> list[Schema] | None:
-    """Branches of an equivalent ``anyOf``, or None when equivalence cannot be shown."""
-    if all(_disjoint(a, b, lookup) for a, b in itertools.combinations(branches, 2)):
+def deref(schema: Schema, lookup: Lookup) -> Schema:
+    """A bare ``{"$ref": ...}`` replaced by its (already normalized) target."""
+    if isinstance(schema, dict) and set(schema) == {"$ref"}:
+        target = lookup(schema["$ref"])
+        return schema if target is None else target
+    return schema
+
+
+def _excludes(closed: Schema, other: Schema) -> bool:
+    """``closed`` admits no key that ``other`` requires (both objects-only)."""
+    if not isinstance(closed, dict) or not isinstance(other, dict):
+        return False
+    if closed.get("additionalProperties", True) is not False or "patternProperties" in closed:
+        return False
+    declared = closed.get("properties", {})
+    return any(declared.get(k, False) is False for k in other.get("required", ()))
+
+
+def _values_outside(finite: Schema, other: Schema) -> bool:
+    """Every value ``finite`` admits (a const / enum) is invalid against ``other``."""
+    if not isinstance(finite, dict) or ("enum" not in finite and "const" not in finite):
+        return False
+    if not isinstance(other, dict) or "$ref" in json.dumps(other):
+        return False
+    values = finite.get("enum", [finite.get("const")])
+    try:
+        validator = jsonschema.Draft202012Validator(other)
+        return not any(validator.is_valid(v) for v in values)
+    except (jsonschema.exceptions.JsonSchemaException, re.error, TypeError, ValueError):
+        return False
+
+
+def _lengths_disjoint(a: Schema, b: Schema) -> bool:
+    if not isinstance(a, dict) or not isinstance(b, dict):
+        return False
+    lo_a, hi_a = a.get("minLength", 0), a.get("maxLength", float("inf"))
+    lo_b, hi_b = b.get("minLength", 0), b.get("maxLength", float("inf"))
+    return hi_a < lo_b or hi_b < lo_a
+
+
+def one_of_as_any_of(
+    branches: list[Schema], lookup: Lookup, context: frozenset[str] = frozenset(JSON_TYPES)
+) -> list[Schema] | None:
+    """Branches of an equivalent ``anyOf``, or None when equivalence cannot be shown.
+
+    ``context``: the types the enclosing schema admits (its ``type`` keyword)."""
+    if all(_disjoint(a, b, lookup, context) for a, b in itertools.combinations(branches, 2)):
         return branches
     if all(isinstance(b, dict) and set(b) <= {"required"} for b in branches):
         return _required_only(branches)  # type: ignore[arg-type]
@@ -138,7 +192,8 @@ def negate(schema: Schema) -> Schema | None:
             return None
         if "number" in declared:
             declared.add("integer")
-        return {"type": [t for t in JSON_TYPES if t not in declared]}
+        rest = [t for t in JSON_TYPES if t not in declared]
+        return {"type": rest} if rest else False
     return None
 
 

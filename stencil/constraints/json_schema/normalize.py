@@ -93,14 +93,20 @@ class Normalizer:
         out: dict[str, Any] = {}
         extra: list[Schema] = []
         if "$ref" in schema:
-            out["$ref"] = self.ref(schema["$ref"], base, ptr, in_all_of)
+            target = self.ref(schema["$ref"], base, ptr, in_all_of)
+            resolved = self.defs[target.rsplit("/", 1)[-1]]
+            if resolved is False or (self.draft <= 7 and isinstance(resolved, bool)):
+                return resolved  # inline: llguidance rejects refs to boolean schemas
+            if resolved is not True:
+                out["$ref"] = target
             if self.draft <= 7:
                 return out  # siblings of $ref are ignored before 2019-09
         for key, value in schema.items():
             if key != "$ref":
                 self.keyword(key, value, schema, out, extra, ptr, base)
         self.close_object(schema, out, in_all_of)
-        self.property_names(schema, out, ptr)
+        self.property_names(schema, out, ptr, base)
+        self.property_counts(out)
         if extra:
             out["allOf"] = [*out.get("allOf", []), *extra]
         return out
@@ -130,7 +136,7 @@ class Normalizer:
             sub = [self.node(v, f"{here}/{i}", base, key == "allOf") for i, v in enumerate(value)]
             out[key] = [*out.get(key, []), *sub] if key == "allOf" else sub
         elif key == "oneOf":
-            self.one_of(value, out, here, base)
+            self.one_of(value, out, _typing(schema), here, base)
         elif key == "not":
             self.negation(value, extra, here, base)
         elif key in ("dependencies", "dependentRequired", "dependentSchemas"):
@@ -179,9 +185,10 @@ class Normalizer:
             return  # without tuple-form items, additionalItems has no effect
         out[key] = self.node(value, here, base, False)
 
-    def one_of(self, value: list, out: dict, here: str, base: str) -> None:
+    def one_of(self, value: list, out: dict, typing: dict, here: str, base: str) -> None:
         branches = [self.node(v, f"{here}/{i}", base, False) for i, v in enumerate(value)]
-        as_any = logic.one_of_as_any_of(branches, self.lookup)
+        context = logic.types_of(typing, self.lookup)
+        as_any = logic.one_of_as_any_of(branches, self.lookup, context)
         if as_any is None:
             self.out.one_of_pointers.append(here)
             out["oneOf"] = branches
@@ -228,17 +235,65 @@ class Normalizer:
         for name in out.get("required", ()):
             out["properties"].setdefault(name, True)
 
-    def property_names(self, schema: dict, out: dict, ptr: str) -> None:
+    def property_names(self, schema: dict, out: dict, ptr: str, base: str) -> None:
+        """``propertyNames`` as an explicit key set or key pattern, where that is exact."""
         if "propertyNames" not in schema:
             return
-        names_schema = schema["propertyNames"]
-        open_object = (
-            out.get("additionalProperties", True) is not False or "patternProperties" in out
-        )
-        if names_schema is True or names_schema == {}:
+        here = f"{ptr}/propertyNames"
+        names = self.node(schema["propertyNames"], here, base, False)
+        names = logic.deref(names, self.lookup)
+        if names is True or names == {}:
             return
-        if open_object or not _names_valid(list(out.get("properties", {})), names_schema):
-            raise UnsupportedSchemaError("propertyNames", f"{ptr}/propertyNames")
+        values = out.pop("additionalProperties", True)
+        props = out.setdefault("properties", {})
+        if isinstance(names, dict) and "patternProperties" not in out and _names_only(names):
+            if "enum" in names or "const" in names:
+                allowed = names.get("enum", [names.get("const")])
+                for name in allowed:
+                    if isinstance(name, str):
+                        props.setdefault(name, values)
+                for name in props:
+                    props[name] = props[name] if name in allowed else False
+                out["additionalProperties"] = False
+                return
+            if "pattern" in names and values is not False:
+                out["patternProperties"] = {names["pattern"]: values}
+                out["additionalProperties"] = False
+                return
+        out["additionalProperties"] = values
+        if values is not False or "patternProperties" in out:
+            raise UnsupportedSchemaError("propertyNames", here)
+        if not _names_valid(list(props), schema["propertyNames"]):
+            raise UnsupportedSchemaError("propertyNames", here)
+
+    def property_counts(self, out: dict) -> None:
+        """Drop ``min/maxProperties`` that ``required`` / a closed key set already imply, and
+        spell ``minProperties: 1`` of a closed object as "one of its keys is present"."""
+        props = out.get("properties", {})
+        closed = out.get("additionalProperties", True) is False and "patternProperties" not in out
+        low, high = out.get("minProperties"), out.get("maxProperties")
+        if low is not None and len(set(out.get("required", ()))) >= low:
+            del out["minProperties"]
+        elif low == 1 and closed and props:
+            del out["minProperties"]
+            one = {"anyOf": [{"required": [k]} for k, v in props.items() if v is not False]}
+            out.setdefault("allOf", []).append(one)
+        if high is not None and closed and high >= len(props):
+            del out["maxProperties"]
+
+
+def _names_only(names: dict) -> bool:
+    return (
+        set(names) <= {"type", "pattern", "enum", "const"}
+        and names.get("type", "string") == "string"
+    )
+
+
+_TYPING = ("type", "enum", "const")
+
+
+def _typing(schema: dict) -> dict:
+    return {k: schema[k] for k in _TYPING if k in schema}
 
 
 def _pure_ref(node: dict) -> bool:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import unquote, urldefrag, urljoin
+from urllib.parse import unquote, urldefrag, urljoin, urlsplit, uses_relative
 
 from ..errors import InvalidSchemaError, UnsupportedSchemaError
 from .keywords import SCHEMA_LIST_KEYWORDS, SCHEMA_MAP_KEYWORDS, SCHEMA_VALUE_KEYWORDS
@@ -62,13 +62,12 @@ class RefIndex:
             value = node[self.id_key]
             if value.startswith("#"):  # draft-04/06 plain-name fragment id
                 return base
-            return urljoin(base, value)
+            return join(base, value)
         return base
 
     def resolve(self, ref: str, base: str, pointer: str) -> Target:
         """The node a ``$ref`` at ``pointer`` (with base URI ``base``) points to."""
-        url = urljoin(base, ref)
-        doc_url, fragment = urldefrag(url)
+        doc_url, fragment = urldefrag(join(base, ref))
         doc = self.ids.get(doc_url)
         if doc is None:
             if doc_url.startswith("https://stencil.invalid/"):
@@ -99,6 +98,19 @@ class RefIndex:
                 raise InvalidSchemaError(f"dangling $ref {ref!r}", pointer)
             path += "/" + escape(token)
         return Target(node, path, base)
+
+
+def join(base: str, ref: str) -> str:
+    """``urljoin`` that also works for schemes it does not know (``classpath:``, ``urn:``)."""
+    if ref.startswith("#"):
+        return urldefrag(base)[0] + ref
+    if urlsplit(ref).scheme:
+        return ref
+    scheme = urlsplit(base).scheme
+    if scheme in uses_relative:
+        return urljoin(base, ref)
+    head = urldefrag(base)[0].rsplit("/", 1)[0] if "/" in base else base
+    return f"{head}/{ref}"
 
 
 def _children(node: dict, pointer: str, base: str) -> list[tuple[Any, str, str]]:
