@@ -113,7 +113,8 @@ def _paged_attention_kernel(
         part = (tl.program_id(2) * num_tokens + q_row) * num_heads + head  # [BLOCK_M]
         lse = tl.where(l_i > 0.0, m_i + tl.log2(tl.where(l_i > 0.0, l_i, 1.0)), float("-inf"))
         tl.store(part_lse_ptr + part, lse, mask=tok < n_tok)
-        tl.store(part_out_ptr + part[:, None] * D_PAD + d[None, :], out, mask=io_mask)
+        row_ok = (tok < n_tok)[:, None]  # padded columns too: they are 0, the merge reads them
+        tl.store(part_out_ptr + part[:, None] * D_PAD + d[None, :], out, mask=row_ok)
     else:
         o_off = q_row[:, None] * stride_ot + head[:, None] * stride_oh + d[None, :] * stride_od
         tl.store(out_ptr + o_off, out.to(out_ptr.dtype.element_ty), mask=io_mask)
