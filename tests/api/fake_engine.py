@@ -49,15 +49,19 @@ class FakeEngine:
         if params.logprobs is not None:
             top = [Logprob(7, "x", -1.5)] * params.logprobs
             lps = [PositionLogprobs(Logprob(5, "w", -0.5), top) for _ in range(step + 1)]
-        return CompletionOutput(index, text, list(range(step + 1)),
-                                "stop" if last else None, logprobs=lps)
+        return CompletionOutput(
+            index, text, list(range(step + 1)), "stop" if last else None, logprobs=lps
+        )
 
     async def abort(self, request_id: str) -> None:
         self.aborted.append(request_id)
 
     def get_metrics(self) -> dict[str, float]:
-        return {"num_requests_running": float(len(self.running)), "kv_cache_usage": 0.0,
-                "prompt_tokens_total": 3.0}
+        return {
+            "num_requests_running": float(len(self.running)),
+            "kv_cache_usage": 0.0,
+            "prompt_tokens_total": 3.0,
+        }
 
     def is_healthy(self) -> bool:
         return True

@@ -52,9 +52,21 @@ def test_plain_chat_renders_template_and_defaults(model):
 
 def test_sampling_fields_pass_through(model):
     plan = chat(
-        model, top_k=5, min_p=0.1, repetition_penalty=1.2, min_tokens=2, max_tokens=9,
-        stop=["x"], stop_token_ids=[2], ignore_eos=True, seed=3, logit_bias={"5": 2.0},
-        logprobs=True, top_logprobs=3, presence_penalty=0.5, frequency_penalty=0.25,
+        model,
+        top_k=5,
+        min_p=0.1,
+        repetition_penalty=1.2,
+        min_tokens=2,
+        max_tokens=9,
+        stop=["x"],
+        stop_token_ids=[2],
+        ignore_eos=True,
+        seed=3,
+        logit_bias={"5": 2.0},
+        logprobs=True,
+        top_logprobs=3,
+        presence_penalty=0.5,
+        frequency_penalty=0.25,
     )
     p = plan.params
     assert (p.top_k, p.min_p, p.repetition_penalty, p.min_tokens) == (5, 0.1, 1.2, 2)
@@ -67,11 +79,24 @@ def test_sampling_fields_pass_through(model):
     "body, kind",
     [
         ({"response_format": {"type": "json_object"}}, "json"),
-        ({"response_format": {"type": "json_schema",
-                              "json_schema": {"name": "P", "schema": PERSON, "strict": True}}},
-         "json"),
-        ({"response_format": {"type": "json_schema", "json_schema": {"name": "P",
-                                                                     "schema": PERSON}}}, "json"),
+        (
+            {
+                "response_format": {
+                    "type": "json_schema",
+                    "json_schema": {"name": "P", "schema": PERSON, "strict": True},
+                }
+            },
+            "json",
+        ),
+        (
+            {
+                "response_format": {
+                    "type": "json_schema",
+                    "json_schema": {"name": "P", "schema": PERSON},
+                }
+            },
+            "json",
+        ),
         ({"guided_json": PERSON}, "json"),
         ({"guided_json": json.dumps(PERSON)}, "json"),
         ({"guided_regex": r"\d{3}"}, "regex"),
@@ -106,8 +131,9 @@ def test_forced_tool_schema_hoists_defs(model):
 def test_named_tool_choice_picks_that_tool(model):
     other = json.loads(json.dumps(TOOL))
     other["function"]["name"] = "other"
-    plan = chat(model, tools=[TOOL, other],
-                tool_choice={"type": "function", "function": {"name": "other"}})
+    plan = chat(
+        model, tools=[TOOL, other], tool_choice={"type": "function", "function": {"name": "other"}}
+    )
     schema = json.loads(plan.params.constraint.source)
     assert schema["items"]["properties"]["name"] == {"const": "other"}
     assert schema["maxItems"] == 1
@@ -136,21 +162,36 @@ def test_history_with_tool_calls_and_results_renders(model):
     messages = [
         {"role": "system", "content": "be brief"},
         {"role": "user", "content": [{"type": "text", "text": "weather in Paris?"}]},
-        {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "call_1", "type": "function",
-             "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+                }
+            ],
+        },
         {"role": "tool", "tool_call_id": "call_1", "content": "sunny"},
     ]
     plan = chat(model, messages=messages, tools=[TOOL])
-    assert '<tool_call>[{"name": "get_weather", "arguments": {"city": "Paris"}}]</tool_call>' \
+    assert (
+        '<tool_call>[{"name": "get_weather", "arguments": {"city": "Paris"}}]</tool_call>'
         in plan.prompt_text
+    )
     assert "be brief" in plan.prompt_text and "<|im_start|>tool\nsunny" in plan.prompt_text
 
 
 def test_continue_final_message_and_echo(model):
     messages = USER + [{"role": "assistant", "content": "The answer is"}]
-    plan = chat(model, messages=messages, add_generation_prompt=False,
-                continue_final_message=True, echo=True)
+    plan = chat(
+        model,
+        messages=messages,
+        add_generation_prompt=False,
+        continue_final_message=True,
+        echo=True,
+    )
     assert plan.prompt_text.rstrip().endswith("The answer is")
     assert plan.echo_text == "The answer is"
 
@@ -180,8 +221,10 @@ BAD_CHAT = [
     ({"guided_decoding_backend": "magic"}, "guided_decoding_backend"),
     ({"guided_whitespace_pattern": " "}, "guided_whitespace_pattern"),
     ({"guided_regex": "a", "guided_whitespace_pattern": " "}, "guided_whitespace_pattern"),
-    ({"response_format": {"type": "json_schema", "json_schema": {"name": "x"}}},
-     "response_format.json_schema.schema"),
+    (
+        {"response_format": {"type": "json_schema", "json_schema": {"name": "x"}}},
+        "response_format.json_schema.schema",
+    ),
     ({"logit_bias": {"abc": 1}}, "logit_bias"),
     ({"logit_bias": {"999999": 1}}, "logit_bias"),
     ({"stop_token_ids": [10**9]}, "stop_token_ids"),
@@ -192,14 +235,18 @@ BAD_CHAT = [
     ({"top_logprobs": 2}, "top_logprobs"),
     ({"stream_options": {"include_usage": True}}, "stream_options"),
     ({"tool_choice": "required"}, "tool_choice"),
-    ({"tools": [TOOL], "tool_choice": {"type": "function", "function": {"name": "nope"}}},
-     "tool_choice"),
+    (
+        {"tools": [TOOL], "tool_choice": {"type": "function", "function": {"name": "nope"}}},
+        "tool_choice",
+    ),
     ({"tools": [TOOL, TOOL]}, "tools.1.function.name"),
     ({"tools": [TOOL], "tool_choice": "required", "guided_regex": "a"}, "tool_choice"),
     ({"tools": [TOOL], "guided_regex": "a"}, "tool_choice"),
     ({"tools": [TOOL], "n": 2}, "n"),
-    ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]},
-     "messages.0.content.0"),
+    (
+        {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]},
+        "messages.0.content.0",
+    ),
     ({"chat_template_kwargs": {"tools": []}}, "chat_template_kwargs"),
     ({"continue_final_message": True}, "continue_final_message"),
 ]
@@ -218,8 +265,10 @@ BAD_COMPLETION = [
     ({"prompt": "a", "echo": True, "logprobs": 1}, "echo"),
     ({"prompt": []}, "prompt"),
     ({"prompt": [99999999]}, "prompt"),
-    ({"prompt": "a", "guided_regex": "a", "structured_outputs": {"regex": "b"}},
-     "structured_outputs.regex"),
+    (
+        {"prompt": "a", "guided_regex": "a", "structured_outputs": {"regex": "b"}},
+        "structured_outputs.regex",
+    ),
 ]
 
 

@@ -47,14 +47,17 @@ def post(client, path, body, headers=AUTH):
 
 
 def sse_events(text: str) -> list:
-    lines = [ln[len("data: "):] for ln in text.splitlines() if ln.startswith("data: ")]
+    lines = [ln[len("data: ") :] for ln in text.splitlines() if ln.startswith("data: ")]
     assert lines[-1] == "[DONE]"
     return [json.loads(x) for x in lines[:-1]]
 
 
 def test_chat_response_shape(client):
-    r = post(client, "/v1/chat/completions",
-             {"model": "fake-model", "messages": [{"role": "user", "content": "hi"}], "n": 2})
+    r = post(
+        client,
+        "/v1/chat/completions",
+        {"model": "fake-model", "messages": [{"role": "user", "content": "hi"}], "n": 2},
+    )
     assert r.status_code == 200, r.text
     body = r.json()
     assert body["object"] == "chat.completion" and body["system_fingerprint"].startswith("fp_")
@@ -67,9 +70,17 @@ def test_chat_response_shape(client):
 
 
 def test_chat_stream_shape_with_usage(client):
-    r = post(client, "/v1/chat/completions",
-             {"messages": [{"role": "user", "content": "hi"}], "stream": True,
-              "stream_options": {"include_usage": True}, "logprobs": True, "top_logprobs": 2})
+    r = post(
+        client,
+        "/v1/chat/completions",
+        {
+            "messages": [{"role": "user", "content": "hi"}],
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "logprobs": True,
+            "top_logprobs": 2,
+        },
+    )
     assert r.headers["content-type"].startswith("text/event-stream")
     events = sse_events(r.text)
     assert events[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
@@ -83,10 +94,18 @@ def test_chat_stream_shape_with_usage(client):
 
 
 def test_forced_tool_call_shape_and_stream(client):
-    tool = {"type": "function", "function": {"name": "get_weather", "parameters": {
-        "type": "object", "properties": {"city": {"type": "string"}}}}}
-    body = {"messages": [{"role": "user", "content": "weather?"}], "tools": [tool],
-            "tool_choice": {"type": "function", "function": {"name": "get_weather"}}}
+    tool = {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+        },
+    }
+    body = {
+        "messages": [{"role": "user", "content": "weather?"}],
+        "tools": [tool],
+        "tool_choice": {"type": "function", "function": {"name": "get_weather"}},
+    }
     r = post(client, "/v1/chat/completions", body)
     choice = r.json()["choices"][0]
     assert choice["finish_reason"] == "tool_calls" and choice["message"]["content"] is None
@@ -129,15 +148,25 @@ def test_auth(client):
         ({"messages": [{"role": "user", "content": "hi"}], "foo": 1}, 400, "foo"),
         ({"messages": [{"role": "user", "content": "hi"}], "model": "gpt-9"}, 404, "model"),
         ({"messages": [{"role": "user", "content": "hi"}], "n": 0}, 400, "n"),
-        ({"messages": [{"role": "user", "content": "hi"}], "temperature": "hot"}, 400,
-         "temperature"),
+        (
+            {"messages": [{"role": "user", "content": "hi"}], "temperature": "hot"},
+            400,
+            "temperature",
+        ),
         ({"messages": [{"role": "wizard", "content": "hi"}]}, 400, "messages.0"),
         ({"messages": []}, 400, "messages"),
         ({}, 400, "messages"),
-        ({"messages": [{"role": "user", "content": "hi"}],
-          "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {},
-                                                                     "extra": 1}}},
-         400, "response_format.json_schema.extra"),
+        (
+            {
+                "messages": [{"role": "user", "content": "hi"}],
+                "response_format": {
+                    "type": "json_schema",
+                    "json_schema": {"name": "x", "schema": {}, "extra": 1},
+                },
+            },
+            400,
+            "response_format.json_schema.extra",
+        ),
         ({"messages": [{"role": "user", "content": "hi"}], "functions": []}, 400, "functions"),
         ({"messages": [{"role": "user", "content": "x" * 300_000}]}, 413, None),
     ],
@@ -209,23 +238,31 @@ def test_auto_tool_choice_switches_to_a_constrained_call(client, engine, tokeniz
         if params.constraint is not None:
             return CALL
         if "<tools>" in tokenizer.decode(prompt):
-            return "Let me check. <tool_call>[{garbage"
+            return "Let me check. <tool_call>[{garbage and more words"
         return "plain"
 
     engine.reply = auto_reply
-    tool = {"type": "function", "function": {"name": "get_weather", "parameters": {
-        "type": "object", "properties": {"city": {"type": "string"}}}}}
+    tool = {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+        },
+    }
     body = {"messages": [{"role": "user", "content": "weather?"}], "tools": [tool]}
     choice = post(client, "/v1/chat/completions", body).json()["choices"][0]
     assert choice["finish_reason"] == "tool_calls"
     assert choice["message"]["content"] == "Let me check. "
     assert json.loads(choice["message"]["tool_calls"][0]["function"]["arguments"]) == {
-        "city": "Paris"}
-    assert any(rid.endswith("-0") for rid in engine.aborted)  # the free-text request stopped
+        "city": "Paris"
+    }
+    assert any(rid.endswith("-0") for rid in engine.aborted), engine.aborted
     events = sse_events(post(client, "/v1/chat/completions", body | {"stream": True}).text)
     text = "".join(e["choices"][0]["delta"].get("content") or "" for e in events)
     assert text == "Let me check. " and "<" not in text
     assert events[-1]["choices"][0]["finish_reason"] == "tool_calls"
     body["tool_choice"] = "none"
-    assert post(client, "/v1/chat/completions", body).json()["choices"][0]["message"][
-        "content"] == "plain"
+    assert (
+        post(client, "/v1/chat/completions", body).json()["choices"][0]["message"]["content"]
+        == "plain"
+    )
