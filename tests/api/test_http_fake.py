@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from fake_engine import FakeEngine
 from fastapi.testclient import TestClient
 from transformers import AutoTokenizer
 
-from fake_engine import FakeEngine
 from stencil.api.server import ServerConfig, create_app
 from stencil.engine.models.default_model import default_model_path
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from enum import Enum
+from enum import StrEnum
 
 import httpx
 import jsonschema
@@ -44,7 +44,7 @@ TIME = {
 }
 
 
-class Color(str, Enum):
+class Color(StrEnum):
     red = "red"
     green = "green"
 
