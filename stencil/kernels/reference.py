@@ -89,8 +89,9 @@ def _attend(
     mask = (kpos <= qp) & (kpos < ctx.view(-1, 1, 1))  # [B, n, max_len]
     if sliding_window is not None:
         mask &= kpos > qp - sliding_window
+    mask = mask.unsqueeze(1).to(q.device)  # [B, 1, n, max_len], built on the CPU
     return F.scaled_dot_product_attention(
-        q, k, v, attn_mask=mask.unsqueeze(1), scale=scale, enable_gqa=k.shape[1] != q.shape[1]
+        q, k, v, attn_mask=mask, scale=scale, enable_gqa=k.shape[1] != q.shape[1]
     )
 
 
