@@ -1,0 +1,315 @@
+"""Server load benchmark: N concurrent streaming clients against ``stencil serve`` on loopback,
+half of the requests with a JSON schema, beside the same workload through the offline ``LLM``.
+
+    python bench/server_bench.py                       # concurrency 1, 8, 32 on the default model
+    python bench/server_bench.py --concurrency 1,8 --max-tokens 32 --rounds 1
+    python bench/server_bench.py --base-url http://127.0.0.1:8080/v1 --no-offline   # a peer server
+
+Prints a Markdown table: output tokens/s, TTFT and inter-token latency p50/p99 per concurrency,
+and the server's throughput as a share of the offline throughput on the same requests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+NAMES = [
+    "Ada Lovelace",
+    "Alan Turing",
+    "Grace Hopper",
+    "Edsger Dijkstra",
+    "Barbara Liskov",
+    "Donald Knuth",
+    "Margaret Hamilton",
+    "John McCarthy",
+]
+TOPICS = ["the sea", "mountains", "coffee", "trains", "winter", "libraries", "bees", "rivers"]
+PERSON = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "maxLength": 40},
+        "age": {"type": "integer", "minimum": 0, "maximum": 150},
+        "occupation": {"type": "string", "maxLength": 40},
+    },
+    "required": ["name", "age", "occupation"],
+}
+
+
+@dataclass(slots=True)
+class Job:
+    messages: list[dict[str, str]]
+    schema: dict[str, Any] | None
+
+
+@dataclass(slots=True)
+class Result:
+    ttft: float
+    itls: list[float]
+    tokens: int
+    latency: float
+
+
+@dataclass(slots=True)
+class Row:
+    mode: str
+    concurrency: int
+    requests: int
+    tok_s: float
+    ttft: list[float] = field(default_factory=list)
+    itl: list[float] = field(default_factory=list)
+    offline_share: float | None = None
+
+
+def workload(n: int) -> list[Job]:
+    """``n`` chat requests; every other one asks for JSON matching PERSON."""
+    jobs = []
+    for i in range(n):
+        if i % 2 == 0:
+            name = NAMES[i % len(NAMES)]
+            text = (
+                f"{name} was {30 + i % 40} years old and worked as an engineer. Extract the person."
+            )
+            jobs.append(Job([{"role": "user", "content": text}], PERSON))
+        else:
+            topic = TOPICS[i % len(TOPICS)]
+            jobs.append(
+                Job([{"role": "user", "content": f"Write a short poem about {topic}."}], None)
+            )
+    return jobs
+
+
+# ---- the HTTP side ----------------------------------------------------------------------------
+
+
+async def one_request(http: httpx.AsyncClient, url: str, model: str, job: Job, args) -> Result:
+    body: dict[str, Any] = {
+        "model": model,
+        "messages": job.messages,
+        "max_tokens": args.max_tokens,
+        "temperature": 0,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    if job.schema is not None:
+        body["response_format"] = {
+            "type": "json_schema",
+            "json_schema": {"name": "Person", "schema": job.schema},
+        }
+    start = time.perf_counter()
+    first, last, itls, tokens = None, None, [], 0
+    async with http.stream("POST", f"{url}/chat/completions", json=body) as r:
+        r.raise_for_status()
+        async for line in r.aiter_lines():
+            if not line.startswith("data: ") or line == "data: [DONE]":
+                continue
+            chunk = json.loads(line[6:])
+            if chunk.get("usage"):
+                tokens = chunk["usage"]["completion_tokens"]
+            if not chunk.get("choices") or not chunk["choices"][0]["delta"].get("content"):
+                continue
+            now = time.perf_counter()
+            if first is None:
+                first = now
+            else:
+                itls.append(now - last)
+            last = now
+    end = time.perf_counter()
+    return Result((first or end) - start, itls, tokens, end - start)
+
+
+async def run_level(url: str, model: str, concurrency: int, args) -> tuple[list[Result], float]:
+    jobs = workload(concurrency * args.rounds)
+    queue: asyncio.Queue[Job] = asyncio.Queue()
+    for j in jobs:
+        queue.put_nowait(j)
+    results: list[Result] = []
+    limits = httpx.Limits(max_connections=concurrency + 4)
+    headers = {"Authorization": f"Bearer {args.api_key}"} if args.api_key else {}
+    async with httpx.AsyncClient(timeout=600, limits=limits, headers=headers) as http:
+
+        async def client() -> None:
+            while not queue.empty():
+                results.append(await one_request(http, url, model, queue.get_nowait(), args))
+
+        start = time.perf_counter()
+        await asyncio.gather(*(client() for _ in range(concurrency)))
+        elapsed = time.perf_counter() - start
+    return results, elapsed
+
+
+def start_server(args) -> tuple[subprocess.Popen, str]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cmd = [
+        sys.executable,
+        "-m",
+        "stencil.api.cli",
+        "--log-level",
+        "warning",
+        "serve",
+        "--port",
+        str(port),
+        "--max-num-seqs",
+        str(max(args.levels)),
+    ]
+    if args.model:
+        cmd += ["--model", args.model]
+    proc = subprocess.Popen(cmd, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError("stencil serve exited during startup")
+        try:
+            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                return proc, f"{url}/v1"
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.5)
+    stop_server(proc)
+    raise RuntimeError("stencil serve did not become healthy")
+
+
+def stop_server(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+def served_model(url: str, api_key: str | None) -> str:
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    return httpx.get(f"{url}/models", headers=headers).json()["data"][0]["id"]
+
+
+# ---- the offline side -------------------------------------------------------------------------
+
+
+def offline(args) -> dict[int, float]:
+    """Output tokens/s of the offline LLM on the same requests, ``concurrency`` at a time."""
+    from stencil.constraints import Constraint
+    from stencil.engine.llm import LLM
+    from stencil.engine.sampling_params import SamplingParams
+
+    llm = LLM(model=args.model, max_num_seqs=max(args.levels))
+    tok = llm.get_tokenizer()
+    out: dict[int, float] = {}
+    for c in args.levels:
+        jobs = workload(c * args.rounds)
+        prompts = [
+            tok(
+                tok.apply_chat_template(j.messages, tokenize=False, add_generation_prompt=True),
+                add_special_tokens=False,
+            ).input_ids
+            for j in jobs
+        ]
+        params = [
+            SamplingParams(
+                max_tokens=args.max_tokens,
+                temperature=0,
+                constraint=Constraint.json_schema(j.schema) if j.schema else None,
+                close_on_length=j.schema is not None,
+            )
+            for j in jobs
+        ]
+        tokens, start = 0, time.perf_counter()
+        for k in range(0, len(jobs), c):
+            results = llm.generate(prompts[k : k + c], params[k : k + c], use_tqdm=False)
+            tokens += sum(len(o.token_ids) for r in results for o in r.outputs)
+        out[c] = tokens / (time.perf_counter() - start)
+    llm.engine.shutdown()
+    return out
+
+
+# ---- report -----------------------------------------------------------------------------------
+
+
+def pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    if len(values) == 1:
+        return values[0]
+    return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1]
+
+
+def table(rows: list[Row]) -> str:
+    head = (
+        "| mode | concurrency | requests | output tok/s | TTFT p50 (ms) | TTFT p99 (ms) "
+        "| ITL p50 (ms) | ITL p99 (ms) | vs offline |"
+    )
+    lines = [head, "|" + "---|" * 9]
+    for r in rows:
+        share = f"{100 * r.offline_share:.0f}%" if r.offline_share is not None else "-"
+        ttft = f"{1000 * pct(r.ttft, 50):.0f} | {1000 * pct(r.ttft, 99):.0f}" if r.ttft else "- | -"
+        itl = f"{1000 * pct(r.itl, 50):.1f} | {1000 * pct(r.itl, 99):.1f}" if r.itl else "- | -"
+        lines.append(
+            f"| {r.mode} | {r.concurrency} | {r.requests} | {r.tok_s:.1f} | {ttft} | "
+            f"{itl} | {share} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--concurrency", default="1,8,32")
+    parser.add_argument("--rounds", type=int, default=2, help="requests per client")
+    parser.add_argument("--max-tokens", type=int, default=64)
+    parser.add_argument("--model", default=None, help="model path (default: embedded SmolLM2)")
+    parser.add_argument("--base-url", default=None, help="bench this running server instead")
+    parser.add_argument("--api-key", default=None)
+    parser.add_argument("--no-offline", action="store_true")
+    args = parser.parse_args(argv)
+    args.levels = [int(x) for x in args.concurrency.split(",")]
+
+    proc = None
+    url = args.base_url
+    if url is None:
+        proc, url = start_server(args)
+    rows = []
+    try:
+        model = served_model(url, args.api_key)
+        asyncio.run(run_level(url, model, 1, argparse.Namespace(**{**vars(args), "rounds": 1})))
+        for c in args.levels:
+            results, elapsed = asyncio.run(run_level(url, model, c, args))
+            rows.append(
+                Row(
+                    "server",
+                    c,
+                    len(results),
+                    sum(r.tokens for r in results) / elapsed,
+                    [r.ttft for r in results],
+                    [x for r in results for x in r.itls],
+                )
+            )
+            print(f"server c={c}: {rows[-1].tok_s:.1f} tok/s", file=sys.stderr)
+    finally:
+        if proc is not None:
+            stop_server(proc)
+    if not args.no_offline:
+        for c, tok_s in offline(args).items():
+            rows.append(Row("offline LLM", c, c * args.rounds, tok_s))
+            for r in rows:
+                if r.mode == "server" and r.concurrency == c:
+                    r.offline_share = r.tok_s / tok_s
+    print(table(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
