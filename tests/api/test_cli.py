@@ -1,0 +1,68 @@
+"""The ``stencil`` console script: parser, generated engine flags, the extract hook."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from stencil.api import cli
+from stencil.engine.config import EngineConfig
+
+
+def test_engine_flags_are_generated_from_engine_config():
+    parser = cli.build_parser()
+    args = parser.parse_args(
+        [
+            "serve",
+            "--max-model-len",
+            "512",
+            "--no-enable-prefix-caching",
+            "--kv-cache-memory",
+            "1000000",
+            "--dtype",
+            "float32",
+        ]
+    )
+    config = cli.engine_config(args)
+    assert config.max_model_len == 512 and config.enable_prefix_caching is False
+    assert config.kv_cache_memory == 1_000_000 and config.dtype == "float32"
+    assert config.block_size == EngineConfig().block_size  # untouched fields keep defaults
+    help_text = parser._subparsers._group_actions[0].choices["serve"].format_help()
+    for f in dataclasses.fields(EngineConfig):
+        assert "--" + f.name.replace("_", "-") in help_text
+
+
+def test_serve_defaults():
+    args = cli.build_parser().parse_args(["serve"])
+    assert (args.host, args.port, args.api_key, args.served_model_name) == (
+        "127.0.0.1",
+        8000,
+        None,
+        None,
+    )
+    assert cli.engine_kwargs(args) == {}
+
+
+def test_generate_flags_are_exclusive():
+    parser = cli.build_parser()
+    args = parser.parse_args(["generate", "hi", "--regex", "[a-z]+", "--max-tokens", "4"])
+    assert args.regex == "[a-z]+" and args.max_tokens == 4
+    with pytest.raises(SystemExit):
+        parser.parse_args(["generate", "hi", "--regex", "a", "--choice", "a,b"])
+
+
+def test_generate_rejects_a_bad_constraint_before_loading(capsys):
+    assert cli.main(["generate", "hi", "--regex", "(("]) == 2
+    assert "regex" in capsys.readouterr().err
+
+
+def test_bad_engine_config_exits_2(capsys):
+    assert cli.main(["generate", "hi", "--dtype", "int3"]) == 2
+    assert "dtype" in capsys.readouterr().err
+
+
+def test_extract_hook(monkeypatch, capsys):
+    monkeypatch.setattr(cli, "_extract_module", lambda: None)
+    assert cli.main(["extract"]) == 2
+    assert "stencil.api.extract" in capsys.readouterr().err

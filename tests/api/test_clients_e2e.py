@@ -1,0 +1,133 @@
+"""LangChain (``with_structured_output`` in every method) and instructor against a live server.
+
+Every structured result must parse (never None) and validate against the schema that was sent.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated
+
+import instructor
+import jsonschema
+import pytest
+from pydantic import BaseModel, Field, StringConstraints
+
+Short = Annotated[str, StringConstraints(max_length=16)]
+
+
+class Role(StrEnum):
+    engineer = "engineer"
+    scientist = "scientist"
+    artist = "artist"
+
+
+class Address(BaseModel):
+    city: Short
+    country: Short
+
+
+class Employee(BaseModel):
+    """An employee record."""
+
+    name: str = Field(description="Full name", max_length=24)
+    age: int = Field(ge=0, le=120)
+    role: Role
+    email: Short | None = None
+    address: Address
+    skills: list[Short] = Field(max_length=2)
+
+
+class Person(BaseModel):
+    """Information about a person."""
+
+    name: str = Field(description="Full name", max_length=24)
+    age: int
+
+
+class Note(BaseModel):
+    """Whatever JSON object the model writes (json_mode sends no schema)."""
+
+    text: str | None = None
+
+
+TEXT = "Ada Lovelace, 36, a scientist living in London, England. Skills: math, poetry."
+PERSON_TEXT = "Ada Lovelace was 36 years old."
+
+
+@pytest.fixture(scope="module")
+def chat(live_server):
+    from langchain_openai import ChatOpenAI
+
+    return ChatOpenAI(
+        base_url=live_server.v1,
+        api_key=live_server.api_key,
+        model=live_server.model,
+        temperature=0,
+        max_tokens=110,
+        max_retries=0,
+    )
+
+
+def _valid(obj: BaseModel, cls: type[BaseModel]) -> None:
+    assert isinstance(obj, cls), obj
+    jsonschema.validate(obj.model_dump(mode="json"), cls.model_json_schema())
+
+
+def test_langchain_json_schema_default(chat):
+    result = chat.with_structured_output(Employee).invoke(TEXT)
+    _valid(result, Employee)
+
+
+def test_langchain_function_calling(chat):
+    result = chat.with_structured_output(Employee, method="function_calling").invoke(TEXT)
+    _valid(result, Employee)
+
+
+def test_langchain_json_mode(chat):
+    result = chat.with_structured_output(Note, method="json_mode").invoke(
+        "Reply with a JSON object with a 'text' key summarising: " + PERSON_TEXT
+    )
+    assert isinstance(result, Note)
+
+
+@pytest.mark.parametrize("method", ["json_schema", "function_calling"])
+def test_langchain_include_raw(chat, method):
+    out = chat.with_structured_output(Person, method=method, include_raw=True).invoke(PERSON_TEXT)
+    assert out["parsing_error"] is None
+    _valid(out["parsed"], Person)
+
+
+def test_langchain_stream(chat):
+    chunks = list(chat.with_structured_output(Person).stream(PERSON_TEXT))
+    assert chunks
+    _valid(chunks[-1], Person)
+
+
+def test_langchain_stream_function_calling(chat):
+    chunks = list(
+        chat.with_structured_output(Person, method="function_calling").stream(PERSON_TEXT)
+    )
+    assert chunks
+    _valid(chunks[-1], Person)
+
+
+@pytest.fixture(scope="module")
+def openai_client(live_server):
+    return live_server.openai()
+
+
+@pytest.mark.parametrize(
+    "mode", [instructor.Mode.TOOLS, instructor.Mode.JSON_SCHEMA, instructor.Mode.JSON]
+)
+def test_instructor_no_retry(live_server, openai_client, mode):
+    client = instructor.from_openai(openai_client, mode=mode)
+    result = client.chat.completions.create(
+        model=live_server.model,
+        response_model=Person,
+        max_retries=0,
+        max_tokens=60,
+        temperature=0,
+        messages=[{"role": "user", "content": PERSON_TEXT}],
+    )
+    _valid(result, Person)
