@@ -1,0 +1,122 @@
+"""Helpers for constraint tests: feed texts through matchers, walk masks, canonical JSON."""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any
+
+import torch
+
+from stencil.constraints import (
+    CompiledConstraint,
+    Matcher,
+    TokenVocab,
+    allocate_token_bitmask,
+    bitmask_to_bool,
+)
+
+
+def accepts_tokens(matcher: Matcher, tokens: list[int], eos: int) -> bool:
+    """All tokens accepted and then EOS accepted (a complete match)."""
+    return all(matcher.accept_token(t) for t in tokens) and matcher.accept_token(eos)
+
+
+def accepts_text(compiled: CompiledConstraint, tokenizer: Any, text: str) -> bool:
+    tokens = tokenizer.encode(text, add_special_tokens=False)
+    return accepts_tokens(compiled.new_matcher(), tokens, compiled.vocab.eos_token_ids[0])
+
+
+def random_tokenization(tokenizer: Any, text: str, rng: random.Random) -> list[int]:
+    """A non-canonical tokenization: cut the text at random points, tokenize the pieces."""
+    cuts = sorted(rng.sample(range(1, len(text)), k=min(len(text) - 1, rng.randint(1, 6))))
+    pieces = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)]
+    return [t for p in pieces for t in tokenizer.encode(p, add_special_tokens=False)]
+
+
+def allowed(matcher: Matcher, vocab: TokenVocab) -> list[int]:
+    mask = allocate_token_bitmask(1, vocab.vocab_size)
+    matcher.fill_next_token_bitmask(mask, 0)
+    return bitmask_to_bool(mask, vocab.vocab_size)[0].nonzero().flatten().tolist()
+
+
+def random_walk(
+    compiled: CompiledConstraint, rng: random.Random, max_tokens: int = 60
+) -> tuple[bytes, bool]:
+    """Sample uniformly among allowed tokens; ``(bytes, ended_with_eos)``.
+
+    Every allowed token must be accepted (mask and matcher agree)."""
+    vocab = compiled.vocab
+    matcher = compiled.new_matcher()
+    out: list[int] = []
+    eos = set(vocab.eos_token_ids)
+    for _ in range(max_tokens):
+        choices = allowed(matcher, vocab)
+        assert choices, "mask allows nothing"
+        token = rng.choice(choices)
+        if matcher.is_accepting() and eos & set(choices) and rng.random() < 0.3:
+            token = next(iter(eos & set(choices)))
+        assert matcher.accept_token(token), f"mask allowed {token} but matcher rejected it"
+        if token in eos:
+            return vocab.decode_bytes(out), True
+        out.append(token)
+    return vocab.decode_bytes(out), False
+
+
+def canonical(value: Any) -> Any:
+    """Integral floats as ints (equal JSON values; ``1.0`` is an integer in JSON Schema)."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e300:
+        return int(value)
+    if isinstance(value, list):
+        return [canonical(v) for v in value]
+    if isinstance(value, dict):
+        return {k: canonical(v) for k, v in value.items()}
+    return value
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(canonical(value), ensure_ascii=False)
+
+
+def schema_ordered(value: Any, schema: Any, root: Any, depth: int = 0) -> Any:
+    """``value`` with object keys in the order its schema declares them (best effort)."""
+    if depth > 20 or not isinstance(schema, dict):
+        return value
+    schema = _deref(schema, root)
+    for key in ("allOf", "anyOf", "oneOf"):
+        for sub in schema.get(key, []):
+            sub = _deref(sub, root)
+            if isinstance(sub, dict) and ("properties" in sub or "items" in sub):
+                schema = {**sub, **schema}
+                break
+    if isinstance(value, dict):
+        props = schema.get("properties", {})
+        order = [k for k in props if k in value] + [k for k in value if k not in props]
+        return {k: schema_ordered(value[k], props.get(k, {}), root, depth + 1) for k in order}
+    if isinstance(value, list):
+        prefix = schema.get("prefixItems", [])
+        items = schema.get("items", {})
+        return [
+            schema_ordered(v, prefix[i] if i < len(prefix) else items, root, depth + 1)
+            for i, v in enumerate(value)
+        ]
+    return value
+
+
+def _deref(schema: Any, root: Any) -> Any:
+    for _ in range(10):
+        if not isinstance(schema, dict) or not str(schema.get("$ref", "")).startswith("#"):
+            return schema
+        node = root
+        for part in schema["$ref"][1:].split("/")[1:]:
+            part = part.replace("~1", "/").replace("~0", "~")
+            try:
+                node = node[int(part)] if isinstance(node, list) else node[part]
+            except (KeyError, IndexError, ValueError, TypeError):
+                return {}
+        schema = node
+    return schema
+
+
+def bits_of(mask: torch.Tensor, vocab_size: int) -> torch.Tensor:
+    return bitmask_to_bool(mask, vocab_size)

@@ -1,0 +1,190 @@
+"""Constraint constructors: eager validation, canonical keys, the bad-input list of issue 3."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from stencil.constraints import (
+    Constraint,
+    ConstraintError,
+    ConstraintTooLargeError,
+    InvalidGrammarError,
+    InvalidRegexError,
+    InvalidSchemaError,
+    UnsupportedSchemaError,
+)
+
+PERSON = {
+    "type": "object",
+    "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+    "required": ["name", "age"],
+}
+
+
+def _deep(levels: int) -> dict:
+    root: dict = {}
+    node = root
+    for _ in range(levels):
+        node["items"] = {}
+        node = node["items"]
+    return root
+
+
+BAD_INPUTS = [
+    ("invalid json", lambda: Constraint.json_schema('{"type": "object",'), InvalidSchemaError),
+    ("not a schema", lambda: Constraint.json_schema({"type": "str"}), InvalidSchemaError),
+    ("dangling ref", lambda: Constraint.json_schema({"$ref": "#/$defs/nope"}), InvalidSchemaError),
+    ("invalid regex", lambda: Constraint.regex("(a"), InvalidRegexError),
+    ("invalid grammar", lambda: Constraint.grammar("start: foo"), InvalidGrammarError),
+    ("grammar syntax", lambda: Constraint.grammar("start: ("), InvalidGrammarError),
+    ("empty choice", lambda: Constraint.choice([]), InvalidGrammarError),
+    ("deep schema", lambda: Constraint.json_schema(_deep(10_000)), ConstraintTooLargeError),
+    (
+        "deep schema text",
+        lambda: Constraint.json_schema('{"items":' * 10_000 + "{}" + "}" * 10_000),
+        ConstraintTooLargeError,
+    ),
+    ("huge enum", lambda: Constraint.json_schema({"enum": list(range(1_000_000))}), ConstraintTooLargeError),
+    ("huge repeat", lambda: Constraint.regex("a{2147483647}"), ConstraintTooLargeError),
+    ("huge repeat in schema", lambda: Constraint.json_schema({"type": "string", "pattern": "a{99999}"}), ConstraintTooLargeError),
+    ("nested repeat", lambda: Constraint.regex("(a{1000}){1000}"), ConstraintTooLargeError),
+    ("pure ref cycle", lambda: Constraint.json_schema({"$ref": "#"}), InvalidSchemaError),
+    (
+        "two-step ref cycle",
+        lambda: Constraint.json_schema(
+            {"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"}
+        ),
+        InvalidSchemaError,
+    ),
+    ("false schema", lambda: Constraint.json_schema(False), InvalidSchemaError),
+    ("unique items", lambda: Constraint.json_schema({"type": "array", "uniqueItems": True}), UnsupportedSchemaError),
+    ("contains", lambda: Constraint.json_schema({"contains": {"type": "integer"}}), UnsupportedSchemaError),
+    ("non-string choice", lambda: Constraint.choice(["a", 1]), InvalidGrammarError),
+    ("bad whitespace", lambda: Constraint.json_schema({}, whitespace="lots"), ConstraintError),
+]
+
+
+@pytest.mark.parametrize(("name", "make", "error"), BAD_INPUTS, ids=[b[0] for b in BAD_INPUTS])
+def test_bad_input_raises_fast(name, make, error):
+    start = time.perf_counter()
+    with pytest.raises(error) as info:
+        make()
+    assert time.perf_counter() - start < 2.0, name
+    assert str(info.value), "error needs a message"
+    assert isinstance(info.value, ValueError)
+
+
+def test_unsupported_names_keyword_and_pointer():
+    schema = {"type": "object", "properties": {"tags": {"type": "array", "uniqueItems": True}}}
+    with pytest.raises(UnsupportedSchemaError) as info:
+        Constraint.json_schema(schema)
+    assert info.value.keyword == "uniqueItems"
+    assert info.value.pointer == "/properties/tags/uniqueItems"
+    assert "uniqueItems" in str(info.value) and "/properties/tags" in str(info.value)
+
+
+def test_budget_is_named():
+    with pytest.raises(ConstraintTooLargeError) as info:
+        Constraint.regex("a{2147483647}")
+    assert info.value.budget == "max_repetition" and "max_repetition" in str(info.value)
+
+
+def test_key_is_canonical_and_order_sensitive():
+    a = Constraint.json_schema(PERSON)
+    b = Constraint.json_schema(json.dumps(PERSON, indent=2))
+    assert a.key == b.key and a == b and hash(a) == hash(b)
+    reordered = {**PERSON, "properties": dict(reversed(PERSON["properties"].items()))}
+    assert Constraint.json_schema(reordered).key != a.key  # property order is generation order
+    assert Constraint.json_schema(PERSON, whitespace="compact").key != a.key
+    assert Constraint.json_schema(PERSON, allow_undeclared_properties=True).key != a.key
+
+
+def test_kinds():
+    assert Constraint.json_schema(PERSON).kind == "json"
+    assert Constraint.json_object().kind == "json"
+    assert Constraint.regex(r"\d+").kind == "regex"
+    assert Constraint.choice(["a", "b"]).kind == "choice"
+    assert Constraint.grammar('start: "a"+').kind == "grammar"
+
+
+def test_gbnf_is_translated():
+    c = Constraint.grammar('root ::= "yes" | "no"')
+    assert c.kind == "grammar"
+
+
+def test_catastrophic_regexes_are_accepted_within_budget():
+    for pattern in ["(a+)+b", "[ab]*a[ab]{20}"]:
+        start = time.perf_counter()
+        Constraint.regex(pattern)
+        assert time.perf_counter() - start < 1.0
+
+
+def test_unknown_format_is_an_annotation_with_warning():
+    c = Constraint.json_schema({"type": "string", "format": "color-hex"})
+    assert any("color-hex" in w for w in c.warnings)
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        # OpenAI SDK strict schema (clients.md 2a)
+        {
+            "description": "Information about a person.",
+            "properties": {
+                "name": {"description": "Full name", "title": "Name", "type": "string"},
+                "age": {"title": "Age", "type": "integer"},
+                "email": {"anyOf": [{"type": "string"}, {"type": "null"}], "title": "Email"},
+            },
+            "required": ["name", "age", "email"],
+            "title": "Person",
+            "type": "object",
+            "additionalProperties": False,
+        },
+        # Pydantic nested model with $defs, pattern, items bounds, numeric bounds, enum
+        {
+            "$defs": {
+                "Address": {
+                    "properties": {"zip": {"pattern": "^[0-9]{5}$", "type": "string"}},
+                    "required": ["zip"],
+                    "type": "object",
+                }
+            },
+            "properties": {
+                "home": {"$ref": "#/$defs/Address"},
+                "tags": {"items": {"type": "string"}, "minItems": 1, "maxItems": 3, "type": "array"},
+                "score": {"minimum": 0, "maximum": 10, "type": "number"},
+                "kind": {"enum": ["a", "b"], "type": "string"},
+                "email": {"default": None, "anyOf": [{"type": "string"}, {"type": "null"}]},
+            },
+            "required": ["home", "tags", "score", "kind"],
+            "type": "object",
+        },
+        # recursive schema
+        {
+            "$defs": {
+                "Node": {
+                    "type": "object",
+                    "properties": {
+                        "v": {"type": "integer"},
+                        "children": {"type": "array", "items": {"$ref": "#/$defs/Node"}},
+                    },
+                    "required": ["v", "children"],
+                }
+            },
+            "$ref": "#/$defs/Node",
+        },
+        # draft-07 tuple items + definitions
+        {
+            "$schema": "http://json-schema.org/draft-07/schema#",
+            "definitions": {"n": {"type": "number"}},
+            "type": "array",
+            "items": [{"$ref": "#/definitions/n"}, {"type": "string"}],
+            "additionalItems": False,
+        },
+    ],
+)
+def test_client_schemas_compile(schema):
+    Constraint.json_schema(schema)
