@@ -31,6 +31,10 @@ def schema_error(
     if "min/maxProperties" in message:
         key = "minProperties" if "minProperties" in keyword_pointers else "maxProperties"
         return UnsupportedSchemaError(key, keyword_pointers.get(key, ""), text)
+    if "patternProperty regexes" in message:
+        return UnsupportedSchemaError(
+            "patternProperties", keyword_pointers.get("patternProperties", ""), text
+        )
     if "lookaround" in message:
         return UnsupportedSchemaError("pattern", keyword_pointers.get("pattern", ""), text)
     if too_large(message):

@@ -40,11 +40,15 @@ def qwen_tokenizer():
     from transformers import PreTrainedTokenizerFast
     from transformers.convert_slow_tokenizer import TikTokenConverter
 
-    vocab_file = os.path.join(os.path.dirname(qwen_tokenizer.__file__), "resources", "qwen.tiktoken")
+    vocab_file = os.path.join(
+        os.path.dirname(qwen_tokenizer.__file__), "resources", "qwen.tiktoken"
+    )
     converter = TikTokenConverter(
         vocab_file=vocab_file, pattern=PAT_STR, extra_special_tokens=QWEN_SPECIALS
     )
-    return PreTrainedTokenizerFast(tokenizer_object=converter.converted(), eos_token="<|endoftext|>")
+    return PreTrainedTokenizerFast(
+        tokenizer_object=converter.converted(), eos_token="<|endoftext|>"
+    )
 
 
 @pytest.fixture(scope="session")

@@ -83,6 +83,11 @@ def schema_ordered(value: Any, schema: Any, root: Any, depth: int = 0) -> Any:
     if depth > 20 or not isinstance(schema, dict):
         return value
     schema = _deref(schema, root)
+    if not isinstance(schema, dict):
+        return value
+    const = schema.get("const")
+    if isinstance(const, dict) and _same(const, value):
+        return const
     for key in ("allOf", "anyOf", "oneOf"):
         for sub in schema.get(key, []):
             sub = _deref(sub, root)
@@ -91,16 +96,23 @@ def schema_ordered(value: Any, schema: Any, root: Any, depth: int = 0) -> Any:
                 break
     if isinstance(value, dict):
         props = schema.get("properties", {})
+        props = props if isinstance(props, dict) else {}
         order = [k for k in props if k in value] + [k for k in value if k not in props]
         return {k: schema_ordered(value[k], props.get(k, {}), root, depth + 1) for k in order}
     if isinstance(value, list):
         prefix = schema.get("prefixItems", [])
         items = schema.get("items", {})
+        prefix, items = (items, {}) if isinstance(items, list) else (prefix, items)
         return [
             schema_ordered(v, prefix[i] if i < len(prefix) else items, root, depth + 1)
             for i, v in enumerate(value)
         ]
     return value
+
+
+def _same(a: Any, b: Any) -> bool:
+    """JSON equality (``False`` is not ``0``)."""
+    return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
 
 
 def _deref(schema: Any, root: Any) -> Any:

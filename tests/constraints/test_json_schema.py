@@ -12,7 +12,11 @@ from stencil.constraints import Constraint
 
 # (schema, accepted texts, rejected texts); texts use json.dumps spacing.
 CASES = [
-    ({"type": "integer", "minimum": -3, "maximum": 12}, ["-3", "0", "12"], ["13", "-4", "1.5", '"1"']),
+    (
+        {"type": "integer", "minimum": -3, "maximum": 12},
+        ["-3", "0", "12"],
+        ["13", "-4", "1.5", '"1"'],
+    ),
     ({"type": "integer", "exclusiveMinimum": 0, "exclusiveMaximum": 3}, ["1", "2"], ["0", "3"]),
     ({"type": "number", "minimum": 0.5}, ["0.5", "2", "1000.25"], ["0.4", "-1"]),
     ({"type": "integer", "multipleOf": 5}, ["0", "15"], ["7"]),
@@ -32,31 +36,77 @@ CASES = [
     ({"anyOf": [{"type": "string"}, {"type": "null"}]}, ['"x"', "null"], ["1"]),
     ({"oneOf": [{"type": "string"}, {"type": "integer"}]}, ['"x"', "1"], ["null"]),
     (
-        {"type": "object", "properties": {"k": {"type": "string"}}, "oneOf": [{"required": ["a"]}, {"required": ["b"]}],
-         "additionalProperties": {"type": "integer"}},
+        {
+            "type": "object",
+            "properties": {"k": {"type": "string"}},
+            "oneOf": [{"required": ["a"]}, {"required": ["b"]}],
+            "additionalProperties": {"type": "integer"},
+        },
         ['{"a": 1}', '{"b": 2}'],
         ['{"a": 1, "b": 2}', "{}"],
     ),
     ({"allOf": [{"type": "integer"}, {"minimum": 2}]}, ["2"], ["1", '"2"']),
-    ({"type": "array", "items": {"type": "integer"}, "minItems": 1, "maxItems": 2}, ["[1]", "[1, 2]"], ["[]", "[1, 2, 3]", '["a"]']),
-    ({"type": "array", "prefixItems": [{"type": "string"}, {"type": "integer"}], "items": False}, ['["a", 1]', '["a"]'], ['["a", 1, 2]', "[1]"]),
-    ({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"], "additionalProperties": {"type": "string"}},
-     ['{"a": 1}', '{"a": 1, "z": "s"}'], ['{"a": 1, "z": 2}', "{}"]),
-    ({"type": "object", "dependentRequired": {"a": ["b"]}, "properties": {"a": {}, "b": {}}},
-     ["{}", '{"b": 1}', '{"a": 1, "b": 2}'], ['{"a": 1}']),
-    ({"type": "object", "properties": {"a": {"type": "integer"}}, "not": {"required": ["a"]}}, ["{}"], ['{"a": 1}']),
+    (
+        {"type": "array", "items": {"type": "integer"}, "minItems": 1, "maxItems": 2},
+        ["[1]", "[1, 2]"],
+        ["[]", "[1, 2, 3]", '["a"]'],
+    ),
+    (
+        {"type": "array", "prefixItems": [{"type": "string"}, {"type": "integer"}], "items": False},
+        ['["a", 1]', '["a"]'],
+        ['["a", 1, 2]', "[1]"],
+    ),
+    (
+        {
+            "type": "object",
+            "properties": {"a": {"type": "integer"}},
+            "required": ["a"],
+            "additionalProperties": {"type": "string"},
+        },
+        ['{"a": 1}', '{"a": 1, "z": "s"}'],
+        ['{"a": 1, "z": 2}', "{}"],
+    ),
+    (
+        {"type": "object", "dependentRequired": {"a": ["b"]}, "properties": {"a": {}, "b": {}}},
+        ["{}", '{"b": 1}', '{"a": 1, "b": 2}'],
+        ['{"a": 1}'],
+    ),
+    (
+        {"type": "object", "properties": {"a": {"type": "integer"}}, "not": {"required": ["a"]}},
+        ["{}"],
+        ['{"a": 1}'],
+    ),
     ({"not": {"type": "string"}}, ["1", "null"], ['"s"']),
-    ({"type": "object", "propertyNames": {"enum": ["x", "y"]}, "additionalProperties": {"type": "integer"}},
-     ['{"x": 1}', '{"x": 1, "y": 2}'], ['{"z": 1}']),
-    ({"type": "object", "properties": {"a": {}, "b": {}}, "additionalProperties": False, "minProperties": 1},
-     ['{"a": 1}', '{"b": 1}'], ["{}"]),
+    (
+        {
+            "type": "object",
+            "propertyNames": {"enum": ["x", "y"]},
+            "additionalProperties": {"type": "integer"},
+        },
+        ['{"x": 1}', '{"x": 1, "y": 2}'],
+        ['{"z": 1}'],
+    ),
+    (
+        {
+            "type": "object",
+            "properties": {"a": {}, "b": {}},
+            "additionalProperties": False,
+            "minProperties": 1,
+        },
+        ['{"a": 1}', '{"b": 1}'],
+        ["{}"],
+    ),
     ({"type": "array", "uniqueItems": False}, ["[1, 1]"], []),
 ]
 
 
-@pytest.mark.parametrize(("schema", "good", "bad"), CASES, ids=[json.dumps(c[0])[:60] for c in CASES])
+@pytest.mark.parametrize(
+    ("schema", "good", "bad"), CASES, ids=[json.dumps(c[0])[:60] for c in CASES]
+)
 def test_keyword(schema, good, bad, qwen_compiler, qwen_tokenizer):
-    compiled = qwen_compiler.compile(Constraint.json_schema(schema, allow_undeclared_properties=True))
+    compiled = qwen_compiler.compile(
+        Constraint.json_schema(schema, allow_undeclared_properties=True)
+    )
     oracle = jsonschema.Draft202012Validator(schema, format_checker=jsonschema.FormatChecker())
     for text in good:
         assert oracle.is_valid(json.loads(text)), f"bad test case {text}"
@@ -67,7 +117,13 @@ def test_keyword(schema, good, bad, qwen_compiler, qwen_tokenizer):
 
 def test_recursive_schema_has_no_depth_cap(qwen_compiler, qwen_tokenizer):
     schema = {
-        "$defs": {"n": {"type": "object", "properties": {"c": {"type": "array", "items": {"$ref": "#/$defs/n"}}}, "required": ["c"]}},
+        "$defs": {
+            "n": {
+                "type": "object",
+                "properties": {"c": {"type": "array", "items": {"$ref": "#/$defs/n"}}},
+                "required": ["c"],
+            }
+        },
         "$ref": "#/$defs/n",
     }
     compiled = qwen_compiler.compile(Constraint.json_schema(schema))
@@ -85,8 +141,12 @@ def test_undeclared_properties_default_closed(qwen_compiler, qwen_tokenizer):
     assert not accepts_text(closed, qwen_tokenizer, '{"a": 1, "b": 2}')
     assert accepts_text(open_, qwen_tokenizer, '{"a": 1, "b": 2}')
     explicit = {**schema, "additionalProperties": True}
-    assert accepts_text(qwen_compiler.compile(Constraint.json_schema(explicit)), qwen_tokenizer, '{"a": 1, "b": 2}')
-    free = qwen_compiler.compile(Constraint.json_schema({"type": "object"}))  # no declared keys: a map
+    assert accepts_text(
+        qwen_compiler.compile(Constraint.json_schema(explicit)), qwen_tokenizer, '{"a": 1, "b": 2}'
+    )
+    free = qwen_compiler.compile(
+        Constraint.json_schema({"type": "object"})
+    )  # no declared keys: a map
     assert accepts_text(free, qwen_tokenizer, '{"x": [1, {"y": null}]}')
 
 
@@ -98,8 +158,17 @@ def test_required_but_undeclared_key_is_allowed_when_closed(qwen_compiler, qwen_
 
 def test_inheritance_allof_keeps_parent_keys(qwen_compiler, qwen_tokenizer):
     schema = {
-        "$defs": {"Base": {"type": "object", "properties": {"id": {"type": "integer"}}, "required": ["id"]}},
-        "allOf": [{"$ref": "#/$defs/Base"}, {"properties": {"name": {"type": "string"}}, "required": ["name"]}],
+        "$defs": {
+            "Base": {
+                "type": "object",
+                "properties": {"id": {"type": "integer"}},
+                "required": ["id"],
+            }
+        },
+        "allOf": [
+            {"$ref": "#/$defs/Base"},
+            {"properties": {"name": {"type": "string"}}, "required": ["name"]},
+        ],
     }
     compiled = qwen_compiler.compile(Constraint.json_schema(schema))
     assert accepts_text(compiled, qwen_tokenizer, '{"id": 1, "name": "x"}')
@@ -113,7 +182,7 @@ def test_inheritance_allof_keeps_parent_keys(qwen_compiler, qwen_tokenizer):
         ('{\n  "a": 1,\n  "b": [\n    1,\n    2\n  ]\n}', True),
         ('{\n\n  "a": 1, "b": []}', False),  # two newlines in one gap
         ('{"a": 1,   "b": []}', False),  # three spaces
-        ('{' + "\n" + " " * 21 + '"a": 1, "b": []}', False),  # indent over 20
+        ("{" + "\n" + " " * 21 + '"a": 1, "b": []}', False),  # indent over 20
     ],
 )
 def test_bounded_whitespace(qwen_compiler, qwen_tokenizer, text, ok):
@@ -136,12 +205,16 @@ def test_whitespace_runaway_is_impossible(qwen_compiler, qwen_vocab):
     """No path through the mask emits more than 21 whitespace bytes in a row."""
     from constraint_helpers import allowed
 
-    compiled = qwen_compiler.compile(Constraint.json_schema({"type": "object", "properties": {"a": {"type": "integer"}}}))
+    compiled = qwen_compiler.compile(
+        Constraint.json_schema({"type": "object", "properties": {"a": {"type": "integer"}}})
+    )
     m = compiled.new_matcher()
     assert m.accept_token(qwen_vocab.llg_tokenizer.tokenize_str("{")[0])
     run = 0
     for _ in range(40):
-        ws = [t for t in allowed(m, qwen_vocab) if (b := qwen_vocab.token_bytes(t)) and not b.strip()]
+        ws = [
+            t for t in allowed(m, qwen_vocab) if (b := qwen_vocab.token_bytes(t)) and not b.strip()
+        ]
         if not ws:
             break
         token = max(ws, key=lambda t: len(qwen_vocab.token_bytes(t)))

@@ -149,7 +149,9 @@ def test_empty_languages_are_errors(smol_compiler):
         smol_compiler.compile(Constraint.grammar('start: start "a"'))
     with pytest.raises(InvalidSchemaError):
         smol_compiler.compile(
-            Constraint.json_schema({"type": "object", "properties": {"a": False}, "required": ["a"]})
+            Constraint.json_schema(
+                {"type": "object", "properties": {"a": False}, "required": ["a"]}
+            )
         )
 
 

@@ -47,9 +47,17 @@ BAD_INPUTS = [
         lambda: Constraint.json_schema('{"items":' * 10_000 + "{}" + "}" * 10_000),
         ConstraintTooLargeError,
     ),
-    ("huge enum", lambda: Constraint.json_schema({"enum": list(range(1_000_000))}), ConstraintTooLargeError),
+    (
+        "huge enum",
+        lambda: Constraint.json_schema({"enum": list(range(1_000_000))}),
+        ConstraintTooLargeError,
+    ),
     ("huge repeat", lambda: Constraint.regex("a{2147483647}"), ConstraintTooLargeError),
-    ("huge repeat in schema", lambda: Constraint.json_schema({"type": "string", "pattern": "a{99999}"}), ConstraintTooLargeError),
+    (
+        "huge repeat in schema",
+        lambda: Constraint.json_schema({"type": "string", "pattern": "a{99999}"}),
+        ConstraintTooLargeError,
+    ),
     ("nested repeat", lambda: Constraint.regex("(a{1000}){1000}"), ConstraintTooLargeError),
     ("pure ref cycle", lambda: Constraint.json_schema({"$ref": "#"}), InvalidSchemaError),
     (
@@ -60,8 +68,16 @@ BAD_INPUTS = [
         InvalidSchemaError,
     ),
     ("false schema", lambda: Constraint.json_schema(False), InvalidSchemaError),
-    ("unique items", lambda: Constraint.json_schema({"type": "array", "uniqueItems": True}), UnsupportedSchemaError),
-    ("contains", lambda: Constraint.json_schema({"contains": {"type": "integer"}}), UnsupportedSchemaError),
+    (
+        "unique items",
+        lambda: Constraint.json_schema({"type": "array", "uniqueItems": True}),
+        UnsupportedSchemaError,
+    ),
+    (
+        "contains",
+        lambda: Constraint.json_schema({"contains": {"type": "integer"}}),
+        UnsupportedSchemaError,
+    ),
     ("non-string choice", lambda: Constraint.choice(["a", 1]), InvalidGrammarError),
     ("bad whitespace", lambda: Constraint.json_schema({}, whitespace="lots"), ConstraintError),
 ]
@@ -154,7 +170,12 @@ def test_unknown_format_is_an_annotation_with_warning():
             },
             "properties": {
                 "home": {"$ref": "#/$defs/Address"},
-                "tags": {"items": {"type": "string"}, "minItems": 1, "maxItems": 3, "type": "array"},
+                "tags": {
+                    "items": {"type": "string"},
+                    "minItems": 1,
+                    "maxItems": 3,
+                    "type": "array",
+                },
                 "score": {"minimum": 0, "maximum": 10, "type": "number"},
                 "kind": {"enum": ["a", "b"], "type": "string"},
                 "email": {"default": None, "anyOf": [{"type": "string"}, {"type": "null"}]},

@@ -70,7 +70,8 @@ class Normalizer:
         target = self.index.resolve(ref, base, pointer)
         seen = {target.pointer}
         while isinstance(target.node, dict) and _pure_ref(target.node):
-            target = self.index.resolve(target.node["$ref"], target.base, target.pointer)
+            inner_base = self.index.base_of(target.node, target.base)
+            target = self.index.resolve(target.node["$ref"], inner_base, target.pointer)
             if target.pointer in seen:
                 raise InvalidSchemaError(f"$ref cycle through {ref!r} derives no value", pointer)
             seen.add(target.pointer)
@@ -107,6 +108,8 @@ class Normalizer:
         self.close_object(schema, out, in_all_of)
         self.property_names(schema, out, ptr, base)
         self.property_counts(out)
+        if False in extra:
+            return False
         if extra:
             out["allOf"] = [*out.get("allOf", []), *extra]
         return out
@@ -119,9 +122,12 @@ class Normalizer:
             self.enforced(key, value, schema, out, here)
         elif key in ANNOTATIONS or key in ("then", "else", "propertyNames"):
             return
+        elif key in ("unevaluatedProperties", "unevaluatedItems"):
+            self.unevaluated(key, value, schema, out, here, base)
         elif key in UNSUPPORTED:
             raise UnsupportedSchemaError(key, here)
         elif key in ("properties", "patternProperties"):
+            self.out.keyword_pointers.setdefault(key, here)
             if key == "patternProperties":
                 for pattern in value:
                     check_regex(pattern, self.limits, "patternProperties pattern")
@@ -134,7 +140,7 @@ class Normalizer:
             out[key] = [self.node(v, f"{here}/{i}", base, False) for i, v in enumerate(value)]
         elif key in ("anyOf", "allOf"):
             sub = [self.node(v, f"{here}/{i}", base, key == "allOf") for i, v in enumerate(value)]
-            out[key] = [*out.get(key, []), *sub] if key == "allOf" else sub
+            self.applicator(key, sub, out, extra)
         elif key == "oneOf":
             self.one_of(value, out, _typing(schema), here, base)
         elif key == "not":
@@ -169,6 +175,8 @@ class Normalizer:
             raise ConstraintTooLargeError(f"enum at {here!r} has {len(value)} members", "max_enum")
         if key == "pattern":
             check_regex(value, self.limits, "pattern")
+        if key in _COUNTS and isinstance(value, float) and value.is_integer():
+            value = int(value)
         out[key] = value
 
     def items_like(
@@ -185,8 +193,40 @@ class Normalizer:
             return  # without tuple-form items, additionalItems has no effect
         out[key] = self.node(value, here, base, False)
 
+    def applicator(self, key: str, sub: list[Schema], out: dict, extra: list) -> None:
+        """``anyOf`` / ``allOf`` with boolean members folded away."""
+        if key == "allOf":
+            if False in sub:
+                extra.append(False)
+            out["allOf"] = [*out.get("allOf", []), *(s for s in sub if s is not True)]
+            if not out["allOf"]:
+                del out["allOf"]
+            return
+        if True in sub:
+            return
+        kept = [s for s in sub if s is not False]
+        if kept:
+            out["anyOf"] = kept
+        else:
+            extra.append(False)
+
+    def unevaluated(
+        self, key: str, value: Any, schema: dict, out: dict, here: str, base: str
+    ) -> None:
+        """Without in-place applicators, ``unevaluated*`` means ``additionalProperties`` /
+        ``items``; with them it depends on annotations: unsupported."""
+        if any(k in schema for k in _IN_PLACE):
+            raise UnsupportedSchemaError(key, here, "with in-place applicators")
+        same = "additionalProperties" if key == "unevaluatedProperties" else "items"
+        if same not in schema and not (same == "items" and "additionalItems" in schema):
+            out[same] = self.node(value, here, base, False)
+
     def one_of(self, value: list, out: dict, typing: dict, here: str, base: str) -> None:
         branches = [self.node(v, f"{here}/{i}", base, False) for i, v in enumerate(value)]
+        branches = [b for b in branches if b is not False]
+        if len(branches) <= 1:
+            out.setdefault("allOf", []).append(branches[0] if branches else False)
+            return
         context = logic.types_of(typing, self.lookup)
         as_any = logic.one_of_as_any_of(branches, self.lookup, context)
         if as_any is None:
@@ -290,6 +330,25 @@ def _names_only(names: dict) -> bool:
 
 
 _TYPING = ("type", "enum", "const")
+_IN_PLACE = frozenset(
+    {
+        "allOf",
+        "anyOf",
+        "oneOf",
+        "not",
+        "$ref",
+        "$dynamicRef",
+        "if",
+        "then",
+        "else",
+        "dependentSchemas",
+        "dependencies",
+        "contains",
+    }
+)
+_COUNTS = frozenset(
+    {"minLength", "maxLength", "minItems", "maxItems", "minProperties", "maxProperties"}
+)
 
 
 def _typing(schema: dict) -> dict:
