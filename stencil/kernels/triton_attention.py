@@ -19,6 +19,8 @@ import triton.language as tl
 
 _BLOCK_N = 32  # keys per inner step
 _LOG2E = 1.4426950408889634
+_BLOCK_M_DECODE = 16  # query rows (tokens x heads of a group) per program, short rows
+_BLOCK_M_PREFILL = 64  # ... long rows (prefill chunks)
 _MAX_SPLITS = 16
 _MIN_KEYS_PER_SPLIT = 256
 
@@ -122,12 +124,12 @@ def _paged_attention_kernel(
 
 @triton.jit
 def _merge_splits_kernel(
-    out_ptr, part_out_ptr, part_lse_ptr,
+    out_ptr, part_out_ptr, part_lse_ptr, rows_ptr,
     stride_ot, stride_oh, stride_od, head_dim, num_tokens, num_heads, num_splits,
     S_PAD: tl.constexpr, D_PAD: tl.constexpr,
 ):  # fmt: skip
-    """One program per (token, head): weight each split's output by its share of the sum."""
-    t = tl.program_id(0).to(tl.int64)
+    """One program per (launch row, head): weight each split's output by its share of the sum."""
+    t = tl.load(rows_ptr + tl.program_id(0)).to(tl.int64)
     h = tl.program_id(1)
     s = tl.arange(0, S_PAD)
     d = tl.arange(0, D_PAD)
@@ -146,14 +148,24 @@ def _as_list(x: list[int] | torch.Tensor) -> list[int]:
     return x.tolist() if isinstance(x, torch.Tensor) else list(x)
 
 
-def _tiles(cu_seqlens_q: list[int], context_lens: list[int], block_q: int) -> list[int]:
+def _tiles(
+    cu_seqlens_q: list[int], context_lens: list[int], seqs: list[int], block_q: int
+) -> list[int]:
     """Flattened ``[num_tiles, 4]`` rows of (seq, first q row, valid tokens, first position)."""
     tiles: list[int] = []
-    for i, ctx in enumerate(context_lens):
+    for i in seqs:
         s, q_len = cu_seqlens_q[i], cu_seqlens_q[i + 1] - cu_seqlens_q[i]
         for t in range(0, q_len, block_q):
-            tiles += [i, s + t, min(block_q, q_len - t), ctx - q_len + t]
+            tiles += [i, s + t, min(block_q, q_len - t), context_lens[i] - q_len + t]
     return tiles
+
+
+def _tile_rows(tiles: list[int]) -> list[int]:
+    """The q rows that ``tiles`` cover."""
+    rows: list[int] = []
+    for t in range(0, len(tiles), 4):
+        rows += range(tiles[t + 1], tiles[t + 1] + tiles[t + 2])
+    return rows
 
 
 def _num_splits(programs: int, max_keys: int, device: torch.device) -> int:
@@ -194,40 +206,64 @@ def paged_attention_splits(
     sliding_window: int | None = None,
     num_splits: int | None = None,
 ) -> torch.Tensor:  # [T, heads, dim]
-    """``paged_attention`` with the key-range split count forced (None = heuristic)."""
+    """``paged_attention`` with the key-range split count forced (None = heuristic).
+
+    Sequences with few new tokens (decode) and long ones (prefill chunks) go to two launches
+    with ``BLOCK_M`` 16 and 64 query rows, so prefill tiles re-read the keys less often.
+    """
     out = torch.empty(q.shape, dtype=q.dtype, device=q.device)  # [T, heads, dim]
-    heads, dim = q.shape[1], q.shape[2]
-    kv_heads = k_cache.shape[2]
+    heads, kv_heads = q.shape[1], k_cache.shape[2]
     assert heads % kv_heads == 0 and k_cache.stride() == v_cache.stride()
     group = heads // kv_heads
-    block_m = max(16, triton.next_power_of_2(group))
-    ctx_list = _as_list(context_lens)
-    tiles = _tiles(_as_list(cu_seqlens_q), ctx_list, block_m // group)
-    if not tiles or q.shape[0] == 0:
-        return out
-    has_window = sliding_window is not None and sliding_window > 0
-    max_keys = min(max(ctx_list), sliding_window + block_m) if has_window else max(ctx_list)
-    if num_splits is None:
-        num_splits = _num_splits(len(tiles) // 4 * kv_heads, max_keys, q.device)
+    cu, ctx = _as_list(cu_seqlens_q), _as_list(context_lens)
+    small_m = max(_BLOCK_M_DECODE, triton.next_power_of_2(group))
+    big_m = max(_BLOCK_M_PREFILL, small_m)
+    short = [i for i in range(len(ctx)) if cu[i + 1] - cu[i] <= small_m // group]
+    long = [i for i in range(len(ctx)) if cu[i + 1] - cu[i] > small_m // group]
+    window = sliding_window if sliding_window is not None and sliding_window > 0 else 0
+    for seqs, block_m in ((short, small_m), (long, big_m)):
+        tiles = _tiles(cu, ctx, seqs, block_m // group)
+        if tiles:
+            max_keys = max(ctx[i] for i in seqs)
+            max_keys = min(max_keys, window + block_m) if window else max_keys
+            splits = num_splits or _num_splits(len(tiles) // 4 * kv_heads, max_keys, q.device)
+            _launch(q, k_cache, v_cache, block_tables, out, tiles, block_m, scale, window, splits)
+    return out
+
+
+def _launch(
+    q: torch.Tensor,  # [T, heads, dim]
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    block_tables: torch.Tensor,
+    out: torch.Tensor,  # [T, heads, dim], the rows of ``tiles`` are written
+    tiles: list[int],
+    block_m: int,
+    scale: float,
+    window: int,  # 0 = none
+    num_splits: int,
+) -> None:
+    """One attention launch over ``tiles`` (+ the split merge when ``num_splits > 1``)."""
+    (num_tokens, heads, dim), kv_heads = q.shape, k_cache.shape[2]
     d_pad = max(16, triton.next_power_of_2(dim))
     part_out = part_lse = out  # placeholders, unused without splits
     if num_splits > 1:
-        part_out = torch.empty(
-            (num_splits, *q.shape[:2], d_pad), dtype=torch.float32, device=q.device
-        )
-        part_lse = torch.empty((num_splits, *q.shape[:2]), dtype=torch.float32, device=q.device)
+        f32 = {"dtype": torch.float32, "device": q.device}
+        part_out = torch.empty((num_splits, num_tokens, heads, d_pad), **f32)
+        part_lse = torch.empty((num_splits, num_tokens, heads), **f32)
     tiles_t = torch.tensor(tiles, dtype=torch.int32).to(q.device, non_blocking=True)
     _paged_attention_kernel[(len(tiles) // 4, kv_heads, num_splits)](
         q, k_cache, v_cache, out, block_tables, tiles_t, part_out, part_lse,
         *q.stride(), *out.stride(), *k_cache.stride(), block_tables.stride(0),
-        scale * _LOG2E, sliding_window if has_window else 0,
-        k_cache.shape[1], dim, q.shape[0], heads, num_splits,
-        GROUP=group, BLOCK_M=block_m, BLOCK_N=_BLOCK_N, D_PAD=d_pad, HAS_WINDOW=has_window,
-        SPLIT=num_splits > 1, DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
+        scale * _LOG2E, window, k_cache.shape[1], dim, num_tokens, heads, num_splits,
+        GROUP=heads // kv_heads, BLOCK_M=block_m, BLOCK_N=_BLOCK_N, D_PAD=d_pad,
+        HAS_WINDOW=window > 0, SPLIT=num_splits > 1,
+        DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
     )  # fmt: skip
     if num_splits > 1:
-        _merge_splits_kernel[(q.shape[0], heads)](
-            out, part_out, part_lse, *out.stride(), dim, q.shape[0], heads, num_splits,
+        rows = _tile_rows(tiles)
+        rows_t = torch.tensor(rows, dtype=torch.int32).to(q.device, non_blocking=True)
+        _merge_splits_kernel[(len(rows), heads)](
+            out, part_out, part_lse, rows_t, *out.stride(), dim, num_tokens, heads, num_splits,
             S_PAD=triton.next_power_of_2(num_splits), D_PAD=d_pad,
         )  # fmt: skip
-    return out

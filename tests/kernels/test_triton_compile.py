@@ -39,16 +39,18 @@ def _private_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.parametrize(
-    ("dtype", "split", "window", "group"),
-    [("bf16", False, False, 4), ("bf16", True, True, 4), ("fp16", False, True, 1),
-     ("fp32", True, False, 8), ("bf16", False, False, 32)],
+    ("dtype", "split", "window", "group", "block_m"),
+    [("bf16", False, False, 4, 16), ("bf16", True, True, 4, 16), ("fp16", False, True, 1, 16),
+     ("fp32", True, False, 8, 16), ("bf16", False, False, 32, 32), ("bf16", True, True, 4, 64)],
 )  # fmt: skip
-def test_attention_compiles(dtype: str, split: bool, window: bool, group: int) -> None:
+def test_attention_compiles(
+    dtype: str, split: bool, window: bool, group: int, block_m: int
+) -> None:
     ptr = "*" + dtype
     types = {**dict.fromkeys(_ATTN_PTRS, ptr), **_ATTN_I32_PTRS}
     types |= {"part_out_ptr": "*fp32" if split else ptr, "part_lse_ptr": "*fp32" if split else ptr}
     constexprs = {
-        "GROUP": group, "BLOCK_M": max(16, group), "BLOCK_N": 32, "D_PAD": 128,
+        "GROUP": group, "BLOCK_M": block_m, "BLOCK_N": 32, "D_PAD": 128,
         "HAS_WINDOW": window, "SPLIT": split,
         "DOT_PRECISION": "ieee" if dtype == "fp32" else "tf32",
     }  # fmt: skip
@@ -56,7 +58,12 @@ def test_attention_compiles(dtype: str, split: bool, window: bool, group: int) -
 
 
 def test_merge_bitmask_write_kv_compile() -> None:
-    types = {"out_ptr": "*bf16", "part_out_ptr": "*fp32", "part_lse_ptr": "*fp32"}
+    types = {
+        "out_ptr": "*bf16",
+        "part_out_ptr": "*fp32",
+        "part_lse_ptr": "*fp32",
+        "rows_ptr": "*i32",
+    }
     _compile(triton_attention._merge_splits_kernel, types, {"S_PAD": 16, "D_PAD": 128})
     for has_indices in (False, True):
         types = {"logits_ptr": "*fp32", "bitmask_ptr": "*i32", "indices_ptr": "*i64"}
