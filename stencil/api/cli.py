@@ -164,9 +164,9 @@ def generate(args: argparse.Namespace) -> int:
         close_on_length=constraint is not None,
     )
     if args.raw:
-        outputs = llm.generate([args.prompt], params)
+        outputs = llm.generate([args.prompt], params, use_tqdm=False)
     else:
-        outputs = llm.chat([{"role": "user", "content": args.prompt}], params)
+        outputs = llm.chat([{"role": "user", "content": args.prompt}], params, use_tqdm=False)
     print(outputs[0].outputs[0].text)
     return 0
 

@@ -63,6 +63,7 @@ class Plan:
     tools: ToolPlan | None = None
     tool_constraint: Constraint | None = None
     echo_text: str = ""
+    constraint_param: str | None = None  # the field that named the constraint (for 400s)
 
 
 # ---- chat -------------------------------------------------------------------------------------
@@ -104,7 +105,8 @@ def convert_chat(req: ChatCompletionRequest, model: ModelInfo) -> Plan:
     last = req.messages[-1]
     if req.echo and isinstance(last, AssistantMessage):
         echo = _content_text(last.content)
-    return Plan(ids, text, params, json_output, plan, tool_constraint, echo)
+    param = sources[0].param if sources else ("tools" if tool_constraint else None)
+    return Plan(ids, text, params, json_output, plan, tool_constraint, echo, param)
 
 
 def render_chat(req: ChatCompletionRequest, tokenizer: Any, plan: ToolPlan | None) -> str:
@@ -209,7 +211,9 @@ def convert_completion(req: CompletionRequest, model: ModelInfo) -> list[Plan]:
     for ids, text in _prompts(req.prompt, model):
         params = sampling_params(req, len(ids), req.max_tokens, constraint, model)
         params.logprobs = req.logprobs
-        plans.append(Plan(ids, text, params, json_output, echo_text=text if req.echo else ""))
+        echo = text if req.echo else ""
+        param = sources[0].param if sources else None
+        plans.append(Plan(ids, text, params, json_output, echo_text=echo, constraint_param=param))
     return plans
 
 

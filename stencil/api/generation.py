@@ -18,6 +18,7 @@ from stencil.api.convert import ModelInfo, Plan, with_constraint
 from stencil.api.metrics import ServerMetrics
 from stencil.api.protocol import APIError
 from stencil.api.tools import TOOL_CALL_OPEN, parse_calls, split_tool_text
+from stencil.constraints import ConstraintError
 from stencil.engine.errors import EngineError, QueueFullError
 from stencil.engine.outputs import CompletionOutput, PositionLogprobs, RequestOutput
 
@@ -56,8 +57,11 @@ class EngineRunner:
         self.metrics = metrics
         self._background: set[asyncio.Task[Any]] = set()
 
-    async def open(self, prompt_ids: list[int], params: Any, request_id: str) -> Generation:
-        gen = Generation(self, prompt_ids, params, request_id)
+    async def open(
+        self, prompt_ids: list[int], params: Any, request_id: str, param: str | None = None
+    ) -> Generation:
+        """Start one engine request; ``param`` names the field a constraint error blames."""
+        gen = Generation(self, prompt_ids, params, request_id, param)
         try:
             await gen.start()
         except BaseException:
@@ -85,8 +89,11 @@ class Generation:
     """One engine request. ``start`` fetches the first output so that bad input raises before
     the HTTP response begins; leaving the iteration early aborts the request."""
 
-    def __init__(self, runner: EngineRunner, prompt_ids: list[int], params: Any, rid: str) -> None:
+    def __init__(
+        self, runner: EngineRunner, prompt_ids: list[int], params: Any, rid: str, param: str | None
+    ) -> None:
         self.runner = runner
+        self.param = param
         self.request_id = rid
         self._agen = runner.engine.generate(prompt_ids, params, request_id=rid)
         self._first: RequestOutput | None = None
@@ -114,7 +121,8 @@ class Generation:
                 code="engine_unavailable",
             ) from None
         except ValueError as e:  # RequestError, ConstraintError
-            raise APIError(str(e), status=400, param=_param_for(e)) from None
+            param = self.param if isinstance(e, ConstraintError) else _param_for(e)
+            raise APIError(str(e), status=400, param=param) from None
         if self._first is not None and self._first.finished:
             self.finished = True
 
@@ -141,13 +149,7 @@ class Generation:
 
 
 def _param_for(e: Exception) -> str | None:
-    name = type(e).__name__
-    if "Constraint" in name or "Schema" in name or "Grammar" in name or "Regex" in name:
-        return "response_format"
-    msg = str(e).lower()
-    if "prompt" in msg:
-        return "prompt"
-    return None
+    return "prompt" if "prompt" in str(e).lower() else None
 
 
 # ---- events -----------------------------------------------------------------------------------
@@ -254,7 +256,7 @@ async def _constrained_call(
         return
     assert plan.tool_constraint is not None
     params = with_constraint(plan.params, plan.tool_constraint, budget)
-    gen = await runner.open(ids, params, f"{rid}-call")
+    gen = await runner.open(ids, params, f"{rid}-call", "tools")
     last: CompletionOutput | None = None
     async for out in gen:
         last = out.outputs[0]

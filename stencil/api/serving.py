@@ -52,7 +52,8 @@ async def open_all(runner: EngineRunner, ctx: Context) -> list[Generation]:
     gens: list[Generation] = []
     try:
         for k, plan in enumerate(ctx.plans):
-            gens.append(await runner.open(plan.prompt_ids, plan.params, f"{ctx.id}-{k}"))
+            rid = f"{ctx.id}-{k}"
+            gens.append(await runner.open(plan.prompt_ids, plan.params, rid, plan.constraint_param))
     except BaseException:
         for g in gens:
             g.close()

@@ -23,10 +23,13 @@ class FakeEngine:
         self.running: set[str] = set()
         self.queue_full = False
         self.delay = 0.0
+        self.fail_with: Exception | None = None
 
     async def generate(
         self, prompt: list[int], params: Any, request_id: str | None = None
     ) -> AsyncIterator[RequestOutput]:
+        if self.fail_with is not None:
+            raise self.fail_with
         if self.queue_full:
             raise QueueFullError("queue full")
         if len(prompt) >= self.max_model_len:

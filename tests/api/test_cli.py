@@ -66,3 +66,20 @@ def test_extract_hook(monkeypatch, capsys):
     monkeypatch.setattr(cli, "_extract_module", lambda: None)
     assert cli.main(["extract"]) == 2
     assert "stencil.api.extract" in capsys.readouterr().err
+
+
+def test_generate_runs_the_offline_engine(capsys):
+    assert (
+        cli.main(
+            [
+                "generate",
+                "Is the sky blue? Answer yes or no.",
+                "--choice",
+                "yes,no",
+                "--max-tokens",
+                "4",
+            ]
+        )
+        == 0
+    )
+    assert capsys.readouterr().out.strip() in ("yes", "no")

@@ -266,3 +266,13 @@ def test_auto_tool_choice_switches_to_a_constrained_call(client, engine, tokeniz
         post(client, "/v1/chat/completions", body).json()["choices"][0]["message"]["content"]
         == "plain"
     )
+
+
+def test_engine_side_constraint_errors_name_the_field(client, engine):
+    from stencil.constraints import CompileTimeoutError
+
+    engine.fail_with = CompileTimeoutError(10.0)
+    body = {"messages": [{"role": "user", "content": "hi"}], "guided_regex": "[ab]*a[ab]{20}"}
+    r = post(client, "/v1/chat/completions", body)
+    assert r.status_code == 400 and r.json()["error"]["param"] == "guided_regex"
+    assert "budget" in r.json()["error"]["message"]
