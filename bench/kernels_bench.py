@@ -115,8 +115,8 @@ def main() -> int:
         print("kernels_bench needs a CUDA GPU (none found); nothing to run.")
         return 0
     torch.manual_seed(0)
-    print(f"GPU: {torch.cuda.get_device_name()}  dtype={args.dtype} heads={args.heads} "
-          f"kv_heads={args.kv_heads} head_dim={args.head_dim} block_size={args.block_size}\n")  # fmt: skip
+    shape = f"heads={args.heads} kv_heads={args.kv_heads} head_dim={args.head_dim}"
+    print(f"GPU: {torch.cuda.get_device_name()}  dtype={args.dtype} {shape} bs={args.block_size}\n")
     print("Decode paged attention (one query per sequence), median us\n")
     print(
         "| batch | context | triton | gather+SDPA | reference.paged_attention "

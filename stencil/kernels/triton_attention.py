@@ -30,8 +30,8 @@ def _attend_keys(
     q,  # [BLOCK_M, D_PAD]
     qpos,  # [BLOCK_M] absolute query positions
     k_cache_ptr, v_cache_ptr, bt_row, head_off, d, d_ok, start, stop, window, qk_scale,
-    stride_cb, stride_cs, stride_cd, block_size,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, D_PAD: tl.constexpr,
+    stride_cb, stride_cs, stride_cd,
+    BLOCK_SIZE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, D_PAD: tl.constexpr,
     HAS_WINDOW: tl.constexpr, DOT_PRECISION: tl.constexpr,
 ):  # fmt: skip
     """Online softmax of the rows over keys ``[start, stop)``: (acc, row sum, row max), base 2."""
@@ -41,8 +41,8 @@ def _attend_keys(
     for kstart in range(start, stop, BLOCK_N):
         kpos = kstart + tl.arange(0, BLOCK_N)  # [BLOCK_N]
         k_ok = kpos < stop
-        blk = tl.load(bt_row + kpos // block_size, mask=k_ok, other=0).to(tl.int64)
-        kv_off = blk * stride_cb + (kpos % block_size) * stride_cs + head_off  # [BLOCK_N]
+        blk = tl.load(bt_row + kpos // BLOCK_SIZE, mask=k_ok, other=0).to(tl.int64)
+        kv_off = blk * stride_cb + (kpos % BLOCK_SIZE) * stride_cs + head_off  # [BLOCK_N]
         kv_off = kv_off[:, None] + d[None, :] * stride_cd  # [BLOCK_N, D_PAD]
         kv_mask = k_ok[:, None] & d_ok[None, :]
         k = tl.load(k_cache_ptr + kv_off, mask=kv_mask, other=0.0).to(q.dtype)
@@ -75,7 +75,8 @@ def _paged_attention_kernel(
     stride_bt,  # block table row stride
     qk_scale,  # scale * log2(e)
     window,  # sliding window (only read when HAS_WINDOW)
-    block_size, head_dim, num_tokens, num_heads, num_splits,
+    head_dim, num_tokens, num_heads, num_splits,
+    BLOCK_SIZE: tl.constexpr,  # cache block (page) size: a constant, so // and % are cheap
     GROUP: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, D_PAD: tl.constexpr,
     HAS_WINDOW: tl.constexpr, SPLIT: tl.constexpr, DOT_PRECISION: tl.constexpr,
 ):  # fmt: skip
@@ -107,8 +108,8 @@ def _paged_attention_kernel(
     bt_row = block_tables_ptr + seq.to(tl.int64) * stride_bt
     acc, l_i, m_i = _attend_keys(
         q, pos0 + tok, k_cache_ptr, v_cache_ptr, bt_row, kv_head * stride_ch, d, d_ok,
-        start, stop, window, qk_scale, stride_cb, stride_cs, stride_cd, block_size,
-        BLOCK_M, BLOCK_N, D_PAD, HAS_WINDOW, DOT_PRECISION,
+        start, stop, window, qk_scale, stride_cb, stride_cs, stride_cd,
+        BLOCK_SIZE, BLOCK_M, BLOCK_N, D_PAD, HAS_WINDOW, DOT_PRECISION,
     )  # fmt: skip
     out = acc / tl.where(l_i > 0.0, l_i, 1.0)[:, None]  # [BLOCK_M, D_PAD]
     if SPLIT:
@@ -255,9 +256,9 @@ def _launch(
     _paged_attention_kernel[(len(tiles) // 4, kv_heads, num_splits)](
         q, k_cache, v_cache, out, block_tables, tiles_t, part_out, part_lse,
         *q.stride(), *out.stride(), *k_cache.stride(), block_tables.stride(0),
-        scale * _LOG2E, window, k_cache.shape[1], dim, num_tokens, heads, num_splits,
-        GROUP=heads // kv_heads, BLOCK_M=block_m, BLOCK_N=_BLOCK_N, D_PAD=d_pad,
-        HAS_WINDOW=window > 0, SPLIT=num_splits > 1,
+        scale * _LOG2E, window, dim, num_tokens, heads, num_splits,
+        BLOCK_SIZE=k_cache.shape[1], GROUP=heads // kv_heads, BLOCK_M=block_m, BLOCK_N=_BLOCK_N,
+        D_PAD=d_pad, HAS_WINDOW=window > 0, SPLIT=num_splits > 1,
         DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
     )  # fmt: skip
     if num_splits > 1:

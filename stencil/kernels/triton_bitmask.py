@@ -52,7 +52,7 @@ def apply_token_bitmask_inplace(
     bitmask: torch.Tensor,  # [R, W] int32, bit j of word w = token 32 * w + j allowed
     indices: torch.Tensor | None = None,  # rows of logits (and bitmask) to mask; None = all
 ) -> None:
-    """Set ``logits`` to -inf where the bitmask bit is 0. Tokens beyond ``32 * W`` are disallowed."""
+    """Set ``logits`` to -inf where the bitmask bit is 0 (tokens past ``32 * W`` too)."""
     num_rows = logits.shape[0] if indices is None else indices.numel()
     vocab = logits.shape[1]
     if num_rows == 0 or vocab == 0:

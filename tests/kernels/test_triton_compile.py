@@ -50,7 +50,7 @@ def test_attention_compiles(
     types = {**dict.fromkeys(_ATTN_PTRS, ptr), **_ATTN_I32_PTRS}
     types |= {"part_out_ptr": "*fp32" if split else ptr, "part_lse_ptr": "*fp32" if split else ptr}
     constexprs = {
-        "GROUP": group, "BLOCK_M": block_m, "BLOCK_N": 32, "D_PAD": 128,
+        "BLOCK_SIZE": 16, "GROUP": group, "BLOCK_M": block_m, "BLOCK_N": 32, "D_PAD": 128,
         "HAS_WINDOW": window, "SPLIT": split,
         "DOT_PRECISION": "ieee" if dtype == "fp32" else "tf32",
     }  # fmt: skip
