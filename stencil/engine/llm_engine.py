@@ -11,7 +11,7 @@ import torch
 from stencil.engine.block_manager import BlockManager
 from stencil.engine.config import EngineConfig
 from stencil.engine.detokenizer import Detokenizer, find_stop
-from stencil.engine.errors import ConfigError, RequestError
+from stencil.engine.errors import ConfigError, QueueFullError, RequestError
 from stencil.engine.guided import GuidedDecoding
 from stencil.engine.model_runner import ModelRunner
 from stencil.engine.models.loader import load_config, load_model, resolve_dtype, resolve_model_path
@@ -60,6 +60,9 @@ class LLMEngine:
         params = params or SamplingParams()
         if request_id in self.requests:
             raise RequestError(f"duplicate request id {request_id!r}")
+        waiting = len(self.requests) - len({s.request_id for s in self.scheduler.running})
+        if waiting >= self.config.max_waiting_requests:
+            raise QueueFullError(f"the waiting queue is full ({waiting} requests); retry later")
         text, ids = self._tokenize(prompt)
         self._check(ids, params)
         req = Request(request_id, text, ids, params)
