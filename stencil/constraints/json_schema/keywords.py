@@ -123,6 +123,20 @@ FORMAT_PATTERNS = {
     "json-pointer": r"^(/([^~/]|~[01])*)*$",
     "relative-json-pointer": r"^(0|[1-9][0-9]*)(#|(/([^~/]|~[01])*)*)$",
 }
-FORMAT_ALIASES = {"url": "uri"}
+FORMAT_ALIASES = {"url": "uri", "host-name": "hostname", "ip-address": "ipv4"}
+# Formats defined by the JSON Schema specifications that Stencil cannot enforce: rejected.
+# Any other (custom) format is an annotation, as the specification says, with a warning.
+UNENFORCEABLE_FORMATS = frozenset(
+    {
+        "idn-email",
+        "idn-hostname",
+        "uri-reference",
+        "iri",
+        "iri-reference",
+        "uri-template",
+        "regex",
+        "color",
+    }
+)
 
 JSON_TYPES = ("null", "boolean", "integer", "number", "string", "array", "object")

@@ -21,6 +21,7 @@ from .keywords import (
     FORMAT_ALIASES,
     FORMAT_PATTERNS,
     NATIVE_FORMATS,
+    UNENFORCEABLE_FORMATS,
     UNSUPPORTED,
 )
 from .refs import DEFAULT_BASE, RefIndex, escape
@@ -249,6 +250,8 @@ class Normalizer:
             out["format"] = name
         elif name in FORMAT_PATTERNS:
             extra.append({"pattern": FORMAT_PATTERNS[name]})
+        elif name in UNENFORCEABLE_FORMATS:
+            raise UnsupportedSchemaError("format", here, f"format {value!r} is not enforced")
         else:
             self.out.warnings.append(
                 f"unknown format {value!r} at {here!r} not enforced (annotation)"
