@@ -106,9 +106,12 @@ def apply_token_bitmask_inplace(
         return
     vocab = logits.shape[1]
     allowed = unpack_bitmask(bitmask[rows], vocab)  # [r, V] bool
-    sub = logits[rows]
-    sub.masked_fill_(~allowed, float("-inf"))
-    logits[rows] = sub
+    # logits made under torch.inference_mode() (the model runner) can only be updated in place
+    # inside it; the Triton twin writes through the pointer either way
+    with torch.inference_mode():
+        sub = logits[rows]
+        sub.masked_fill_(~allowed, float("-inf"))
+        logits[rows] = sub
 
 
 def unpack_bitmask(bitmask: torch.Tensor, vocab: int) -> torch.Tensor:  # [R, vocab] bool

@@ -65,6 +65,17 @@ def test_bitmask_strided_logits() -> None:
     assert torch.equal(got, expect)
 
 
+def test_bitmask_inference_tensor() -> None:
+    gen = torch.Generator().manual_seed(2)
+    bitmask = random_bitmask(2, 3, gen)
+    with torch.inference_mode():
+        logits = torch.randn(2, 70, generator=gen)
+    expect = logits.clone()
+    reference.apply_token_bitmask_inplace(expect, bitmask)
+    apply_token_bitmask_inplace(logits, bitmask)
+    assert torch.equal(logits, expect)
+
+
 # ----------------------------------------------------------------------------- write_kv
 
 

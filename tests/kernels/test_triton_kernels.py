@@ -44,6 +44,17 @@ def test_reference_bitmask_matches_naive(case: str) -> None:
     assert torch.equal(got, naive_mask(logits, bitmask, [0, 2]))
 
 
+def test_reference_bitmask_on_inference_tensor() -> None:
+    """Logits made under ``torch.inference_mode()`` (the model runner's) are masked outside it."""
+    gen = torch.Generator().manual_seed(5)
+    bitmask = random_bitmask(3, 3, gen)
+    with torch.inference_mode():
+        logits = torch.randn(3, 70, generator=gen)
+    expect = naive_mask(logits.clone(), bitmask, [2])
+    reference.apply_token_bitmask_inplace(logits, bitmask, torch.tensor([2]))
+    assert torch.equal(logits, expect)
+
+
 @pytest.mark.parametrize("name", list(ATTN_CASES))
 def test_reference_attention_matches_naive(name: str) -> None:
     args = make_attn_inputs(ATTN_CASES[name], torch.float32)
