@@ -36,6 +36,7 @@ def _compile(fn, types: dict[str, str], constexprs: dict[str, object]) -> None:
 @pytest.fixture(autouse=True)
 def _private_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("TRITON_DEFAULT_FP_FUSION", "1")  # 3.9's default, stated: no warning
 
 
 @pytest.mark.parametrize(
