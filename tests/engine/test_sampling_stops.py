@@ -138,6 +138,28 @@ def test_stop_token_ids(llm, greedy):
     assert out.token_ids == ids[: first + 1]
 
 
+@pytest.mark.parametrize("include", [False, True])
+def test_stop_token_text_follows_include_stop_str_in_output(llm, tok, greedy, include):
+    """vLLM semantics: the stop token's id is in token_ids, but its text is in the output text
+    only with include_stop_str_in_output."""
+    ids = greedy.token_ids
+    target = ids[6]
+    first = ids.index(target)
+    out = run(
+        llm,
+        SamplingParams(
+            temperature=0,
+            max_tokens=24,
+            ignore_eos=True,
+            stop_token_ids=[target],
+            include_stop_str_in_output=include,
+        ),
+    ).outputs[0]
+    assert out.token_ids == ids[: first + 1]
+    want = tok.decode(ids[: first + 1] if include else ids[:first])
+    assert out.text == want
+
+
 def test_max_tokens_gives_length(llm, greedy):
     for m in (1, 2, 7):
         out = run(llm, SamplingParams(temperature=0, max_tokens=m, ignore_eos=True)).outputs[0]
