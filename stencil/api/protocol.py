@@ -67,6 +67,10 @@ class AssistantMessage(Strict):
     content: Content | None = None
     tool_calls: list[ToolCall] | None = None
     refusal: str | None = None
+    # Present (null) when a client sends back the SDK's response message object as history.
+    function_call: None = None
+    audio: None = None
+    annotations: list[Any] | None = None
 
 
 class ToolMessage(Strict):

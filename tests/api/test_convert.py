@@ -277,3 +277,17 @@ def test_bad_completion_requests_are_400(model, body, param):
     with pytest.raises(APIError) as info:
         convert_completion(CompletionRequest.model_validate(body), model)
     assert info.value.status == 400 and info.value.param == param, info.value.message
+
+
+def test_sdk_response_message_can_be_sent_back_as_history(model):
+    echoed = {
+        "role": "assistant",
+        "content": "Hi!",
+        "refusal": None,
+        "annotations": None,
+        "audio": None,
+        "function_call": None,
+        "tool_calls": None,
+    }
+    plan = chat(model, messages=USER + [echoed, {"role": "user", "content": "again"}])
+    assert "Hi!" in plan.prompt_text
