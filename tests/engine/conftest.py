@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from engine_helpers import ARCHS, build_tiny_model, make_llm
+from engine_helpers import ARCH_BUILDERS, build_tiny_model, make_llm
 
 
 @pytest.fixture(scope="session")
@@ -25,7 +25,7 @@ def default_model_dir() -> Path:
 def tiny_models(tmp_path_factory, default_model_dir) -> dict[str, Path]:
     """name -> directory of a tiny random-weight model, for every architecture variant."""
     root = tmp_path_factory.mktemp("tiny_models")
-    return {name: build_tiny_model(name, root / name, default_model_dir) for name in ARCHS}
+    return {name: build_tiny_model(name, root / name, default_model_dir) for name in ARCH_BUILDERS}
 
 
 @pytest.fixture(scope="session")

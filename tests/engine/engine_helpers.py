@@ -69,6 +69,26 @@ def _mistral():
     return MistralConfig(**_COMMON, tie_word_embeddings=False, sliding_window=8)
 
 
+def _qwen2_yarn_swa():
+    from transformers import Qwen2Config
+
+    # yarn rope (Qwen2.5 long context) + sliding window on the upper layers only
+    return Qwen2Config(
+        **{**_COMMON, "num_hidden_layers": 3},
+        tie_word_embeddings=False,
+        rope_scaling={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32},
+        use_sliding_window=True,
+        sliding_window=6,
+        max_window_layers=1,
+    )
+
+
+def _llama_linear_rope():
+    from transformers import LlamaConfig
+
+    return LlamaConfig(**_COMMON, rope_scaling={"rope_type": "linear", "factor": 4.0})
+
+
 ARCH_BUILDERS = {
     "llama-tied": _llama_tied,
     "llama3-rope-untied": _llama3_untied,
@@ -76,14 +96,18 @@ ARCH_BUILDERS = {
     "qwen3-qknorm": _qwen3,
     "mistral-swa8": _mistral,
 }
-ARCHS = list(ARCH_BUILDERS)
+ARCHS = ["llama-tied", "llama3-rope-untied", "qwen2-bias", "qwen3-qknorm", "mistral-swa8"]
+EXTRA_ARCHS = ["qwen2-yarn-swa", "llama-linear-rope"]  # fewer modes, to keep the suite short
+ARCH_BUILDERS["qwen2-yarn-swa"] = _qwen2_yarn_swa
+ARCH_BUILDERS["llama-linear-rope"] = _llama_linear_rope
 
 
-def build_tiny_model(name: str, out: Path, tokenizer_src: Path) -> Path:
+def build_tiny_model(name: str, out: Path, tokenizer_src: Path, config=None) -> Path:
+    """Save a tiny random-weight model (``config`` or ``ARCH_BUILDERS[name]()``) to ``out``."""
     from transformers import AutoModelForCausalLM, GenerationConfig
 
     torch.manual_seed(zlib.crc32(name.encode()))
-    config = ARCH_BUILDERS[name]()
+    config = config if config is not None else ARCH_BUILDERS[name]()
     model = AutoModelForCausalLM.from_config(config).float().eval()
     # HF's init (std 0.02 everywhere) gives degenerate greedy continuations (one token repeated,
     # the tied embedding predicting itself); larger layer weights give varied ones, which makes

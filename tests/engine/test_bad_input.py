@@ -105,6 +105,27 @@ def test_unsupported_rope_type(tmp_path, tiny_models):
         make_llm(tmp_path)
 
 
+@pytest.mark.parametrize("flag", ["attention_bias", "mlp_bias"])
+def test_llama_bias_variants_match_or_are_refused(tmp_path, flag, default_model_dir):
+    """Llama configs with attention_bias / mlp_bias: either served exactly or a ConfigError."""
+    import engine_helpers as h
+    from transformers import AutoModelForCausalLM, LlamaConfig
+
+    config = LlamaConfig(**h._COMMON, **{flag: True})
+    path = h.build_tiny_model(f"llama-{flag}", tmp_path / flag, default_model_dir, config)
+    try:
+        llm = make_llm(path, block_size=4, num_kv_blocks=64)
+    except ConfigError as e:
+        assert "bias" in str(e)
+        return
+    hf = AutoModelForCausalLM.from_pretrained(path, attn_implementation="eager").eval()
+    prompt = list(range(30, 45))
+    out = llm.generate(
+        [prompt], SamplingParams(temperature=0, max_tokens=8, ignore_eos=True), use_tqdm=False
+    )[0]
+    assert out.outputs[0].token_ids == h.hf_greedy(hf, prompt, 8)
+
+
 @pytest.mark.parametrize(
     "field, value",
     [

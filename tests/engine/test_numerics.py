@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from engine_helpers import ARCHS, hf_greedy, make_llm
+from engine_helpers import ARCHS, EXTRA_ARCHS, hf_greedy, make_llm
 
 from stencil import SamplingParams
 
@@ -44,7 +44,7 @@ def _capture_hidden(model):
     return seen, handle
 
 
-@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("arch", ARCHS + EXTRA_ARCHS)
 def test_logits_match_transformers_forward(arch, tiny_models, hf_models):
     """One step prefilling a batch of mixed prompt lengths: every position's logits match."""
     llm = make_llm(tiny_models[arch], block_size=4, num_kv_blocks=128)
@@ -132,3 +132,13 @@ def test_greedy_matches_transformers_generate(arch, mode, tiny_models, hf_refs):
     bm = llm.engine.block_manager
     assert bm.num_free_blocks == bm.num_blocks
     assert not llm.engine.scheduler.running and not llm.engine.scheduler.waiting
+
+
+@pytest.mark.parametrize("arch", EXTRA_ARCHS)
+def test_greedy_matches_transformers_generate_extra_variants(arch, tiny_models, hf_refs):
+    kw = {"block_size": 4, **MODES["preempt-prefix-chunked"]}
+    llm = make_llm(tiny_models[arch], **kw)
+    params = SamplingParams(temperature=0, max_tokens=GEN, ignore_eos=True)
+    outs = llm.generate(PROMPTS, params, use_tqdm=False)
+    assert [o.outputs[0].token_ids for o in outs] == hf_refs(arch)
+    assert llm.get_metrics()["num_preemptions_total"] > 0
