@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 from typing import Any
@@ -43,24 +44,35 @@ def allowed(matcher: Matcher, vocab: TokenVocab) -> list[int]:
 def random_walk(
     compiled: CompiledConstraint, rng: random.Random, max_tokens: int = 60
 ) -> tuple[bytes, bool]:
-    """Sample uniformly among allowed tokens; ``(bytes, ended_with_eos)``.
-
-    Every allowed token must be accepted (mask and matcher agree)."""
+    """Sample among allowed tokens (short ones preferred, so walks finish); returns
+    ``(bytes, ended_with_eos)``. Every allowed token must be accepted (mask and matcher agree)."""
     vocab = compiled.vocab
     matcher = compiled.new_matcher()
-    out: list[int] = []
+    short_ok = _token_lengths(vocab) <= 2
     eos = set(vocab.eos_token_ids)
+    mask = allocate_token_bitmask(1, vocab.vocab_size)
+    out: list[int] = []
     for _ in range(max_tokens):
-        choices = allowed(matcher, vocab)
-        assert choices, "mask allows nothing"
-        token = rng.choice(choices)
-        if matcher.is_accepting() and eos & set(choices) and rng.random() < 0.3:
-            token = next(iter(eos & set(choices)))
+        matcher.fill_next_token_bitmask(mask, 0)
+        bits = bitmask_to_bool(mask, vocab.vocab_size)[0]
+        short = (bits & short_ok).nonzero().flatten()
+        pool = short if len(short) and rng.random() < 0.8 else bits.nonzero().flatten()
+        assert len(pool), "mask allows nothing"
+        token = int(pool[rng.randrange(len(pool))])
+        eos_allowed = [t for t in eos if bits[t]]
+        if eos_allowed and rng.random() < 0.3:
+            token = eos_allowed[0]
         assert matcher.accept_token(token), f"mask allowed {token} but matcher rejected it"
         if token in eos:
             return vocab.decode_bytes(out), True
         out.append(token)
     return vocab.decode_bytes(out), False
+
+
+@functools.lru_cache(maxsize=4)
+def _token_lengths(vocab: TokenVocab) -> torch.Tensor:
+    """Byte length per token (padding: 0)."""
+    return torch.tensor([len(vocab.token_bytes(t)) for t in range(vocab.vocab_size)])
 
 
 def canonical(value: Any) -> Any:
