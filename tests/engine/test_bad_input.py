@@ -342,6 +342,28 @@ def test_internal_error_in_one_step_fails_that_batch_only(llm, monkeypatch):
     assert_still_serves(llm)
 
 
+def test_sampling_error_in_one_row_fails_only_that_request(tiny_models, monkeypatch):
+    """design.md: inside the step nothing raises for one bad request -- it finishes with
+    finish_reason='error' and the batch goes on. A failure while sampling one row must not take
+    down the other requests of the batch."""
+    from stencil.engine.sampler import Sampler
+
+    llm = make_llm(tiny_models["llama-tied"], block_size=4, num_kv_blocks=32, max_model_len=64)
+    real = Sampler._sample_row
+
+    def bad_row(row, seq):
+        if seq.token_ids[:3] == [9, 9, 9]:
+            raise FloatingPointError("injected: row is all -inf")
+        return real(row, seq)
+
+    monkeypatch.setattr(Sampler, "_sample_row", staticmethod(bad_row))
+    outs = llm.generate([[9, 9, 9], [4, 5, 6, 7]], GOOD, use_tqdm=False)
+    assert outs[0].outputs[0].finish_reason == "error"
+    assert outs[1].outputs[0].finish_reason == "length", outs[1].outputs[0].error
+    monkeypatch.undo()
+    assert_clean(llm)
+
+
 @pytest.mark.parametrize("when", ["incremental", "final"])
 def test_post_processing_error_fails_only_that_request(tiny_models, monkeypatch, when):
     """An exception while detokenizing one sequence finishes it with 'error'; the other request
