@@ -65,6 +65,21 @@ def test_hub_id_offline_is_a_clear_config_error(monkeypatch):
         make_llm("no-such-org/no-such-model")
 
 
+def test_corrupt_gguf_is_a_config_error_and_leaves_no_debris(tmp_path, monkeypatch):
+    monkeypatch.setenv("STENCIL_CACHE_DIR", str(tmp_path / "cache"))
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"NOTAGGUF" + bytes(range(256)) * 8)
+    with pytest.raises(ConfigError, match="bad.gguf"):
+        make_llm(bad)
+    leftovers = list((tmp_path / "cache").rglob("*.tmp*"))
+    assert not leftovers, f"half-converted directories left in the cache: {leftovers}"
+
+
+def test_missing_gguf_file(tmp_path):
+    with pytest.raises(ConfigError, match="missing.gguf"):
+        make_llm(tmp_path / "missing.gguf")
+
+
 def test_directory_without_config(tmp_path):
     with pytest.raises(ConfigError, match="config.json"):
         make_llm(tmp_path)
