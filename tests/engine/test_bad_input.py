@@ -157,6 +157,16 @@ def test_bad_engine_config(field, value, tiny_models):
         make_llm(tiny_models["llama-tied"], **{field: value})
 
 
+@pytest.mark.parametrize("device", ["cuda", "cuda:63", "bogus"])
+def test_unavailable_device_is_a_config_error(device, tiny_models):
+    import torch
+
+    if device == "cuda" and torch.cuda.is_available():
+        pytest.skip("CUDA is available here")
+    with pytest.raises(ConfigError, match="device"):
+        make_llm(tiny_models["llama-tied"], device=device, num_kv_blocks=8)
+
+
 def test_unknown_config_field(tiny_models):
     with pytest.raises(TypeError):
         make_llm(tiny_models["llama-tied"], no_such_field=1)
