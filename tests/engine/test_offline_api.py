@@ -152,3 +152,32 @@ def test_bfloat16_on_cpu(tiny_models, hf_models):
         ref = hf_models("llama3-rope-untied")(torch.tensor([prompt])).logits[0].float()
     assert torch.isfinite(ours).all()
     assert (ours - ref).abs().max().item() < 0.05
+
+
+def test_queue_limit_applies_to_add_request(tiny_models):
+    from stencil.engine.errors import QueueFullError
+
+    llm = make_llm(
+        tiny_models["llama-tied"], block_size=4, num_kv_blocks=64, max_waiting_requests=2
+    )
+    eng = llm.engine
+    eng.add_request("q1", [1, 2], G)
+    eng.add_request("q2", [1, 2], G)
+    with pytest.raises(QueueFullError):
+        eng.add_request("q3", [1, 2], G)
+    assert set(eng.requests) == {"q1", "q2"}
+    eng.abort_request("q1")
+    eng.add_request("q3", [1, 2], G)  # room again
+    while eng.has_unfinished_requests():
+        eng.step()
+    assert eng.block_manager.num_free_blocks == eng.block_manager.num_blocks
+
+
+def test_offline_generate_is_not_limited_by_the_waiting_queue(tiny_models):
+    """LLM.generate is a batch API: more prompts than max_waiting_requests must still all run
+    (fed in as the queue drains), not fail with QueueFullError."""
+    llm = make_llm(
+        tiny_models["llama-tied"], block_size=4, num_kv_blocks=64, max_waiting_requests=2
+    )
+    outs = llm.generate([[1, 2, i] for i in range(5)], G, use_tqdm=False)
+    assert len(outs) == 5 and all(o.finished for o in outs)
