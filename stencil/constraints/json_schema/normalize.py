@@ -14,7 +14,7 @@ from typing import Any
 from ..errors import ConstraintTooLargeError, InvalidSchemaError, UnsupportedSchemaError
 from ..limits import Limits
 from ..regex_check import check_regex
-from . import logic
+from . import logic, objects
 from .keywords import (
     ANNOTATIONS,
     ENFORCED,
@@ -106,9 +106,12 @@ class Normalizer:
         for key, value in schema.items():
             if key != "$ref":
                 self.keyword(key, value, schema, out, extra, ptr, base)
-        self.close_object(schema, out, in_all_of)
-        self.property_names(schema, out, ptr, base)
-        self.property_counts(out)
+        objects.close_object(schema, out, closed=self.closed, in_all_of=in_all_of)
+        if "propertyNames" in schema:
+            here = f"{ptr}/propertyNames"
+            names = self.node(schema["propertyNames"], here, base, False)
+            objects.property_names(schema, out, logic.deref(names, self.lookup), here)
+        objects.property_counts(out)
         if False in extra:
             return False
         if extra:
@@ -257,80 +260,6 @@ class Normalizer:
                 f"unknown format {value!r} at {here!r} not enforced (annotation)"
             )
 
-    # -- object policy ----------------------------------------------------------------------
-
-    def close_object(self, schema: dict, out: dict, in_all_of: bool) -> None:
-        """OpenAI-strict default: an object with declared properties admits no other keys."""
-        if not self.closed or in_all_of or "properties" not in out:
-            return
-        if any(
-            k in schema
-            for k in (
-                "additionalProperties",
-                "patternProperties",
-                "allOf",
-                "$ref",
-                "unevaluatedProperties",
-            )
-        ):
-            return
-        out["additionalProperties"] = False
-        for name in out.get("required", ()):
-            out["properties"].setdefault(name, True)
-
-    def property_names(self, schema: dict, out: dict, ptr: str, base: str) -> None:
-        """``propertyNames`` as an explicit key set or key pattern, where that is exact."""
-        if "propertyNames" not in schema:
-            return
-        here = f"{ptr}/propertyNames"
-        names = self.node(schema["propertyNames"], here, base, False)
-        names = logic.deref(names, self.lookup)
-        if names is True or names == {}:
-            return
-        values = out.pop("additionalProperties", True)
-        props = out.setdefault("properties", {})
-        if isinstance(names, dict) and "patternProperties" not in out and _names_only(names):
-            if "enum" in names or "const" in names:
-                allowed = names.get("enum", [names.get("const")])
-                for name in allowed:
-                    if isinstance(name, str):
-                        props.setdefault(name, values)
-                for name in props:
-                    props[name] = props[name] if name in allowed else False
-                out["additionalProperties"] = False
-                return
-            if "pattern" in names and values is not False:
-                out["patternProperties"] = {names["pattern"]: values}
-                out["additionalProperties"] = False
-                return
-        out["additionalProperties"] = values
-        if values is not False or "patternProperties" in out:
-            raise UnsupportedSchemaError("propertyNames", here)
-        if not _names_valid(list(props), schema["propertyNames"]):
-            raise UnsupportedSchemaError("propertyNames", here)
-
-    def property_counts(self, out: dict) -> None:
-        """Drop ``min/maxProperties`` that ``required`` / a closed key set already imply, and
-        spell ``minProperties: 1`` of a closed object as "one of its keys is present"."""
-        props = out.get("properties", {})
-        closed = out.get("additionalProperties", True) is False and "patternProperties" not in out
-        low, high = out.get("minProperties"), out.get("maxProperties")
-        if low is not None and len(set(out.get("required", ()))) >= low:
-            del out["minProperties"]
-        elif low == 1 and closed and props:
-            del out["minProperties"]
-            one = {"anyOf": [{"required": [k]} for k, v in props.items() if v is not False]}
-            out.setdefault("allOf", []).append(one)
-        if high is not None and closed and high >= len(props):
-            del out["maxProperties"]
-
-
-def _names_only(names: dict) -> bool:
-    return (
-        set(names) <= {"type", "pattern", "enum", "const"}
-        and names.get("type", "string") == "string"
-    )
-
 
 _TYPING = ("type", "enum", "const")
 _IN_PLACE = frozenset(
@@ -365,13 +294,3 @@ def _pure_ref(node: dict) -> bool:
 def _at_most_one_item(schema: dict) -> bool:
     kind = schema.get("type")
     return schema.get("maxItems", 2) <= 1 or (isinstance(kind, str) and kind != "array")
-
-
-def _names_valid(names: list[str], names_schema: Any) -> bool:
-    import jsonschema
-
-    try:
-        validator = jsonschema.Draft202012Validator(names_schema)
-        return all(validator.is_valid(n) for n in names)
-    except jsonschema.exceptions.JsonSchemaException:
-        return False

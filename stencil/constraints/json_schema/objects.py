@@ -1,0 +1,91 @@
+"""Object policies: the closed-by-default rule, ``propertyNames``, ``min/maxProperties``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jsonschema
+
+from ..errors import UnsupportedSchemaError
+
+
+def close_object(schema: dict, out: dict, *, closed: bool, in_all_of: bool) -> None:
+    """OpenAI-strict default: an object with declared properties admits no other keys.
+
+    Not applied inside ``allOf`` members (or next to ``allOf`` / ``$ref``), where closing one
+    part would forbid the keys another part declares; those objects keep JSON Schema
+    semantics. Keys that are required but not declared are declared with any value."""
+    if not closed or in_all_of or "properties" not in out:
+        return
+    if any(
+        k in schema
+        for k in (
+            "additionalProperties",
+            "patternProperties",
+            "allOf",
+            "$ref",
+            "unevaluatedProperties",
+        )
+    ):
+        return
+    out["additionalProperties"] = False
+    for name in out.get("required", ()):
+        out["properties"].setdefault(name, True)
+
+
+def property_names(schema: dict, out: dict, names: Any, here: str) -> None:
+    """``propertyNames`` as an explicit key set or key pattern, where that is exact."""
+    if names is True or names == {}:
+        return
+    values = out.pop("additionalProperties", True)
+    props = out.setdefault("properties", {})
+    if isinstance(names, dict) and "patternProperties" not in out and _names_only(names):
+        if "enum" in names or "const" in names:
+            allowed = names.get("enum", [names.get("const")])
+            for name in allowed:
+                if isinstance(name, str):
+                    props.setdefault(name, values)
+            for name in props:
+                props[name] = props[name] if name in allowed else False
+            out["additionalProperties"] = False
+            return
+        if "pattern" in names and values is not False:
+            out["patternProperties"] = {names["pattern"]: values}
+            out["additionalProperties"] = False
+            return
+    out["additionalProperties"] = values
+    if values is not False or "patternProperties" in out:
+        raise UnsupportedSchemaError("propertyNames", here)
+    if not _names_valid(list(props), schema["propertyNames"]):
+        raise UnsupportedSchemaError("propertyNames", here)
+
+
+def property_counts(out: dict) -> None:
+    """Drop ``min/maxProperties`` that ``required`` / a closed key set already imply, and
+    spell ``minProperties: 1`` of a closed object as "one of its keys is present"."""
+    props = out.get("properties", {})
+    closed = out.get("additionalProperties", True) is False and "patternProperties" not in out
+    low, high = out.get("minProperties"), out.get("maxProperties")
+    if low is not None and len(set(out.get("required", ()))) >= low:
+        del out["minProperties"]
+    elif low == 1 and closed and props:
+        del out["minProperties"]
+        one = {"anyOf": [{"required": [k]} for k, v in props.items() if v is not False]}
+        out.setdefault("allOf", []).append(one)
+    if high is not None and closed and high >= len(props):
+        del out["maxProperties"]
+
+
+def _names_only(names: dict) -> bool:
+    return (
+        set(names) <= {"type", "pattern", "enum", "const"}
+        and names.get("type", "string") == "string"
+    )
+
+
+def _names_valid(names: list[str], names_schema: Any) -> bool:
+    try:
+        validator = jsonschema.Draft202012Validator(names_schema)
+        return all(validator.is_valid(n) for n in names)
+    except jsonschema.exceptions.JsonSchemaException:
+        return False
