@@ -160,6 +160,18 @@ def test_stop_token_text_follows_include_stop_str_in_output(llm, tok, greedy, in
     assert out.text == want
 
 
+def test_eos_text_not_in_output_even_when_keeping_special_tokens(llm):
+    """vLLM semantics: the EOS that ends a completion is in token_ids, not in the text."""
+    out = run(
+        llm,
+        SamplingParams(
+            temperature=0, max_tokens=5, logit_bias={EOS: 50.0}, skip_special_tokens=False
+        ),
+    ).outputs[0]
+    assert out.token_ids == [EOS] and out.finish_reason == "stop"
+    assert out.text == ""
+
+
 def test_max_tokens_gives_length(llm, greedy):
     for m in (1, 2, 7):
         out = run(llm, SamplingParams(temperature=0, max_tokens=m, ignore_eos=True)).outputs[0]
