@@ -52,7 +52,9 @@ def engine_kwargs(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="stencil", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="stencil", description="Stencil: guaranteed structured output from local LLMs."
+    )
     parser.add_argument(
         "--log-level", default="info", choices=["debug", "info", "warning", "error"]
     )
@@ -122,26 +124,39 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def serve(args: argparse.Namespace) -> int:
+    """Run uvicorn at once (``/health`` says 503 while the model loads); exit 1 if loading fails."""
     import uvicorn
 
     from stencil.api.server import ServerConfig, create_app
 
     config = engine_config(args)
-    server = ServerConfig(
+    settings = ServerConfig(
         host=args.host,
         port=args.port,
         api_key=args.api_key,
         served_model_name=args.served_model_name,
         log_level=args.log_level,
     )
+    failed: list[BaseException] = []
 
     def load() -> Any:
         from stencil.engine.async_engine import AsyncLLMEngine
 
-        return AsyncLLMEngine.from_config(config)
+        try:
+            return AsyncLLMEngine.from_config(config)
+        except BaseException as e:
+            failed.append(e)
+            server.should_exit = True
+            raise
 
-    app = create_app(load, server)
-    uvicorn.run(app, host=server.host, port=server.port, log_level=server.log_level)
+    app = create_app(load, settings)
+    server = uvicorn.Server(
+        uvicorn.Config(app, host=settings.host, port=settings.port, log_level=settings.log_level)
+    )
+    server.run()
+    if failed:
+        print(f"stencil serve: the model failed to load: {failed[0]}", file=sys.stderr)
+        return 1
     return 0
 
 

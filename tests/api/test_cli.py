@@ -83,3 +83,26 @@ def test_generate_runs_the_offline_engine(capsys):
         == 0
     )
     assert capsys.readouterr().out.strip() in ("yes", "no")
+
+
+def test_serve_exits_1_when_the_model_cannot_load():
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "stencil.api.cli",
+            "serve",
+            "--model",
+            "/nonexistent/model",
+            "--port",
+            "0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 1
+    assert "failed to load" in proc.stderr
