@@ -156,7 +156,6 @@ class StructuredOutputs(Strict):
 
 class StreamOptions(Strict):
     include_usage: bool | None = None
-    continuous_usage_stats: bool | None = None
 
 
 # ---- requests ---------------------------------------------------------------------------------

@@ -268,6 +268,7 @@ async def stream_chunks(
     extra = {"usage": None} if ctx.include_usage else {}
     finishes: dict[int, Finish] = {}
     tool_counts: dict[int, int] = {}
+    offsets = {i: len(ctx.plans[i // ctx.n].echo_text) for i in range(len(ctx.plans) * ctx.n)}
     completed = False
 
     def chunk(choice: dict[str, Any]) -> str:
@@ -298,7 +299,8 @@ async def stream_chunks(
             if isinstance(ev, ToolCalls):
                 yield chunk(_tool_choice(ev, tool_counts))
             else:
-                yield chunk(_delta_choice(ev, ctx))
+                yield chunk(_delta_choice(ev, ctx, offsets.get(ev.index, 0)))
+                offsets[ev.index] = offsets.get(ev.index, 0) + len(ev.text)
         timing.done(list(finishes.values()))
         if ctx.include_usage:
             states = {i: ChoiceState(finish=f) for i, f in finishes.items()}
@@ -326,7 +328,7 @@ def _tool_choice(ev: ToolCalls, counts: dict[int, int]) -> dict[str, Any]:
     }
 
 
-def _delta_choice(ev: Delta, ctx: Context) -> dict[str, Any]:
+def _delta_choice(ev: Delta, ctx: Context, offset: int = 0) -> dict[str, Any]:
     if ctx.kind == "chat":
         lp = _chat_logprobs(ev.logprobs) if ctx.logprobs else None
         return {
@@ -335,5 +337,5 @@ def _delta_choice(ev: Delta, ctx: Context) -> dict[str, Any]:
             "logprobs": lp,
             "finish_reason": None,
         }
-    lp = _completion_logprobs(ev.logprobs, 0) if ctx.logprobs else None
+    lp = _completion_logprobs(ev.logprobs, offset) if ctx.logprobs else None
     return {"index": ev.index, "text": ev.text, "logprobs": lp, "finish_reason": None}
