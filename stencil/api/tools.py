@@ -140,14 +140,15 @@ def _rewrite_ref(
 
 # ---- the prompt -------------------------------------------------------------------------------
 
-_SYSTEM_TOOLS = (
+_SYSTEM_TOOLS = (  # close to the prompt SmolLM2 was tuned on for tool calls
     "You are an expert in composing functions. You are given a question and a set of possible "
-    "functions. Based on the question, you may need to make one or more function/tool calls to "
-    "achieve the purpose.\n\n"
+    "functions. Based on the question, you will need to make one or more function/tool calls to "
+    "achieve the purpose. If none of the functions can be used, answer in plain text.\n\n"
     "You have access to the following tools:\n<tools>{tools}</tools>\n\n"
-    "To call tools, reply with a list of calls in exactly this format:\n"
-    '<tool_call>[{{"name": "func_name1", "arguments": {{"argument1": "value1"}}}}]</tool_call>\n'
-    "If no tool fits, answer in plain text."
+    "To call tools, the output MUST strictly adhere to the following format:\n"
+    "<tool_call>[\n"
+    '{{"name": "func_name1", "arguments": {{"argument1": "value1", "argument2": "value2"}}}},\n'
+    "... (more tool calls as required)\n]</tool_call>"
 )
 
 
