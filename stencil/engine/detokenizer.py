@@ -12,10 +12,11 @@ class Detokenizer:
     def __init__(self, tokenizer) -> None:
         self.tokenizer = tokenizer
 
-    def step(self, seq: Sequence, final: bool = False) -> str:
-        """Append the text of ``seq``'s newest tokens to ``seq.text``; return the delta."""
+    def step(self, seq: Sequence, final: bool = False, end: int | None = None) -> str:
+        """Append the text of ``seq``'s newest tokens (up to ``end``) to ``seq.text``; return the
+        delta. ``final`` also flushes a trailing incomplete character."""
         skip = seq.params.skip_special_tokens
-        ids = seq.token_ids
+        ids = seq.token_ids[:end]
         prefix = self.tokenizer.decode(ids[seq.prefix_offset : seq.read_offset], skip_special_tokens=skip)
         full = self.tokenizer.decode(ids[seq.prefix_offset :], skip_special_tokens=skip)
         if len(full) > len(prefix) and (final or not full.endswith("\ufffd")):

@@ -58,7 +58,11 @@ class GuidedDecoding:
 
         bitmask = allocate_token_bitmask(logits.shape[0], logits.shape[1])
         for i in rows:
-            seqs[i].matcher.fill_next_token_bitmask(bitmask, i)
+            try:
+                seqs[i].matcher.fill_next_token_bitmask(bitmask, i)
+            except Exception as e:  # ends this sequence only; its row is not sampled
+                logger.exception("mask fill failed for %s", seqs[i].request_id)
+                seqs[i].finish("error", error=f"constraint mask failed: {type(e).__name__}")
         ops.apply_token_bitmask_inplace(logits, bitmask.to(logits.device),
                                         torch.tensor(rows, dtype=torch.int32, device=logits.device))
 

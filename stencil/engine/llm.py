@@ -40,14 +40,9 @@ class LLM:
         if len(params) != len(prompts):
             raise ValueError("sampling_params must be one value or one per prompt")
         ids = [f"offline-{next(self._ids)}" for _ in prompts]
-        try:
-            for rid, prompt, p in zip(ids, prompts, params, strict=True):
-                self.engine.add_request(rid, prompt, p)
-        except Exception:
-            for rid in ids:
-                self.engine.abort_request(rid)
-            raise
-        return self._run(ids, use_tqdm)
+        for prompt, p in zip(prompts, params, strict=True):  # fail fast, before any work
+            self.engine.validate(prompt, p)
+        return self._run(list(zip(ids, prompts, params, strict=True)), use_tqdm)
 
     def chat(
         self,
@@ -63,13 +58,23 @@ class LLM:
                        add_special_tokens=False).input_ids for c in convs]
         return self.generate(prompts, sampling_params, use_tqdm)
 
-    def _run(self, ids: list[str], use_tqdm: bool) -> list[RequestOutput]:
+    def _run(self, work: list[tuple], use_tqdm: bool) -> list[RequestOutput]:
+        """Feed requests as the waiting queue allows; step until every one has finished."""
         done: dict[str, RequestOutput] = {}
-        bar = tqdm(total=len(ids), desc="generate", unit="req", disable=not use_tqdm)
-        while len(done) < len(ids) and self.engine.has_unfinished_requests():
-            for out in self.engine.step():
-                if out.finished:
-                    done[out.request_id] = out
-                    bar.update(1)
-        bar.close()
-        return [done[i] for i in ids]
+        pending = iter(work)
+        room = self.engine.config.max_waiting_requests
+        bar = tqdm(total=len(work), desc="generate", unit="req", disable=not use_tqdm)
+        try:
+            while len(done) < len(work):
+                for rid, prompt, p in itertools.islice(pending, max(room - len(self.engine.requests), 0)):
+                    self.engine.add_request(rid, prompt, p)
+                for out in self.engine.step():
+                    if out.finished:
+                        done[out.request_id] = out
+                        bar.update(1)
+        finally:
+            bar.close()
+            for rid, _, _ in work:
+                if rid not in done:
+                    self.engine.abort_request(rid)
+        return [done[rid] for rid, _, _ in work]

@@ -32,6 +32,7 @@ class LLMEngine:
         self.config = config
         if config.num_threads:
             torch.set_num_threads(config.num_threads)
+        torch.set_flush_denormal(True)  # a few dequantized weights are denormal: slow on CPU
         self.model_path = resolve_model_path(config.model)
         self.hf_config = load_config(self.model_path)
         self.tokenizer = AutoTokenizer.from_pretrained(str(self.model_path))
@@ -63,8 +64,7 @@ class LLMEngine:
         waiting = len(self.requests) - len({s.request_id for s in self.scheduler.running})
         if waiting >= self.config.max_waiting_requests:
             raise QueueFullError(f"the waiting queue is full ({waiting} requests); retry later")
-        text, ids = self._tokenize(prompt)
-        self._check(ids, params)
+        text, ids = self.validate(prompt, params)
         req = Request(request_id, text, ids, params)
         max_len = min(self.max_model_len, len(ids) + (params.max_tokens or self.max_model_len))
         req.seqs = [self._new_seq(req, i, max_len) for i in range(params.n)]
@@ -77,6 +77,14 @@ class LLMEngine:
                 s.status = SequenceStatus.WAITING_FOR_CONSTRAINT
         else:
             self.scheduler.add(req.seqs[0])
+
+    def validate(self, prompt: str | list[int], params: SamplingParams) -> tuple[str | None, list[int]]:
+        """Tokenize and check a request without adding it; raises RequestError."""
+        if params.n > self.config.max_num_seqs:
+            raise RequestError(f"n={params.n} exceeds max_num_seqs={self.config.max_num_seqs}")
+        text, ids = self._tokenize(prompt)
+        self._check(ids, params)
+        return text, ids
 
     def _tokenize(self, prompt: str | list[int]) -> tuple[str | None, list[int]]:
         if isinstance(prompt, str):
@@ -130,18 +138,20 @@ class LLMEngine:
         return self._collect(touched)
 
     def _run(self, sched) -> set[str]:
-        try:
-            logits, seqs = self.runner.execute(sched)
-            self.guided.apply(logits, seqs, self.runner.ops)
-            tokens, lps = self.sampler(logits, seqs)
-        except Exception as e:  # a bug must not kill the loop: fail this batch, keep serving
+        try:  # per-row failures end only their own sequence (guided stage, sampler)
+            with torch.inference_mode():
+                logits, seqs = self.runner.execute(sched)
+                self.guided.apply(logits, seqs, self.runner.ops)
+                tokens, lps = self.sampler(logits, seqs)
+        except Exception as e:  # a batch-wide failure (the forward): fail the batch, keep serving
             logger.exception("step failed")
             for s in sched.scheduled:
                 s.seq.finish("error", error=f"internal error: {type(e).__name__}")
             return {s.seq.request_id for s in sched.scheduled}
         self.scheduler.after_step(sched)
         for seq, token, lp in zip(seqs, tokens, lps, strict=True):
-            self._append(seq, token, lp)
+            if not seq.is_finished:
+                self._append(seq, token, lp)
         return {s.seq.request_id for s in sched.scheduled}
 
     def _admit_compiled(self) -> set[str]:
@@ -198,9 +208,9 @@ class LLMEngine:
             seq.finish("error", error=f"token {token} rejected by the constraint: {seq.matcher.error()}")
             return
         if token in p.stop_token_ids:
-            return seq.finish("stop", stop_reason=token)
+            return self._finish_on_token(seq, token, keep_text=p.include_stop_str_in_output)
         if token in self.eos_token_ids and not p.ignore_eos:
-            return seq.finish("stop", stop_reason=None)
+            return self._finish_on_token(seq, None, keep_text=False)
         old = len(seq.text)
         delta = self.detokenizer.step(seq)
         if not seq.reasoning_done and self.config.reasoning_end in seq.text:
@@ -214,6 +224,12 @@ class LLMEngine:
         if seq.num_tokens >= seq.max_len:
             seq.finish("length")
 
+    def _finish_on_token(self, seq: Sequence, stop_reason: int | None, keep_text: bool) -> None:
+        """Finish on a stop/EOS token; its text is kept only when asked (vLLM semantics)."""
+        self.detokenizer.step(seq, final=True, end=None if keep_text else -1)
+        seq.finish("stop", stop_reason=stop_reason)
+        seq.text_flushed = True
+
     def _collect(self, touched: set[str]) -> list[RequestOutput]:
         outs = []
         for rid in touched:
@@ -222,13 +238,22 @@ class LLMEngine:
                 continue
             for seq in req.seqs:
                 if seq.is_finished and (seq.block_table or seq in self.scheduler.running):
-                    self.detokenizer.step(seq, final=True)
-                    self.scheduler.finish(seq)
+                    self._release(seq)
             outs.append(req.output())
             if req.finished:
                 del self.requests[rid]
                 self.counters["requests_finished_total"] += 1
         return outs
+
+    def _release(self, seq: Sequence) -> None:
+        try:
+            if not seq.text_flushed:
+                self.detokenizer.step(seq, final=True)
+        except Exception as e:
+            logger.exception("final detokenization failed for %s", seq.request_id)
+            seq.finish("error", error=f"internal error while detokenizing: {type(e).__name__}")
+        finally:
+            self.scheduler.finish(seq)
 
     # ---- introspection ------------------------------------------------------------------
     def _token_text(self, token_id: int) -> str:
@@ -261,9 +286,15 @@ def _device(name: str) -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     try:
-        return torch.device(name)
+        device = torch.device(name)
     except RuntimeError as e:
         raise ConfigError(f"invalid device {name!r}") from e
+    if device.type == "cuda" and (not torch.cuda.is_available()
+                                  or (device.index or 0) >= torch.cuda.device_count()):
+        raise ConfigError(f"device {name!r} is not available on this machine")
+    if device.type not in ("cpu", "cuda"):
+        raise ConfigError(f"unsupported device {name!r} (cpu or cuda)")
+    return device
 
 
 def _eos_ids(path, tokenizer) -> set[int]:

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import logging
+
 import torch
 
 from stencil.engine.outputs import Logprob, PositionLogprobs
 from stencil.engine.sequence import Sequence
+
+logger = logging.getLogger(__name__)
 
 
 class Sampler:
@@ -17,27 +21,37 @@ class Sampler:
         """``logits [rows, vocab]`` (already masked by the guided stage) -> one token per row."""
         want_lp = [s.params.logprobs is not None for s in seqs]
         raw = torch.log_softmax(logits, dim=-1) if any(want_lp) else None
-        logits = self._process(logits, seqs)
-        tokens = [self._sample_row(logits[i], seq) for i, seq in enumerate(seqs)]
-        lps = [self._logprobs(raw[i], tokens[i], s.params.logprobs) if want_lp[i] else None
-               for i, s in enumerate(seqs)]
+        tokens: list[int] = []
+        lps: list[PositionLogprobs | None] = []
+        for i, seq in enumerate(seqs):
+            if seq.is_finished:  # its mask fill failed: nothing to sample
+                tokens.append(-1)
+                lps.append(None)
+                continue
+            try:  # one row's failure ends only its own sequence
+                self._process(logits[i], seq)
+                tokens.append(self._sample_row(logits[i], seq))
+                lps.append(self._logprobs(raw[i], tokens[-1], seq.params.logprobs) if want_lp[i] else None)
+            except Exception as e:
+                logger.exception("sampling failed for %s", seq.request_id)
+                seq.finish("error", error=f"internal error while sampling: {type(e).__name__}")
+                tokens.append(-1)
+                lps.append(None)
         return tokens, lps
 
     # ---- processing -------------------------------------------------------------------
-    def _process(self, logits: torch.Tensor, seqs: list[Sequence]) -> torch.Tensor:
-        for i, seq in enumerate(seqs):
-            p = seq.params
-            row = logits[i]
-            if p.logit_bias:
-                ids = torch.tensor(list(p.logit_bias.keys()), dtype=torch.long)
-                row[ids] += torch.tensor(list(p.logit_bias.values()), dtype=row.dtype)
-            if p.repetition_penalty != 1.0 or p.presence_penalty or p.frequency_penalty:
-                self._penalize(row, seq)
-            if seq.num_output_tokens < p.min_tokens:
-                banned = ([] if p.ignore_eos else self.eos_token_ids) + list(p.stop_token_ids)
-                if banned:
-                    row[torch.tensor(banned, dtype=torch.long)] = float("-inf")
-        return logits
+    def _process(self, row: torch.Tensor, seq: Sequence) -> None:
+        """Logit bias, penalties and min_tokens, in place on one row."""
+        p = seq.params
+        if p.logit_bias:
+            ids = torch.tensor(list(p.logit_bias.keys()), dtype=torch.long)
+            row[ids] += torch.tensor(list(p.logit_bias.values()), dtype=row.dtype)
+        if p.repetition_penalty != 1.0 or p.presence_penalty or p.frequency_penalty:
+            self._penalize(row, seq)
+        if seq.num_output_tokens < p.min_tokens:
+            banned = ([] if p.ignore_eos else self.eos_token_ids) + list(p.stop_token_ids)
+            if banned:
+                row[torch.tensor(banned, dtype=torch.long)] = float("-inf")
 
     @staticmethod
     def _penalize(row: torch.Tensor, seq: Sequence) -> None:

@@ -84,7 +84,7 @@ class Scheduler:
     def _schedule_waiting(self, out: SchedulerOutput, budget: int) -> None:
         while self.waiting and budget > 0:
             seq = self.waiting[0]
-            if len(self.running) + 1 + len(seq.pending_forks) > self.max_num_seqs:
+            if self._num_seqs_committed() + 1 + len(seq.pending_forks) > self.max_num_seqs:
                 break
             matched = self.bm.match_prefix(seq.token_ids) if not seq.block_table else []
             start = len(matched) * self.bm.block_size
@@ -99,6 +99,10 @@ class Scheduler:
             self.running.append(seq)
             out.scheduled.append(ScheduledSeq(seq, n))
             budget -= n
+
+    def _num_seqs_committed(self) -> int:
+        """Running sequences plus the siblings that admitted parents will fork."""
+        return len(self.running) + sum(len(s.pending_forks) for s in self.running)
 
     def _fork(self, parent: Sequence, out: SchedulerOutput) -> None:
         """Siblings of an n > 1 request share the parent's prompt blocks and logits row."""

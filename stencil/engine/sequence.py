@@ -49,6 +49,7 @@ class Sequence:
     arrival_time: float = field(default_factory=time.monotonic)
     first_token_time: float | None = None
     reasoning_done: bool = True  # False while a reasoning model is still thinking
+    text_flushed: bool = False  # the final detokenization already ran
 
     def __post_init__(self) -> None:
         self.prefix_offset = max(self.prompt_len - 5, 0)

@@ -32,7 +32,13 @@ def convert_gguf(gguf_path: Path, out_dir: Path | None = None) -> Path:
     tmp = out_dir.with_name(out_dir.name + f".tmp{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    _convert_into(gguf_path, tmp)
+    try:
+        _convert_into(gguf_path, tmp)
+    except Exception as e:
+        raise ConfigError(f"cannot convert GGUF file {gguf_path.name}: {type(e).__name__}: {e}") from e
+    finally:
+        if not (tmp / "config.json").is_file():
+            shutil.rmtree(tmp, ignore_errors=True)
     shutil.rmtree(out_dir, ignore_errors=True)
     os.replace(tmp, out_dir)
     return out_dir
