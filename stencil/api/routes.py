@@ -53,16 +53,23 @@ def _ready(state: AppState) -> AppState:
 
 
 async def _body(request: Request, state: AppState) -> Any:
+    """The JSON body, read up to ``max_body_bytes`` (413 beyond, even without Content-Length)."""
     limit = state.config.max_body_bytes
+    too_large = APIError(
+        f"request body exceeds {limit} bytes", status=413, code="request_too_large"
+    )
     declared = request.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > limit:
-        raise APIError(f"request body exceeds {limit} bytes", status=413, code="request_too_large")
-    raw = await request.body()
-    if len(raw) > limit:
-        raise APIError(f"request body exceeds {limit} bytes", status=413, code="request_too_large")
+        raise too_large
+    parts, size = [], 0
+    async for part in request.stream():
+        size += len(part)
+        if size > limit:
+            raise too_large
+        parts.append(part)
     try:
-        return json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        return json.loads(b"".join(parts))
+    except (ValueError, RecursionError) as e:  # JSONDecodeError and UnicodeDecodeError too
         raise bad_request(f"the request body is not valid JSON: {e}") from None
 
 

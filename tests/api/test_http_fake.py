@@ -276,3 +276,22 @@ def test_engine_side_constraint_errors_name_the_field(client, engine):
     r = post(client, "/v1/chat/completions", body)
     assert r.status_code == 400 and r.json()["error"]["param"] == "guided_regex"
     assert "budget" in r.json()["error"]["message"]
+
+
+def test_chunked_body_over_the_limit_is_413(client):
+    def chunks():
+        for _ in range(30):
+            yield b" " * 10_000
+
+    r = client.post("/v1/chat/completions", content=chunks(), headers=AUTH)
+    assert r.status_code == 413
+
+
+def test_deeply_nested_json_is_400(client):
+    r = client.post("/v1/chat/completions", content=b"[" * 100_000 + b"]" * 100_000, headers=AUTH)
+    assert r.status_code in (400, 413)
+
+
+def test_health_is_503_when_the_engine_loop_is_dead(client, engine):
+    engine.is_healthy = lambda: False
+    assert client.get("/health").status_code == 503
