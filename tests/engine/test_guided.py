@@ -1,0 +1,183 @@
+"""Guided decoding through the engine: every output that finishes with "stop" satisfies its
+constraint (checked by independent oracles), constrained and unconstrained requests share one batch
+without affecting each other, and preemption / prefix caching keep matchers consistent."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from pathlib import Path
+
+import jsonschema
+import lark
+import pytest
+from engine_helpers import make_llm
+
+from stencil import SamplingParams
+from stencil.constraints import Constraint, ConstraintError
+
+DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "jsonschemabench-dev"
+REGEXES = [r"[0-9]{3}-[0-9]{4}", r"[a-z]+@[a-z]+\.(com|org)", r"(yes|no)( indeed)?", r"[A-Z][a-z]{2,8} [0-9]{1,2}"]
+CHOICES = [["red", "green", "blue"], ["positive", "negative", "neutral"], ["A", "BB", "CCC"]]
+GRAMMAR = r"""
+start: expr
+expr: term (("+" | "-") term)*
+term: NUMBER | "(" expr ")"
+NUMBER: /[0-9]{1,3}/
+"""
+
+
+def _bench_schemas(n: int, seed: int) -> list[dict]:
+    rows = []
+    for name in ("Github_easy.jsonl", "Glaiveai2K.jsonl"):
+        with open(DATA / name) as f:
+            rows += [json.loads(line)["schema"] for line in f]
+    rng = random.Random(seed)
+    rng.shuffle(rows)
+    picked = []
+    for schema in rows:
+        try:
+            Constraint.json_schema(schema)
+        except ConstraintError:
+            continue
+        picked.append(schema)
+        if len(picked) == n:
+            break
+    return picked
+
+
+def _mix(n: int, seed: int) -> list[tuple[Constraint, object]]:
+    """(constraint, oracle) pairs: JSON schemas from the dev set, regexes, choices, a grammar."""
+    rng = random.Random(seed)
+    schemas = _bench_schemas(max(n // 2, 1), seed)
+    parser = lark.Lark(GRAMMAR, start="start")
+    out = []
+    for i in range(n):
+        kind = i % 4
+        if kind in (0, 1) and schemas:
+            schema = schemas[i // 2 % len(schemas)]
+            out.append((Constraint.json_schema(schema), ("json", schema)))
+        elif kind == 2 and i % 8 == 2:
+            choices = rng.choice(CHOICES)
+            out.append((Constraint.choice(choices), ("choice", choices)))
+        elif kind == 2:
+            pattern = rng.choice(REGEXES)
+            out.append((Constraint.regex(pattern), ("regex", pattern)))
+        else:
+            out.append((Constraint.grammar(GRAMMAR), ("grammar", parser)))
+    return out
+
+
+def _valid(text: str, oracle) -> bool:
+    kind, spec = oracle
+    if kind == "json":
+        try:
+            jsonschema.validate(json.loads(text), spec)
+        except (ValueError, jsonschema.ValidationError):
+            return False
+        return True
+    if kind == "regex":
+        return re.fullmatch(spec, text) is not None
+    if kind == "choice":
+        return text in spec
+    try:
+        spec.parse(text)
+    except lark.LarkError:
+        return False
+    return True
+
+
+@pytest.fixture(scope="module")
+def tiny_llm(tiny_models):
+    return make_llm(tiny_models["llama-tied"], block_size=8, num_kv_blocks=512, max_model_len=512)
+
+
+def test_200_sampled_constrained_requests_all_valid(tiny_llm):
+    mix = _mix(200, seed=1)
+    params = [SamplingParams(temperature=1.0, seed=i, max_tokens=96, constraint=c)
+              for i, (c, _) in enumerate(mix)]
+    prompts = [[1 + i % 50, 7, 9, 11] for i in range(len(mix))]
+    outs = tiny_llm.generate(prompts, params, use_tqdm=False)
+    stops = 0
+    for out, (_, oracle) in zip(outs, mix, strict=True):
+        c = out.outputs[0]
+        assert c.finish_reason in ("stop", "length"), c.error
+        if c.finish_reason == "stop":
+            stops += 1
+            assert _valid(c.text, oracle), (oracle[0], c.text)
+    assert stops >= 100, f"only {stops} of 200 finished; the test checks too little"
+
+
+def test_unconstrained_rows_unchanged_by_constrained_neighbours(tiny_llm):
+    greedy = SamplingParams(temperature=0, max_tokens=24, ignore_eos=True)
+    prompts = [[5, 6, 7, 8], [9, 10, 11], [12, 13, 14, 15, 16]]
+    alone = [o.outputs[0].token_ids for o in tiny_llm.generate(prompts, greedy, use_tqdm=False)]
+    mix = _mix(6, seed=2)
+    params = [greedy] * 3 + [SamplingParams(temperature=0, max_tokens=24, constraint=c) for c, _ in mix]
+    together = tiny_llm.generate(prompts + [[3, 4]] * 6, params, use_tqdm=False)
+    assert [o.outputs[0].token_ids for o in together[:3]] == alone
+
+
+def test_preemption_and_prefix_caching_keep_matchers_consistent(tiny_models):
+    mix = _mix(12, seed=3)
+    prompts = [[1, 2, 3, 4, 5, 6, 7, 8, 9, i] for i in range(len(mix))]  # shared prefix
+    params = [SamplingParams(temperature=0, max_tokens=48, constraint=c) for c, _ in mix]
+    roomy = make_llm(tiny_models["llama-tied"], block_size=4, num_kv_blocks=1024, max_model_len=128,
+                     enable_prefix_caching=False)
+    tight = make_llm(tiny_models["llama-tied"], block_size=4, num_kv_blocks=30, max_model_len=128,
+                     max_num_batched_tokens=16)
+    want = roomy.generate(prompts, params, use_tqdm=False)
+    got = tight.generate(prompts, params, use_tqdm=False)
+    assert tight.get_metrics()["num_preemptions_total"] > 0
+    assert tight.get_metrics()["prefix_cache_hits_total"] > 0
+    for w, g, (_, oracle) in zip(want, got, mix, strict=True):
+        assert g.outputs[0].token_ids == w.outputs[0].token_ids
+        if g.outputs[0].finish_reason == "stop":
+            assert _valid(g.outputs[0].text, oracle)
+
+
+def test_n_siblings_each_follow_the_constraint(tiny_llm):
+    c = Constraint.regex(r"[0-9]{2,4}(-[a-z]{2})?")
+    out = tiny_llm.generate([[4, 5, 6]], SamplingParams(n=4, temperature=1.0, seed=5, max_tokens=16,
+                                                        constraint=c), use_tqdm=False)[0]
+    texts = [o.text for o in out.outputs]
+    assert all(re.fullmatch(r"[0-9]{2,4}(-[a-z]{2})?", t) for t in texts), texts
+    assert len(set(texts)) > 1
+
+
+def test_jump_forward_skips_forced_tokens(tiny_llm):
+    schema = {"type": "object", "properties": {"first_name": {"type": "string", "maxLength": 8},
+                                                "last_name": {"type": "string", "maxLength": 8}},
+              "required": ["first_name", "last_name"], "additionalProperties": False}
+    before = tiny_llm.get_metrics()["jump_forward_tokens_total"]
+    out = tiny_llm.generate([[7, 8]], SamplingParams(temperature=0, max_tokens=80,
+                                                     constraint=Constraint.json_schema(schema)), use_tqdm=False)
+    text = out[0].outputs[0].text
+    assert out[0].outputs[0].finish_reason == "stop", text
+    jsonschema.validate(json.loads(text), schema)
+    assert tiny_llm.get_metrics()["jump_forward_tokens_total"] > before
+
+
+def test_length_inside_structure_reports_length(tiny_llm):
+    schema = {"type": "object", "properties": {"items": {"type": "array", "items": {"type": "string"},
+                                                         "minItems": 30}}, "required": ["items"]}
+    out = tiny_llm.generate([[7, 8]], SamplingParams(temperature=0, max_tokens=8,
+                                                     constraint=Constraint.json_schema(schema)), use_tqdm=False)
+    assert out[0].outputs[0].finish_reason == "length"
+
+
+def test_embedded_model_extracts_ada(default_model_dir):
+    from stencil import LLM
+
+    llm = LLM(num_threads=2)
+    schema = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+              "required": ["name", "age"]}
+    msgs = [{"role": "user", "content": "Extract the person as JSON: 'Ada Lovelace was 36 years old.'"}]
+    out = llm.chat(msgs, SamplingParams(temperature=0, max_tokens=40,
+                                        constraint=Constraint.json_schema(schema)), use_tqdm=False)
+    c = out[0].outputs[0]
+    assert c.finish_reason == "stop"
+    data = json.loads(c.text)
+    jsonschema.validate(data, schema)
+    assert data["name"] == "Ada Lovelace"
