@@ -1,0 +1,186 @@
+"""``stencil extract``: schema-shaped JSON out of many files, in one batched, resumable run.
+
+    stencil extract --schema invoice docs/ 'mail/**/*.html' --out results.jsonl
+
+Each file gets one JSONL record (see ``stencil.api.records``); a rerun skips files whose path and
+content hash already have a record (``--retry-errors`` redoes failed ones, ``--overwrite`` starts
+over). Exit code: 0 all ok, 1 some files failed (listed), 2 usage errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from stencil.api.documents import InputError, discover
+from stencil.api.extract_engine import ExtractSpec
+from stencil.api.extract_prompt import PromptTemplate, TemplateError
+from stencil.api.extract_ray import LOCAL, RayUnavailable
+from stencil.api.extract_run import Run, scan_hashes
+from stencil.api.results import ResultsError, ResultsFile
+from stencil.api.schema_library import SchemaError, list_schemas, resolve_schema
+
+
+class UsageError(ValueError):
+    """Bad or missing flags (exit code 2)."""
+
+
+USAGE_ERRORS = (InputError, SchemaError, TemplateError, ResultsError, RayUnavailable, UsageError)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The ``extract`` subcommand's flags (engine flags included, as ``serve`` has them)."""
+    from stencil.api.cli import add_engine_flags
+
+    parser.add_argument(
+        "files",
+        nargs="*",
+        metavar="FILES_OR_GLOBS",
+        help="files, directories (recursed) or globs ('docs/**/*.pdf')",
+    )
+    parser.add_argument("--schema", help="a JSON Schema file or a library name (--list-schemas)")
+    parser.add_argument("--out", metavar="JSONL", help="results file (appended to; resumable)")
+    parser.add_argument("--list-schemas", action="store_true", help="list library schemas")
+    parser.add_argument(
+        "--prompt-template",
+        metavar="FILE",
+        help="template with {schema} {document} {instructions} {filename}; "
+        "a '---' line splits system from user",
+    )
+    parser.add_argument("--instructions", default="", help="extra instructions for the model")
+    parser.add_argument("--max-tokens", type=int, default=256, help="output tokens per document")
+    parser.add_argument("--temperature", type=float, default=0.0)
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        default=None,
+        help="requests in flight (--server: default 8; local: default all)",
+    )
+    parser.add_argument(
+        "--server",
+        metavar="URL",
+        help="an OpenAI-compatible server instead of the in-process engine",
+    )
+    parser.add_argument("--timeout", type=float, default=600.0, help="--server request timeout")
+    parser.add_argument(
+        "--ray",
+        nargs="?",
+        const=LOCAL,
+        default=None,
+        metavar="ADDRESS",
+        help="run on Ray (a local instance, or the cluster at ADDRESS)",
+    )
+    parser.add_argument("--ray-actors", type=int, default=1, help="engine actors (--ray)")
+    parser.add_argument("--overwrite", action="store_true", help="discard earlier results")
+    parser.add_argument("--retry-errors", action="store_true", help="redo files that failed")
+    add_engine_flags(parser)  # fmt: skip
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``stencil extract``; returns the exit code."""
+    if args.list_schemas:
+        return _list_schemas()
+    try:
+        _check_usage(args)
+        name, schema = resolve_schema(args.schema)
+        spec = _spec(args, schema)
+        paths = discover(args.files, exclude=[args.out])
+        with ResultsFile(args.out) as results:
+            current = scan_hashes(paths)
+            resume = results.resume(
+                current, overwrite=args.overwrite, retry_errors=args.retry_errors
+            )
+            todo = [p for p in paths if p not in resume.records]
+            _say(
+                f"{len(paths)} files, {len(paths) - len(todo)} already done, {len(todo)} to "
+                f"extract with schema {name!r}"
+                + (f" ({resume.torn} torn line(s) repaired)" if resume.torn else "")
+            )
+            backend = _backend(args, spec)
+            summary = Run(results, spec.schema, backend, progress=sys.stderr.isatty()).run(todo)
+    except USAGE_ERRORS as e:
+        _say(f"stencil extract: {e}")
+        return 2
+    print(summary.table(paths, resume.records, args.out))
+    return 0 if summary.failed == 0 and not _earlier_failures(paths, resume.records) else 1
+
+
+def _check_usage(args: argparse.Namespace) -> None:
+    if not args.schema:
+        raise UsageError("--schema is required (a file or a name from --list-schemas)")
+    if not args.files:
+        raise UsageError("no input files given")
+    if not args.out:
+        raise UsageError("--out is required (the results JSONL)")
+    if args.max_tokens < 1:
+        raise UsageError("--max-tokens must be >= 1")
+    if args.concurrency is not None and args.concurrency < 1:
+        raise UsageError("--concurrency must be >= 1")
+    if args.server and args.ray:
+        raise UsageError("--server and --ray cannot be combined")
+
+
+def _spec(args: argparse.Namespace, schema: dict[str, Any]) -> ExtractSpec:
+    from stencil.constraints import ConstraintError
+
+    spec = ExtractSpec(
+        schema, PromptTemplate.load(args.prompt_template), args.instructions, args.max_tokens,
+        args.temperature,
+    )  # fmt: skip
+    try:
+        spec.constraint()  # unsupported schemas are usage errors, before any model loads
+    except ConstraintError as e:
+        raise SchemaError(f"the schema cannot be enforced: {e}") from e
+    return spec
+
+
+def _backend(args: argparse.Namespace, spec: ExtractSpec) -> Any:
+    """The extractor: ``run(jobs) -> Iterator[Outcome]``. Models load lazily here."""
+    from stencil.api.cli import engine_kwargs
+
+    kwargs = engine_kwargs(args)
+    if args.server:
+        from stencil.api.extract_server import ServerExtractor
+
+        return ServerExtractor(args.server, spec, kwargs.get("model"), args.concurrency or 8,
+                               args.timeout)  # fmt: skip
+    if args.ray:
+        from stencil.api.extract_ray import RayExtractor
+
+        return RayExtractor(args.ray, spec, kwargs, actors=args.ray_actors)
+    return _LazyEngine(spec, kwargs, args.concurrency)
+
+
+class _LazyEngine:
+    """Loads the model only when there is something to extract."""
+
+    def __init__(self, spec: ExtractSpec, kwargs: dict[str, Any], window: int | None) -> None:
+        self.spec, self.kwargs, self.window = spec, kwargs, window
+
+    def run(self, jobs: list) -> Any:
+        if not jobs:
+            return iter(())
+        from stencil.api.extract_engine import EngineExtractor
+        from stencil.engine.llm import LLM
+
+        return EngineExtractor(LLM(**self.kwargs), self.spec, self.window).run(jobs)
+
+
+def _earlier_failures(paths: list[str], records: dict[str, dict[str, Any]]) -> bool:
+    return any(p in records and not records[p].get("ok") for p in paths)
+
+
+def _list_schemas() -> int:
+    schemas = list_schemas()
+    if not schemas:
+        _say("no library schemas found (looked in $STENCIL_SCHEMAS_DIR, ./schemas)")
+        return 1
+    width = max(len(s.name) for s in schemas)
+    for s in schemas:
+        print(f"{s.name:<{width}}  {s.description}  [required: {', '.join(s.required)}]")
+    return 0
+
+
+def _say(message: str) -> None:
+    print(message, file=sys.stderr)

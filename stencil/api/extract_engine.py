@@ -1,0 +1,116 @@
+"""The in-process backend of ``stencil extract``: every job through one engine as one continuous
+batch, outcomes streamed back as each request finishes (so results are written as they come).
+
+Also what each Ray worker actor runs (``stencil.api.extract_ray``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from stencil.api.extract_prompt import HFTokenCounter, PromptBuilder, PromptTemplate
+from stencil.api.records import Job, Outcome
+from stencil.constraints import Constraint, ConstraintError
+from stencil.engine.errors import RequestError
+from stencil.engine.sampling_params import SamplingParams
+
+
+@dataclass(frozen=True, slots=True)
+class ExtractSpec:
+    """Everything about the extraction that is the same for every document (picklable)."""
+
+    schema: dict[str, Any]
+    template: PromptTemplate
+    instructions: str = ""
+    max_tokens: int = 256
+    temperature: float = 0.0
+
+    def constraint(self) -> Constraint:
+        return Constraint.json_schema(self.schema, whitespace="compact")
+
+
+class EngineExtractor:
+    """Runs jobs through ``llm`` (a ``stencil.LLM``) under the schema constraint."""
+
+    def __init__(self, llm: Any, spec: ExtractSpec, window: int | None = None) -> None:
+        self.llm = llm
+        self.engine = llm.engine
+        self.spec = spec
+        tokenizer = llm.get_tokenizer()
+        self.builder = PromptBuilder(
+            spec.template,
+            spec.schema,
+            spec.instructions,
+            spec.max_tokens,
+            self.engine.max_model_len,
+            HFTokenCounter(tokenizer),
+            lambda messages: len(self._prompt_ids(messages)),
+        )
+        self.params = SamplingParams(
+            max_tokens=spec.max_tokens,
+            temperature=spec.temperature,
+            constraint=spec.constraint(),
+            close_on_length=True,
+        )
+        room = self.engine.config.max_waiting_requests
+        self.window = min(window or room, room)
+
+    def _prompt_ids(self, messages: list[dict[str, str]]) -> list[int]:
+        tok = self.engine.tokenizer
+        text = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        return tok(text, add_special_tokens=False).input_ids
+
+    def run(self, jobs: Iterable[Job]) -> Iterator[Outcome]:
+        """Yield one Outcome per job, in completion order; at most ``window`` in the engine."""
+        pending = iter(jobs)
+        inflight: dict[str, tuple[Job, list[str]]] = {}
+        exhausted = False
+        try:
+            while True:
+                while not exhausted and len(inflight) < self.window:
+                    job = next(pending, None)
+                    if job is None:
+                        exhausted = True
+                    elif (failed := self._add(job, inflight)) is not None:
+                        yield failed
+                if not inflight:
+                    return
+                for out in self.engine.step():
+                    if out.finished and out.request_id in inflight:
+                        job, warnings = inflight.pop(out.request_id)
+                        yield _outcome(job, out, warnings)
+        finally:
+            for rid in inflight:
+                self.engine.abort_request(rid)
+
+    def _add(self, job: Job, inflight: dict[str, tuple[Job, list[str]]]) -> Outcome | None:
+        """Queue one job; an Outcome with the error when it cannot be queued."""
+        rid = f"extract-{job.key}"
+        try:
+            prompt = self.builder.build(job.path, job.text)
+            ids = self._prompt_ids(prompt.messages)
+            self.engine.add_request(rid, ids, self.params)
+        except (ValueError, RequestError, ConstraintError) as e:
+            return Outcome(job.key, error=str(e))
+        inflight[rid] = (job, prompt.warnings)
+        return None
+
+
+def _outcome(job: Job, out: Any, warnings: list[str]) -> Outcome:
+    completion = out.outputs[0]
+    error = None
+    if completion.finish_reason in ("error", "abort"):
+        error = (
+            completion.error or f"generation ended with finish_reason={completion.finish_reason}"
+        )
+    return Outcome(
+        job.key,
+        text=completion.text,
+        prompt_tokens=len(out.prompt_token_ids),
+        completion_tokens=len(completion.token_ids),
+        finish_reason=completion.finish_reason,
+        error=error,
+        warnings=warnings,
+    )

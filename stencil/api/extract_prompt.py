@@ -1,0 +1,154 @@
+"""The extraction prompt: a template (system + instructions + schema + document) rendered into
+chat messages, with the document cut to fit the context window.
+
+Template files (``--prompt-template FILE``) are plain text with the placeholders ``{schema}``,
+``{document}`` (required), ``{instructions}`` and ``{filename}``. A line holding only ``---``
+splits the system message (above) from the user message (below); without it the whole text is
+the user message. Placeholders are replaced once, so braces inside documents are safe.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+DEFAULT_TEMPLATE = """\
+You extract data from documents. Reply with one JSON object that follows this JSON Schema. \
+Copy names, dates, numbers and emails exactly as written in the document; do not invent values.
+{instructions}
+JSON Schema:
+{schema}
+---
+Document ({filename}):
+{document}"""
+
+_PLACEHOLDER = re.compile(r"\{(schema|document|instructions|filename)\}")
+_SEPARATOR = re.compile(r"^---[ \t]*$", re.MULTILINE)
+SAFETY_TOKENS = 16
+
+
+class TemplateError(ValueError):
+    """A prompt template that cannot be used (a usage error: exit code 2)."""
+
+
+class TokenCounter(Protocol):
+    """How long a text is for the model, and how to cut it to a token count."""
+
+    def count(self, text: str) -> int: ...
+
+    def cut(self, text: str, tokens: int) -> str: ...
+
+
+@dataclass(frozen=True, slots=True)
+class PromptTemplate:
+    system: str | None
+    user: str
+
+    @classmethod
+    def parse(cls, text: str) -> PromptTemplate:
+        if "{document}" not in text:
+            raise TemplateError("the prompt template must contain the {document} placeholder")
+        parts = _SEPARATOR.split(text, maxsplit=1)
+        if len(parts) == 1:
+            return cls(None, text.strip())
+        if "{document}" not in parts[1]:
+            raise TemplateError("{document} must be in the user part (below the --- line)")
+        return cls(parts[0].strip() or None, parts[1].strip())
+
+    @classmethod
+    def load(cls, path: str | None) -> PromptTemplate:
+        if path is None:
+            return cls.parse(DEFAULT_TEMPLATE)
+        try:
+            return cls.parse(Path(path).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError) as e:
+            raise TemplateError(f"cannot read prompt template {path!r}: {e}") from e
+
+    def messages(self, values: dict[str, str]) -> list[dict[str, str]]:
+        def fill(text: str) -> str:
+            return _PLACEHOLDER.sub(lambda m: values.get(m.group(1), ""), text)
+
+        out = [{"role": "system", "content": fill(self.system)}] if self.system else []
+        return [*out, {"role": "user", "content": fill(self.user)}]
+
+
+@dataclass(slots=True)
+class Prompt:
+    messages: list[dict[str, str]]
+    warnings: list[str]
+
+
+@dataclass(frozen=True, slots=True)
+class PromptBuilder:
+    """Renders one document's messages so that prompt + max_tokens fit ``context`` tokens.
+
+    ``measure(messages)`` gives the token length of the whole rendered chat prompt.
+    """
+
+    template: PromptTemplate
+    schema: dict[str, Any]
+    instructions: str
+    max_tokens: int
+    context: int | None
+    counter: TokenCounter
+    measure: Callable[[list[dict[str, str]]], int]
+
+    def build(self, filename: str, document: str) -> Prompt:
+        """Messages for one document; ValueError when not even an empty document fits."""
+        values = {
+            "schema": json.dumps(self.schema, ensure_ascii=False),
+            "instructions": f"{self.instructions.strip()}\n" if self.instructions.strip() else "",
+            "filename": filename,
+            "document": document,
+        }
+        if self.context is None:
+            return Prompt(self.template.messages(values), [])
+        room = self.context - self.max_tokens - SAFETY_TOKENS
+        overhead = self.measure(self.template.messages({**values, "document": ""}))
+        budget = room - overhead
+        if budget <= 0:
+            raise ValueError(
+                f"the prompt template and schema ({overhead} tokens) plus max_tokens "
+                f"({self.max_tokens}) leave no room for the document in {self.context} tokens"
+            )
+        total = self.counter.count(document)
+        if total <= budget:
+            return Prompt(self.template.messages(values), [])
+        values["document"] = self.counter.cut(document, budget)
+        warning = (
+            f"document cut to {budget} of {total} tokens to fit the context window "
+            f"({self.context} tokens with max_tokens={self.max_tokens})"
+        )
+        return Prompt(self.template.messages(values), [warning])
+
+
+@dataclass(frozen=True, slots=True)
+class HFTokenCounter:
+    """Exact counts with the model's own tokenizer."""
+
+    tokenizer: Any
+
+    def count(self, text: str) -> int:
+        return len(self.tokenizer(text, add_special_tokens=False).input_ids)
+
+    def cut(self, text: str, tokens: int) -> str:
+        ids = self.tokenizer(text, add_special_tokens=False).input_ids[:tokens]
+        return self.tokenizer.decode(ids)
+
+
+@dataclass(frozen=True, slots=True)
+class CharTokenCounter:
+    """An estimate for remote servers whose tokenizer is unknown (``chars_per_token`` is low on
+    purpose: cutting a little too much beats a request the server rejects)."""
+
+    chars_per_token: float = 3.0
+
+    def count(self, text: str) -> int:
+        return int(len(text) / self.chars_per_token) + 1
+
+    def cut(self, text: str, tokens: int) -> str:
+        return text[: int(tokens * self.chars_per_token)]

@@ -1,0 +1,117 @@
+"""The ``--server URL`` backend: the same extraction against any OpenAI-compatible server
+(``stencil serve``, vLLM, OpenAI) through ``response_format`` json_schema, ``concurrency``
+requests in flight.
+
+The server's tokenizer is unknown here, so documents are cut by a character estimate, and only
+when the server says its context length (``max_model_len`` on ``/v1/models``, as Stencil and
+vLLM do).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from typing import Any
+
+from stencil.api.extract_engine import ExtractSpec
+from stencil.api.extract_prompt import CharTokenCounter, PromptBuilder
+from stencil.api.records import Job, Outcome
+
+_NAME = re.compile(r"[^a-zA-Z0-9_-]")
+_CHAT_OVERHEAD_TOKENS = 32
+
+
+class ServerExtractor:
+    def __init__(
+        self, url: str, spec: ExtractSpec, model: str | None, concurrency: int, timeout: float
+    ) -> None:
+        from openai import OpenAI
+
+        self.client = OpenAI(
+            base_url=url.rstrip("/") + ("" if url.rstrip("/").endswith("/v1") else "/v1"),
+            api_key=os.environ.get("OPENAI_API_KEY", "none"),
+            timeout=timeout,
+            max_retries=2,
+        )
+        self.spec = spec
+        self.concurrency = max(1, concurrency)
+        card = self._model_card(model)
+        self.model = model or card.get("id") or "default"
+        counter = CharTokenCounter()
+        self.builder = PromptBuilder(
+            spec.template,
+            spec.schema,
+            spec.instructions,
+            spec.max_tokens,
+            card.get("max_model_len"),
+            counter,
+            lambda messages: (
+                sum(counter.count(m["content"]) for m in messages) + _CHAT_OVERHEAD_TOKENS
+            ),
+        )
+        name = _NAME.sub("_", str(spec.schema.get("title") or "extraction"))[:64]
+        self.response_format = {
+            "type": "json_schema",
+            "json_schema": {"name": name, "schema": spec.schema, "strict": True},
+        }
+
+    def _model_card(self, model: str | None) -> dict[str, Any]:
+        """The served model's card (``id``, maybe ``max_model_len``); {} if it cannot be listed."""
+        from openai import OpenAIError
+
+        try:
+            cards = [c.model_dump() for c in self.client.models.list().data]
+        except OpenAIError:
+            return {}
+        for card in cards:
+            if model is None or card.get("id") == model:
+                return card
+        return {}
+
+    def run(self, jobs: Iterable[Job]) -> Iterator[Outcome]:
+        """Yield one Outcome per job in completion order, ``concurrency`` requests at a time."""
+        pending = iter(jobs)
+        with ThreadPoolExecutor(self.concurrency, thread_name_prefix="extract") as pool:
+            inflight: set[Future[Outcome]] = set()
+            try:
+                while True:
+                    while len(inflight) < self.concurrency:
+                        job = next(pending, None)
+                        if job is None:
+                            break
+                        inflight.add(pool.submit(self._one, job))
+                    if not inflight:
+                        return
+                    done, inflight = wait(inflight, return_when=FIRST_COMPLETED)
+                    for future in done:
+                        yield future.result()
+            finally:
+                for future in inflight:
+                    future.cancel()
+
+    def _one(self, job: Job) -> Outcome:
+        from openai import OpenAIError
+
+        try:
+            prompt = self.builder.build(job.path, job.text)
+            response = self.client.chat.completions.create(
+                model=self.model,
+                messages=prompt.messages,
+                max_tokens=self.spec.max_tokens,
+                temperature=self.spec.temperature,
+                response_format=self.response_format,
+            )
+        except (OpenAIError, ValueError) as e:
+            return Outcome(job.key, error=f"{type(e).__name__}: {e}"[:500])
+        choice = response.choices[0]
+        usage = response.usage
+        return Outcome(
+            job.key,
+            text=choice.message.content,
+            prompt_tokens=usage.prompt_tokens if usage else 0,
+            completion_tokens=usage.completion_tokens if usage else 0,
+            finish_reason=choice.finish_reason,
+            warnings=prompt.warnings,
+        )
