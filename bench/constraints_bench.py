@@ -8,20 +8,21 @@ compile = wall time of the compile call (Stencil: schema translation + validatio
 ``Constraint.json_schema`` and are included); mask = one fill of a packed int32 bitmask row
 over the full vocabulary, along the tokens of valid instances; FR = valid instance rejected
 (a token masked out, or not complete at the end); FA = invalid instance fully accepted.
-Instances are ``json.dumps`` texts (", " / ": " separators), tokenized canonically. Every
-engine runs with exact JSON Schema semantics for undeclared keys (Stencil
-``allow_undeclared_properties=True``, xgrammar ``strict_mode=False``).
+Instances are ``json.dumps`` texts (", " / ": " separators), tokenized canonically. Stencil
+runs with exact JSON Schema semantics for undeclared keys (``allow_undeclared_properties=True``);
+the peers with their library defaults (xgrammar ``strict_mode=True`` closes objects and arrays,
+as in ../shared/anchors.md). Each engine runs in its own process; a case (compile + instances)
+over ``--timeout`` kills and restarts it and counts as not compiled.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import random
-import resource
 import sys
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -269,30 +270,6 @@ class Stats:
     fa: int = 0
 
 
-def compile_with_timeout(
-    engine: Any, kind: str, payload: Any, timeout_s: float
-) -> tuple[Any, float]:
-    """Compile in a worker thread; a compile past ``timeout_s`` counts as a failure."""
-    box: list[Any] = []
-
-    def work() -> None:
-        try:
-            start = time.perf_counter()
-            handle = engine.compile(kind, payload)
-            box.append((handle, (time.perf_counter() - start) * 1e3))
-        except Exception as exc:  # noqa: BLE001 - every engine error counts as a failure
-            box.append(exc)
-
-    thread = threading.Thread(target=work, daemon=True)
-    thread.start()
-    thread.join(timeout_s)
-    if not box:
-        raise TimeoutError(f"compile over {timeout_s}s")
-    if isinstance(box[0], Exception):
-        raise box[0]
-    return box[0]
-
-
 def run_text(
     engine: Any, handle: Any, tokens: list[int], mask: torch.Tensor, times: list[float]
 ) -> bool:
@@ -307,36 +284,69 @@ def run_text(
     return engine.finish(state)
 
 
-def run_case(
-    engine: Any,
-    kind: str,
-    payload: Any,
-    good: list[str],
-    bad: list[str],
-    tok: Any,
-    stats: Stats,
-    timeout_s: float,
-) -> None:
-    stats.n += 1
-    try:
-        handle, ms = compile_with_timeout(engine, kind, payload, timeout_s)
-    except Exception:  # noqa: BLE001
-        return
-    stats.compiled += 1
-    stats.compile_ms.append(ms)
+class Worker:
+    """One engine in its own spawned process (tokenizer and engine built once). A case past
+    its budget kills the process, which is restarted: runaway peer compiles can neither hang
+    the run nor take the machine's memory."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._start()
+
+    def _start(self) -> None:
+        ctx = multiprocessing.get_context("spawn")
+        self.conn, child_conn = ctx.Pipe()
+        self.proc = ctx.Process(target=_worker_main, args=(self.name, child_conn), daemon=True)
+        self.proc.start()
+        self.conn.recv()  # ready
+
+    def run(self, case: tuple, timeout_s: float) -> dict | None:
+        self.conn.send(case)
+        if self.conn.poll(timeout_s):
+            return self.conn.recv()
+        self.proc.kill()
+        self.proc.join()
+        self._start()
+        return None
+
+    def close(self) -> None:
+        self.proc.kill()
+
+
+def _worker_main(name: str, conn: Any) -> None:
+    tok = qwen_tokenizer()
+    engine = ENGINES[name](tok, VOCAB_SIZE, tok.eos_token_id)
+    conn.send("ready")
     mask = torch.full((1, (VOCAB_SIZE + 31) // 32), -1, dtype=torch.int32)
-    wrong = 0
-    for text in good:
-        stats.valid += 1
-        if not run_text(engine, handle, tok.encode(text), mask, stats.mask_us):
-            stats.fr += 1
-            wrong += 1
-    for text in bad:
-        stats.invalid += 1
-        if run_text(engine, handle, tok.encode(text), mask, []):
-            stats.fa += 1
-            wrong += 1
-    stats.correct += wrong == 0
+    while True:
+        kind, payload, good, bad = conn.recv()
+        try:
+            start = time.perf_counter()
+            handle = engine.compile(kind, payload)
+            compile_ms = (time.perf_counter() - start) * 1e3
+        except Exception:  # noqa: BLE001 - every engine error counts as a failure
+            conn.send(None)
+            continue
+        times: list[float] = []
+        fr = sum(not run_text(engine, handle, tok.encode(t), mask, times) for t in good)
+        fa = sum(run_text(engine, handle, tok.encode(t), mask, []) for t in bad)
+        conn.send({"compile_ms": compile_ms, "mask_us": times, "fr": fr, "fa": fa})
+
+
+def run_case(worker: Worker, case: tuple, stats: Stats, timeout_s: float) -> None:
+    stats.n += 1
+    result = worker.run(case, timeout_s)
+    if result is None:
+        return
+    _, _, good, bad = case
+    stats.compiled += 1
+    stats.compile_ms.append(result["compile_ms"])
+    stats.mask_us += result["mask_us"]
+    stats.valid += len(good)
+    stats.invalid += len(bad)
+    stats.fr += result["fr"]
+    stats.fa += result["fa"]
+    stats.correct += result["fr"] + result["fa"] == 0
 
 
 def schema_cases(per_category: int, seed: int) -> dict[str, list[dict]]:
@@ -391,51 +401,40 @@ def main() -> None:
     parser.add_argument(
         "--per-category", type=int, default=100, help="schemas sampled per category"
     )
-    parser.add_argument("--outlines-per-category", type=int, default=10)
+    parser.add_argument("--outlines-per-category", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--timeout", type=float, default=10.0, help="compile timeout (s)")
+    parser.add_argument("--timeout", type=float, default=20.0, help="per-case budget (s)")
     parser.add_argument("--engines", default="stencil,llguidance,xgrammar,outlines-core")
     args = parser.parse_args()
-    tok = qwen_tokenizer()
-    eos = tok.eos_token_id
-    engines = {}
+    workers = {}
     for name in args.engines.split(","):
         start = time.perf_counter()
-        engines[name] = ENGINES[name](tok, VOCAB_SIZE, eos)
+        workers[name] = Worker(name)
         print(f"{name}: prepare {time.perf_counter() - start:.1f}s", file=sys.stderr)
     results: dict[tuple[str, str], Stats] = {}
     cases = schema_cases(args.per_category, args.seed)
     for category, rows in cases.items():
-        for name, engine in engines.items():
+        for name, worker in workers.items():
             limit = args.outlines_per_category if name == "outlines-core" else len(rows)
             stats = results.setdefault((category, name), Stats())
             for row in rows[:limit]:
-                run_case(
-                    engine,
+                case = (
                     "json",
                     row["schema"],
                     instance_texts(row, True),
                     instance_texts(row, False),
-                    tok,
-                    stats,
-                    args.timeout,
                 )
+                run_case(worker, case, stats, args.timeout)
             print(f"{category} {name}: {stats.compiled}/{stats.n}", file=sys.stderr)
     others = [("regex", k, p, good) for k, (p, good) in REGEXES.items()]
     others += [("choice", k, p, good) for k, (p, good) in CHOICES.items()]
     others += [("lark", k, p, good) for k, (p, good) in LARKS.items()]
     for kind, key, payload, good in others:
-        for name, engine in engines.items():
-            run_case(
-                engine,
-                kind,
-                payload,
-                good,
-                [],
-                tok,
-                results.setdefault((f"{kind}:{key}", name), Stats()),
-                args.timeout,
-            )
+        for name, worker in workers.items():
+            stats = results.setdefault((f"{kind}:{key}", name), Stats())
+            run_case(worker, (kind, payload, good, []), stats, args.timeout)
+    for worker in workers.values():
+        worker.close()
     pooled: dict[tuple[str, str], Stats] = {}
     for (group, name), s in results.items():
         if group in CATEGORIES:
@@ -446,8 +445,8 @@ def main() -> None:
             p.mask_us += s.mask_us
     print(
         f"Qwen2.5 vocabulary ({VOCAB_SIZE}), {args.per_category} schemas per category "
-        f"(outlines-core: {args.outlines_per_category}), seed {args.seed}, compile timeout {args.timeout:g}s; "
-        f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB\n"
+        f"(outlines-core: {args.outlines_per_category}), seed {args.seed}, per-case budget {args.timeout:g}s "
+        "(compile + instances; over budget = not compiled)\n"
     )
     print(table({**pooled, **results}))
 
