@@ -10,6 +10,7 @@ over). Exit code: 0 all ok, 1 some files failed (listed), 2 usage errors.
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from typing import Any
 
@@ -77,8 +78,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_engine_flags(parser)  # fmt: skip
 
 
-def run(args: argparse.Namespace) -> int:
-    """Run ``stencil extract``; returns the exit code."""
+def run(args: argparse.Namespace, *, llm: Any = None) -> int:
+    """Run ``stencil extract``; returns the exit code. ``llm``: an already loaded
+    ``stencil.LLM`` to use instead of loading one from the engine flags (tests, notebooks)."""
     if args.list_schemas:
         return _list_schemas()
     try:
@@ -97,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
                 f"extract with schema {name!r}"
                 + (f" ({resume.torn} torn line(s) repaired)" if resume.torn else "")
             )
-            backend = _backend(args, spec)
+            backend = _backend(args, spec, llm)
             summary = Run(results, spec.schema, backend, progress=sys.stderr.isatty()).run(todo)
     except USAGE_ERRORS as e:
         _say(f"stencil extract: {e}")
@@ -135,7 +137,7 @@ def _spec(args: argparse.Namespace, schema: dict[str, Any]) -> ExtractSpec:
     return spec
 
 
-def _backend(args: argparse.Namespace, spec: ExtractSpec) -> Any:
+def _backend(args: argparse.Namespace, spec: ExtractSpec, llm: Any) -> Any:
     """The extractor: ``run(jobs) -> Iterator[Outcome]``. Models load lazily here."""
     from stencil.api.cli import engine_kwargs
 
@@ -143,20 +145,26 @@ def _backend(args: argparse.Namespace, spec: ExtractSpec) -> Any:
     if args.server:
         from stencil.api.extract_server import ServerExtractor
 
+        _quiet("httpx", "openai")  # one INFO line per request drowns the progress bar
+
         return ServerExtractor(args.server, spec, kwargs.get("model"), args.concurrency or 8,
                                args.timeout)  # fmt: skip
     if args.ray:
         from stencil.api.extract_ray import RayExtractor
 
+        _quiet("ray", "ray.data")
+
         return RayExtractor(args.ray, spec, kwargs, actors=args.ray_actors)
-    return _LazyEngine(spec, kwargs, args.concurrency)
+    return _LazyEngine(spec, kwargs, args.concurrency, llm)
 
 
 class _LazyEngine:
     """Loads the model only when there is something to extract."""
 
-    def __init__(self, spec: ExtractSpec, kwargs: dict[str, Any], window: int | None) -> None:
-        self.spec, self.kwargs, self.window = spec, kwargs, window
+    def __init__(
+        self, spec: ExtractSpec, kwargs: dict[str, Any], window: int | None, llm: Any
+    ) -> None:
+        self.spec, self.kwargs, self.window, self.llm = spec, kwargs, window, llm
 
     def run(self, jobs: list) -> Any:
         if not jobs:
@@ -164,7 +172,8 @@ class _LazyEngine:
         from stencil.api.extract_engine import EngineExtractor
         from stencil.engine.llm import LLM
 
-        return EngineExtractor(LLM(**self.kwargs), self.spec, self.window).run(jobs)
+        llm = self.llm if self.llm is not None else LLM(**self.kwargs)
+        return EngineExtractor(llm, self.spec, self.window).run(jobs)
 
 
 def _earlier_failures(paths: list[str], records: dict[str, dict[str, Any]]) -> bool:
@@ -180,6 +189,11 @@ def _list_schemas() -> int:
     for s in schemas:
         print(f"{s.name:<{width}}  {s.description}  [required: {', '.join(s.required)}]")
     return 0
+
+
+def _quiet(*loggers: str) -> None:
+    for name in loggers:
+        logging.getLogger(name).setLevel(max(logging.WARNING, logging.root.level))
 
 
 def _say(message: str) -> None:

@@ -67,8 +67,10 @@ class RayExtractor:
         """Connect (or start a local instance); True when this call started Ray."""
         if self.ray.is_initialized():
             return False
-        if self.address == LOCAL:
-            self.ray.init(include_dashboard=False, log_to_driver=False)
+        if self.address == LOCAL:  # a private instance on the loopback interface
+            self.ray.init(
+                include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1"
+            )
         else:
             self.ray.init(address=self.address, log_to_driver=False)
         return True
@@ -99,7 +101,7 @@ class RayExtractor:
             fn_constructor_kwargs={"spec": self.spec, "engine_kwargs": self.engine_kwargs},
             batch_size=self.batch_size,
             batch_format="numpy",
-            concurrency=self.actors,
+            compute=ray.data.ActorPoolStrategy(size=self.actors),
             num_cpus=threads,
         )
         for row in results.iter_rows():
