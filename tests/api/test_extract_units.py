@@ -8,7 +8,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from extract_fixtures import BAD_FILES, TEST_SCHEMA, write_sample_folder
+from test_extract_fixtures import BAD_FILES, TEST_SCHEMA, write_sample_folder
 
 from stencil.api.cli import main
 from stencil.api.doc_formats import csv_to_text, decode_text, html_to_text
@@ -200,7 +200,7 @@ def test_long_documents_are_cut_with_a_warning() -> None:
     assert "w99" in user and "w100" not in user
     assert prompt.warnings == [
         "document cut to 100 of 1000 tokens to fit the context window "
-        "(%d tokens with max_tokens=10)" % (words + 126)
+        f"({words + 126} tokens with max_tokens=10)"
     ]
     assert _builder(10_000).build("f.txt", doc).warnings == []
     with pytest.raises(ValueError, match="no room"):
@@ -208,9 +208,11 @@ def test_long_documents_are_cut_with_a_warning() -> None:
 
 
 def test_template_placeholders_and_split() -> None:
-    messages = _builder(None, "Schema: {schema}\n---\n{filename}: {document}").build(
-        "a.txt", "literal {schema} stays"
-    ).messages
+    messages = (
+        _builder(None, "Schema: {schema}\n---\n{filename}: {document}")
+        .build("a.txt", "literal {schema} stays")
+        .messages
+    )
     assert messages[0] == {"role": "system", "content": "Schema: " + json.dumps(TEST_SCHEMA)}
     assert messages[1] == {"role": "user", "content": "a.txt: literal {schema} stays"}
     assert len(_builder(None, "only {document}").build("a", "d").messages) == 1
@@ -264,8 +266,7 @@ def test_list_schemas_cli(capsys, monkeypatch) -> None:
         ["extract", "--schema", "bad.json", "--out", "o.jsonl", "doc.txt"],
         ["extract", "--schema", "person", "--out", "o.jsonl", "--max-tokens", "0", "doc.txt"],
         ["extract", "--schema", "person", "--out", "o.jsonl", "--server", "u", "--ray", "doc.txt"],
-        ["extract", "--schema", "person", "--out", "o.jsonl", "--prompt-template", "doc.txt",
-         "doc.txt"],  # fmt: skip
+        ["extract", "--schema", "person", "--out", "o.jsonl", "--prompt-template=doc.txt", "x"],
     ],
 )
 def test_usage_errors_exit_2(argv: list[str], tmp_path: Path, monkeypatch, capsys) -> None:
