@@ -203,12 +203,36 @@ def served_model(url: str, api_key: str | None) -> str:
 
 
 def offline(args) -> dict[int, float]:
-    """Output tokens/s of the offline LLM on the same requests, ``concurrency`` at a time."""
-    from stencil.constraints import Constraint
+    """Output tokens/s of the offline LLM on the same requests, ``concurrency`` at a time.
+
+    The engine is built in this thread and driven from a worker thread: the server's thread
+    layout (load, then a separate engine-loop thread). On a loaded 2-core box, stepping in the
+    thread that loaded the model was measured several times slower, which would skew the ratio.
+    """
     from stencil.engine.llm import LLM
-    from stencil.engine.sampling_params import SamplingParams
 
     llm = LLM(model=args.model, max_num_seqs=max(args.levels))
+    result: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            result["value"] = _offline_levels(llm, args)
+        except BaseException as e:  # re-raised in the caller
+            result["error"] = e
+
+    thread = threading.Thread(target=target, name="offline-bench")
+    thread.start()
+    thread.join()
+    llm.engine.shutdown()
+    if "error" in result:
+        raise result["error"]
+    return result["value"]
+
+
+def _offline_levels(llm: Any, args) -> dict[int, float]:
+    from stencil.constraints import Constraint
+    from stencil.engine.sampling_params import SamplingParams
+
     tok = llm.get_tokenizer()
     out: dict[int, float] = {}
     for c in [2, *args.levels]:  # the first pass (2 requests) warms up, as on the server side
@@ -234,27 +258,7 @@ def offline(args) -> dict[int, float]:
             results = llm.generate(prompts[k : k + c], params[k : k + c], use_tqdm=False)
             tokens += sum(len(o.token_ids) for r in results for o in r.outputs)
         out[c] = tokens / (time.perf_counter() - start)
-    llm.engine.shutdown()
     return {c: out[c] for c in args.levels}
-
-
-def offline_in_thread(args) -> dict[int, float]:
-    """Run ``offline`` in a worker thread, as the server runs its engine loop: torch's intra-op
-    threading is per calling thread, and the two setups should differ only in the HTTP layer."""
-    result: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            result["value"] = offline(args)
-        except BaseException as e:  # re-raised in the caller
-            result["error"] = e
-
-    thread = threading.Thread(target=target, name="offline-bench")
-    thread.start()
-    thread.join()
-    if "error" in result:
-        raise result["error"]
-    return result["value"]
 
 
 # ---- report -----------------------------------------------------------------------------------
@@ -323,7 +327,7 @@ def main(argv: list[str] | None = None) -> int:
         if proc is not None:
             stop_server(proc)
     if not args.no_offline:
-        for c, tok_s in offline_in_thread(args).items():
+        for c, tok_s in offline(args).items():
             rows.append(Row("offline LLM", c, c * args.rounds, tok_s))
             for r in rows:
                 if r.mode == "server" and r.concurrency == c:
