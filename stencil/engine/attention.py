@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -13,3 +13,4 @@ class AttentionMetadata:
     block_tables: torch.Tensor  # [B, max_blocks] int32
     cu_seqlens_q: list[int]  # B + 1 offsets of each sequence's new tokens in the step
     context_lens: list[int]  # [B] tokens in cache per sequence after this step's writes
+    plan: dict = field(default_factory=dict)  # per-step scratch the CPU attention fills once

@@ -27,12 +27,18 @@ class ModelRunner:
         self.kv_heads = getattr(mc, "num_key_value_heads", None) or mc.num_attention_heads
         self.head_dim = getattr(mc, "head_dim", None) or mc.hidden_size // mc.num_attention_heads
         self.num_blocks = config.num_kv_blocks or self._blocks_from_memory(config.kv_cache_memory, dtype)
-        shape = (self.num_blocks, self.block_size, self.kv_heads, self.head_dim)
-        self.kv_caches = [
-            (torch.zeros(shape, dtype=dtype, device=device), torch.zeros(shape, dtype=dtype, device=device))
-            for _ in range(self.num_layers)
-        ]
+        self.kv_caches = [(self._cache(dtype), self._cache(dtype)) for _ in range(self.num_layers)]
         logger.info("KV cache: %d blocks x %d tokens", self.num_blocks, self.block_size)
+
+    def _cache(self, dtype: torch.dtype) -> torch.Tensor:
+        """One layer's K or V cache, logical shape ``[num_blocks, block_size, kv_heads, dim]``.
+        The CPU path stores it head-major so gathered keys are contiguous matrices."""
+        if self.ops.name == "reference":
+            store = torch.zeros(self.kv_heads, self.num_blocks, self.block_size, self.head_dim,
+                                dtype=dtype, device=self.device)
+            return store.permute(1, 2, 0, 3)
+        return torch.zeros(self.num_blocks, self.block_size, self.kv_heads, self.head_dim,
+                           dtype=dtype, device=self.device)
 
     def _blocks_from_memory(self, budget: int, dtype: torch.dtype) -> int:
         per_block = 2 * self.num_layers * self.block_size * self.kv_heads * self.head_dim

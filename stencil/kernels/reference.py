@@ -17,23 +17,11 @@ def write_kv(
     v_cache: torch.Tensor,
     slot_mapping: torch.Tensor,  # [T] int64
 ) -> None:
-    """Scatter the step's new keys/values into their cache slots."""
-    kv_heads, dim = key.shape[1], key.shape[2]
-    k_cache.view(-1, kv_heads, dim).index_copy_(0, slot_mapping, key.to(k_cache.dtype))
-    v_cache.view(-1, kv_heads, dim).index_copy_(0, slot_mapping, value.to(v_cache.dtype))
-
-
-def gather_kv(
-    cache: torch.Tensor,  # [num_blocks, block_size, kv_heads, dim]
-    block_tables: torch.Tensor,  # [B, max_blocks] int32
-    max_len: int,
-) -> torch.Tensor:  # [B, kv_heads, max_len, dim]
-    b, nb = block_tables.shape
-    bs = cache.shape[1]
-    need = min(nb, -(-max_len // bs))
-    g = cache[block_tables[:, :need].long()]  # [B, need, bs, kv_heads, dim]
-    g = g.reshape(b, need * bs, cache.shape[2], cache.shape[3])[:, :max_len]
-    return g.transpose(1, 2)
+    """Scatter the step's new keys/values into their cache slots (any cache strides)."""
+    bs = k_cache.shape[1]
+    block, offset = slot_mapping // bs, slot_mapping % bs
+    k_cache[block, offset] = key.to(k_cache.dtype)
+    v_cache[block, offset] = value.to(v_cache.dtype)
 
 
 def paged_attention(
@@ -45,54 +33,78 @@ def paged_attention(
     context_lens: list[int],  # [B] tokens in cache per sequence, this step's included
     scale: float,
     sliding_window: int | None = None,
+    plan: dict | None = None,
 ) -> torch.Tensor:  # [T, heads, dim]
     """Causal attention of each sequence's new queries over its cached keys (prefix + new).
 
     Query ``i`` of a sequence with ``q_len`` new tokens sits at position ``ctx - q_len + i``.
-    Single-token rows (decode) run as one batched call; longer rows (prefill chunks) one call each.
+    Decode rows are sorted by context length and batched in groups (little padding); each prefill
+    chunk is its own group. ``plan``: a dict shared by every layer of one step, where the groups,
+    index tensors and masks are built once (the Triton twin ignores it).
     """
+    plan = {} if plan is None else plan
+    kv_heads = k_cache.shape[2]
+    group = q.shape[1] // kv_heads
+    key = ("groups", sliding_window, group, q.device)
+    if key not in plan:
+        plan[key] = _plan(block_tables, cu_seqlens_q, context_lens, sliding_window, group, q.device)
     out = torch.empty_like(q)
-    q_lens = [cu_seqlens_q[i + 1] - cu_seqlens_q[i] for i in range(len(context_lens))]
-    decode = [i for i, n in enumerate(q_lens) if n == 1]
-    if decode:
-        rows = torch.tensor([cu_seqlens_q[i] for i in decode])
-        ctx = torch.tensor([context_lens[i] for i in decode])
-        out[rows] = _attend(q[rows].unsqueeze(2), k_cache, v_cache, block_tables[decode],
-                            ctx, ctx - 1, scale, sliding_window).squeeze(2)
-    for i, n in enumerate(q_lens):
-        if n <= 1:
-            continue
-        s, c = cu_seqlens_q[i], context_lens[i]
-        qi = q[s : s + n].transpose(0, 1).unsqueeze(0)  # [1, heads, n, dim]
-        pos = torch.arange(c - n, c).unsqueeze(0)
-        o = _attend(qi, k_cache, v_cache, block_tables[i : i + 1], torch.tensor([c]), pos,
-                    scale, sliding_window)
-        out[s : s + n] = o[0].transpose(0, 1)
+    for rows, tables, n, mask in plan[key]:
+        b = tables.shape[0]
+        qg = q[rows].view(b, n, kv_heads, group, q.shape[2]).permute(0, 2, 3, 1, 4)
+        qg = qg.reshape(b, kv_heads, group * n, q.shape[2])  # [B, kv_heads, group * n, dim]
+        k = gather_kv(k_cache, tables, mask.shape[-1]).to(q.dtype)  # [B, kv_heads, L, dim]
+        v = gather_kv(v_cache, tables, mask.shape[-1]).to(q.dtype)
+        scores = torch.matmul(qg, k.transpose(-1, -2)) * scale  # [B, kv_heads, group * n, L]
+        scores.masked_fill_(~mask, float("-inf"))
+        o = torch.matmul(scores.softmax(-1), v)  # [B, kv_heads, group * n, dim]
+        o = o.view(b, kv_heads, group, n, q.shape[2]).permute(0, 3, 1, 2, 4)
+        out[rows] = o.reshape(b * n, q.shape[1], q.shape[2])
     return out
 
 
-def _attend(
-    q: torch.Tensor,  # [B, heads, n, dim]
-    k_cache: torch.Tensor,
-    v_cache: torch.Tensor,
-    block_tables: torch.Tensor,  # [B, max_blocks]
-    ctx: torch.Tensor,  # [B]
-    q_pos: torch.Tensor,  # [B, n] absolute positions of the queries
-    scale: float,
-    sliding_window: int | None,
-) -> torch.Tensor:  # [B, heads, n, dim]
-    max_len = int(ctx.max())
-    k = gather_kv(k_cache, block_tables, max_len).to(q.dtype)
-    v = gather_kv(v_cache, block_tables, max_len).to(q.dtype)
-    kpos = torch.arange(max_len)
-    qp = q_pos.reshape(q.shape[0], -1, 1)  # [B, n, 1]
-    mask = (kpos <= qp) & (kpos < ctx.view(-1, 1, 1))  # [B, n, max_len]
-    if sliding_window is not None:
-        mask &= kpos > qp - sliding_window
-    mask = mask.unsqueeze(1).to(q.device)  # [B, 1, n, max_len], built on the CPU
-    return F.scaled_dot_product_attention(
-        q, k, v, attn_mask=mask, scale=scale, enable_gqa=k.shape[1] != q.shape[1]
-    )
+_DECODE_GROUP = 16
+
+
+def _plan(block_tables, cu_seqlens_q, context_lens, sliding_window, group, device) -> list[tuple]:
+    """(query rows, block tables, queries per sequence, mask [B, 1, group * n | 1, L]) per group."""
+    b = len(context_lens)
+    q_lens = [cu_seqlens_q[i + 1] - cu_seqlens_q[i] for i in range(b)]
+    decode = sorted((i for i in range(b) if q_lens[i] == 1), key=lambda i: context_lens[i])
+    groups = [decode[j : j + _DECODE_GROUP] for j in range(0, len(decode), _DECODE_GROUP)]
+    groups += [[i] for i in range(b) if q_lens[i] > 1]
+    plan = []
+    for seqs in groups:
+        n = q_lens[seqs[0]]
+        ctx = torch.tensor([context_lens[i] for i in seqs], device=device)
+        rows = torch.tensor([cu_seqlens_q[i] + j for i in seqs for j in range(n)], device=device)
+        length = int(ctx.max())
+        kpos = torch.arange(length, device=device)
+        qpos = (ctx.view(-1, 1) - n + torch.arange(n, device=device)).view(-1, n, 1)  # [B, n, 1]
+        mask = (kpos <= qpos) & (kpos < ctx.view(-1, 1, 1))  # [B, n, L]
+        if sliding_window is not None:
+            mask &= kpos > qpos - sliding_window
+        if n > 1:  # query rows are (head in group, position): repeat the positions' mask
+            mask = mask.repeat(1, group, 1)
+        plan.append((rows, block_tables[seqs], n, mask.unsqueeze(1)))
+    return plan
+
+
+def gather_kv(cache: torch.Tensor, tables: torch.Tensor, length: int) -> torch.Tensor:
+    """[num_blocks, block_size, kv_heads, dim] -> [B, kv_heads, length, dim], one copy.
+
+    Fastest when the cache is a view of head-major storage ``[kv_heads, num_blocks, block_size,
+    dim]`` (what the CPU model runner allocates): each gathered ``[length, dim]`` matrix is then
+    contiguous, ready for a BLAS matmul."""
+    nb, bs, kv_heads, dim = cache.shape
+    b, need = tables.shape[0], -(-length // bs)
+    flat = tables[:, :need].reshape(-1).long().clamp(min=0)  # padding entries (-1) are masked
+    heads_major = cache.permute(2, 0, 1, 3)  # [kv_heads, num_blocks, block_size, dim]
+    if heads_major.is_contiguous():
+        g = heads_major.index_select(1, flat).view(kv_heads, b, need * bs, dim)
+        return g[:, :, :length].transpose(0, 1)
+    g = cache.index_select(0, flat).view(b, need * bs, kv_heads, dim)[:, :length]
+    return g.permute(0, 2, 1, 3).contiguous()
 
 
 def apply_token_bitmask_inplace(

@@ -189,8 +189,10 @@ def paged_attention(
     context_lens: list[int] | torch.Tensor,  # [B] cached tokens, this step's included
     scale: float,
     sliding_window: int | None = None,
+    plan: dict | None = None,
 ) -> torch.Tensor:  # [T, heads, dim]
-    """Causal attention of each sequence's new queries over its cached keys (prefix + new)."""
+    """Causal attention of each sequence's new queries over its cached keys (prefix + new).
+    ``plan`` (the reference's per-step scratch) is not needed here."""
     return paged_attention_splits(
         q, k_cache, v_cache, block_tables, cu_seqlens_q, context_lens, scale, sliding_window
     )

