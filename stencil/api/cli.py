@@ -85,17 +85,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_engine_flags(gen)
 
-    extract = sub.add_parser("extract", help="schema-shaped JSON out of many files")
-    _add_extract_arguments(extract)
+    extract = sub.add_parser(
+        "extract", help="schema-shaped JSON out of many files", add_help=False, prefix_chars="\0"
+    )
+    extract.add_argument("extract_argv", nargs=argparse.REMAINDER)
     return parser
-
-
-def _add_extract_arguments(parser: argparse.ArgumentParser) -> None:
-    module = _extract_module()
-    if module is not None:
-        module.add_arguments(parser)
-    else:
-        parser.add_argument("rest", nargs=argparse.REMAINDER)
 
 
 def _extract_module() -> Any:
@@ -203,6 +197,7 @@ def _constraint(args: argparse.Namespace) -> Any:
 
 
 def extract(args: argparse.Namespace) -> int:
+    """Import ``stencil.api.extract`` only now, let it define its flags, and run it."""
     module = _extract_module()
     if module is None:
         print(
@@ -210,7 +205,9 @@ def extract(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    return int(module.run(args))
+    parser = argparse.ArgumentParser(prog="stencil extract")
+    module.add_arguments(parser)
+    return int(module.run(parser.parse_args(args.extract_argv)))
 
 
 if __name__ == "__main__":
