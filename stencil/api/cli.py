@@ -12,6 +12,7 @@ import importlib
 import json
 import logging
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from stencil.engine.config import EngineConfig
@@ -58,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--log-level", default="info", choices=["debug", "info", "warning", "error"]
     )
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_LazyParser)
 
     serve = sub.add_parser("serve", help="run the OpenAI-compatible HTTP server")
     serve.add_argument("--host", default="127.0.0.1")
@@ -85,11 +86,37 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_engine_flags(gen)
 
-    extract = sub.add_parser(
-        "extract", help="schema-shaped JSON out of many files", add_help=False, prefix_chars="\0"
-    )
-    extract.add_argument("extract_argv", nargs=argparse.REMAINDER)
+    extract = sub.add_parser("extract", help="schema-shaped JSON out of many files")
+    extract.loader = _add_extract_arguments
     return parser
+
+
+class _LazyParser(argparse.ArgumentParser):
+    """A subcommand parser that adds its arguments on first use, so that ``stencil serve`` does
+    not import ``stencil.api.extract`` (and its document readers)."""
+
+    loader: Callable[[argparse.ArgumentParser], None] | None = None
+
+    def _load(self) -> None:
+        if self.loader is not None:
+            loader, self.loader = self.loader, None
+            loader(self)
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        self._load()
+        return super().parse_known_args(args, namespace)
+
+    def format_help(self) -> str:
+        self._load()
+        return super().format_help()
+
+
+def _add_extract_arguments(parser: argparse.ArgumentParser) -> None:
+    module = _extract_module()
+    if module is not None:
+        module.add_arguments(parser)
+    else:
+        parser.add_argument("rest", nargs=argparse.REMAINDER)
 
 
 def _extract_module() -> Any:
@@ -197,7 +224,6 @@ def _constraint(args: argparse.Namespace) -> Any:
 
 
 def extract(args: argparse.Namespace) -> int:
-    """Import ``stencil.api.extract`` only now, let it define its flags, and run it."""
     module = _extract_module()
     if module is None:
         print(
@@ -205,9 +231,7 @@ def extract(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    parser = argparse.ArgumentParser(prog="stencil extract")
-    module.add_arguments(parser)
-    return int(module.run(parser.parse_args(args.extract_argv)))
+    return int(module.run(args))
 
 
 if __name__ == "__main__":

@@ -106,3 +106,15 @@ def test_serve_exits_1_when_the_model_cannot_load():
     )
     assert proc.returncode == 1
     assert "failed to load" in proc.stderr
+
+
+def test_extract_arguments_load_lazily():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from stencil.api import cli; cli.build_parser().parse_args(['serve']); "
+        "print('stencil.api.extract' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "False", out.stderr
