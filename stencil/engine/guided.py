@@ -4,6 +4,7 @@ one int32 bitmask row per constrained row, applied to the logits in place."""
 from __future__ import annotations
 
 import logging
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import torch
@@ -24,6 +25,8 @@ class GuidedDecoding:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="stencil-compile")
         self.compile_seconds_total = 0.0
         self.compiles_total = 0
+        self.mask_seconds_total = 0.0
+        self.mask_rows_total = 0
 
     @property
     def compiler(self):
@@ -38,8 +41,6 @@ class GuidedDecoding:
 
     def compile(self, constraint):
         """Compile (or fetch from the cache); raises a ConstraintError subclass."""
-        import time
-
         t = time.perf_counter()
         compiled = self.compiler.compile(constraint)
         self.compile_seconds_total += time.perf_counter() - t
@@ -56,6 +57,7 @@ class GuidedDecoding:
             return
         from stencil.constraints import allocate_token_bitmask
 
+        t = time.perf_counter()
         bitmask = allocate_token_bitmask(logits.shape[0], logits.shape[1])
         for i in rows:
             try:
@@ -65,6 +67,8 @@ class GuidedDecoding:
                 seqs[i].finish("error", error=f"constraint mask failed: {type(e).__name__}")
         ops.apply_token_bitmask_inplace(logits, bitmask.to(logits.device),
                                         torch.tensor(rows, dtype=torch.int32, device=logits.device))
+        self.mask_seconds_total += time.perf_counter() - t
+        self.mask_rows_total += len(rows)
 
     def shutdown(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)

@@ -269,6 +269,8 @@ class LLMEngine:
             "prefix_cache_hits_total": float(self.block_manager.prefix_hits),
             "constraint_compile_seconds_total": self.guided.compile_seconds_total,
             "constraint_compiles_total": float(self.guided.compiles_total),
+            "guided_mask_seconds_total": self.guided.mask_seconds_total,
+            "guided_mask_rows_total": float(self.guided.mask_rows_total),
             **self.counters,
         }
 
