@@ -11,11 +11,10 @@ def main() -> None:
     from vllm import LLM, SamplingParams
     from vllm.inputs import TokensPrompt
 
-    kwargs = {}
-    if job.get("guided"):
-        from vllm.sampling_params import StructuredOutputsParams
+    from vllm.sampling_params import StructuredOutputsParams
+
     llm = LLM(model=job["model"], dtype="float32", max_model_len=job.get("max_model_len", 2048),
-              seed=0, max_num_seqs=job.get("max_num_seqs", 64), **kwargs)
+              seed=0, max_num_seqs=job.get("max_num_seqs", 64))
     params = []
     for item in job["items"]:
         extra = {}
