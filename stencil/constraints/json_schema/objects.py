@@ -41,12 +41,12 @@ def property_names(schema: dict, out: dict, names: Any, here: str) -> None:
     props = out.setdefault("properties", {})
     if isinstance(names, dict) and "patternProperties" not in out and _names_only(names):
         if "enum" in names or "const" in names:
-            allowed = names.get("enum", [names.get("const")])
-            for name in allowed:
-                if isinstance(name, str):
-                    props.setdefault(name, values)
+            allowed = [n for n in names.get("enum", [names.get("const")]) if isinstance(n, str)]
             for name in props:
                 props[name] = props[name] if name in allowed else False
+            extra = [n for n in allowed if n not in props]
+            if extra and values is not False:  # any order, like any other map key
+                out["patternProperties"] = {_alternation(extra): values}
             out["additionalProperties"] = False
             return
         if "pattern" in names and values is not False:
@@ -81,6 +81,15 @@ def _names_only(names: dict) -> bool:
         set(names) <= {"type", "pattern", "enum", "const"}
         and names.get("type", "string") == "string"
     )
+
+
+_META = frozenset("\\.+*?()|[]{}^$-&~#/")
+
+
+def _alternation(names: list[str]) -> str:
+    """An anchored regex matching exactly ``names`` (regex metacharacters escaped)."""
+    escaped = ["".join(f"\\{c}" if c in _META else c for c in n) for n in names]
+    return "^(?:" + "|".join(escaped) + ")$"
 
 
 def _names_valid(names: list[str], names_schema: Any) -> bool:
