@@ -1,0 +1,193 @@
+"""``stencil extract`` end to end with the embedded model: a folder of 20 mixed documents, a
+SIGKILLed run that resumes, ``--server`` against a real ``stencil serve``, and ``--ray``."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+from test_extract_fixtures import BAD_FILES, TEST_SCHEMA, write_sample_folder
+
+from stencil.api.cli import build_parser
+from stencil.api.extract import run
+
+MAX_TOKENS = "48"  # TEST_SCHEMA outputs close well inside this: every readable file is ok
+RECORD_KEYS = {"file", "sha256", "ok", "tokens", "finish_reason"}
+
+
+@pytest.fixture(scope="module")
+def llm() -> Any:
+    from stencil import LLM
+
+    return LLM(num_threads=2, max_model_len=1024, num_kv_blocks=512)
+
+
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, dict[str, str]]:
+    """(folder, schema file, {relative path: expected name})."""
+    root = tmp_path_factory.mktemp("extract")
+    schema = root / "schema.json"
+    schema.write_text(json.dumps(TEST_SCHEMA))
+    expected = write_sample_folder(root / "docs")
+    return root / "docs", schema, expected
+
+
+def _argv(schema: Path, out: Path, *extra: str) -> list[str]:
+    return ["extract", "--schema", str(schema), "--out", str(out), "--max-tokens", MAX_TOKENS,
+            *extra]  # fmt: skip
+
+
+def _extract(argv: list[str], llm: Any = None) -> int:
+    return run(build_parser().parse_args(argv), llm=llm)
+
+
+def _records(out: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+
+
+def _check_shape(records: list[dict[str, Any]], folder: Path) -> None:
+    """Every record has the documented shape; ok data validates; bad files are errors."""
+    for r in records:
+        name = os.path.relpath(r["file"], folder)
+        assert RECORD_KEYS <= set(r) <= RECORD_KEYS | {"data", "error", "warnings"}, r
+        if r["ok"]:
+            assert "error" not in r and r["finish_reason"] == "stop", r
+            jsonschema.validate(r["data"], TEST_SCHEMA)
+            assert r["tokens"]["prompt"] > 0 and r["tokens"]["completion"] > 0
+        else:
+            assert "data" not in r and r["error"], r
+            assert name in BAD_FILES, r
+
+
+def test_folder_resume_and_retry(llm: Any, sample: tuple[Path, Path, dict[str, str]], capsys):
+    folder, schema, expected = sample
+    out = folder.parent / "results.jsonl"
+    assert _extract(_argv(schema, out, str(folder)), llm) == 1  # the 4 bad files failed
+    records = _records(out)
+    by_file = {os.path.relpath(r["file"], folder): r for r in records}
+    assert len(records) == len(by_file) == 20
+    _check_shape(records, folder)
+    assert {f for f, r in by_file.items() if not r["ok"]} == BAD_FILES
+    assert set(expected) == {f for f, r in by_file.items() if r["ok"]}
+    for f, r in by_file.items():  # non-UTF-8 text was decoded, and the record says how
+        if f.endswith(("_latin1.txt", "_utf16.txt")):
+            assert any(w.startswith("decoded as") for w in r["warnings"])
+    surnames = sum(expected[f].split()[-1] in r["data"]["name"] for f, r in by_file.items()
+                   if r["ok"])  # fmt: skip
+    assert surnames >= 8, by_file
+    summary = capsys.readouterr()
+    assert "failed files (4)" in summary.out and "binary.bin" in summary.out
+
+    before = out.read_bytes()
+    assert _extract(_argv(schema, out, str(folder)), llm) == 1
+    assert out.read_bytes() == before  # nothing redone, nothing added
+    assert "0 to extract" in capsys.readouterr().err
+
+    assert _extract(_argv(schema, out, "--retry-errors", str(folder)), llm) == 1
+    again = _records(out)
+    assert len(again) == 20 and len({r["file"] for r in again}) == 20
+    assert "4 to extract" in capsys.readouterr().err
+
+
+def test_sigkilled_run_resumes_to_one_record_per_file(
+    llm: Any, sample: tuple[Path, Path, dict[str, str]]
+) -> None:
+    folder, schema, _ = sample
+    out = folder.parent / "killed.jsonl"
+    cmd = [sys.executable, "-m", "stencil.api.cli", "--log-level", "warning",
+           *_argv(schema, out, "--concurrency", "2", "--num-threads", "1", str(folder))]  # fmt: skip
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 240
+        while _count_ok(out) < 3 and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+        assert _count_ok(out) >= 3, "no results from the subprocess in time"
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        proc.stderr.close()
+    done = _records(out)
+    assert 3 + len(BAD_FILES) <= len(done) < 20
+    with open(out, "ab") as fh:  # and a line torn by the kill, as if it landed mid-write
+        fh.write(b'{"file": "' + str(folder / "doc03.json").encode() + b'", "ok": tr')
+
+    assert _extract(_argv(schema, out, str(folder)), llm) == 1
+    records = _records(out)  # every line parses: the torn one is gone
+    assert records[: len(done)] == done
+    assert len(records) == len({r["file"] for r in records}) == 20
+    _check_shape(records, folder)
+
+
+def _count_ok(out: Path) -> int:
+    if not out.exists():
+        return 0
+    return out.read_bytes().count(b'"ok": true')
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _subset(folder: Path) -> list[str]:
+    names = ["doc00.txt", "doc02.html", "doc05.pdf", "doc07_utf16.txt", "empty.txt"]
+    return [str(folder / n) for n in names]
+
+
+def test_server_gives_records_of_the_same_shape(
+    sample: tuple[Path, Path, dict[str, str]], monkeypatch
+) -> None:
+    import httpx
+
+    folder, schema, _ = sample
+    port, key = _free_port(), "sk-extract-test"
+    cmd = [sys.executable, "-m", "stencil.api.cli", "--log-level", "warning", "serve",
+           "--host", "127.0.0.1", "--port", str(port), "--api-key", key, "--num-threads", "1",
+           "--max-model-len", "1024", "--num-kv-blocks", "128"]  # fmt: skip
+    server = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and server.poll() is None:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.5)
+        else:
+            pytest.fail("stencil serve did not become healthy")
+        monkeypatch.setenv("OPENAI_API_KEY", key)
+        out = folder.parent / "server.jsonl"
+        url = f"http://127.0.0.1:{port}"
+        assert _extract(_argv(schema, out, "--server", url, "--concurrency", "4",
+                              *_subset(folder))) == 1  # fmt: skip
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    records = _records(out)
+    assert len(records) == 5 and sum(r["ok"] for r in records) == 4
+    _check_shape(records, folder)
+
+
+def test_ray_gives_records_of_the_same_shape(sample: tuple[Path, Path, dict[str, str]]) -> None:
+    pytest.importorskip("ray.data", reason="the ray extra is not installed")
+    folder, schema, _ = sample
+    out = folder.parent / "ray.jsonl"
+    argv = _argv(schema, out, "--ray", "--ray-actors", "1", "--num-threads", "1",
+                 "--max-model-len", "1024", "--num-kv-blocks", "128", *_subset(folder))  # fmt: skip
+    assert _extract(argv) == 1
+    records = _records(out)
+    assert len(records) == 5 and sum(r["ok"] for r in records) == 4
+    _check_shape(records, folder)
+    assert _extract(argv) == 1 and _records(out) == records  # same resume rules
