@@ -69,6 +69,23 @@ BAD_INPUTS = [
     ),
     ("false schema", lambda: Constraint.json_schema(False), InvalidSchemaError),
     (
+        "required recursion",
+        lambda: Constraint.json_schema(
+            {"type": "object", "properties": {"a": {"$ref": "#"}}, "required": ["a"]}
+        ),
+        InvalidSchemaError,
+    ),
+    (
+        "array recursion",
+        lambda: Constraint.json_schema(
+            {
+                "$defs": {"n": {"type": "array", "items": {"$ref": "#/$defs/n"}, "minItems": 1}},
+                "$ref": "#/$defs/n",
+            }
+        ),
+        InvalidSchemaError,
+    ),
+    (
         "unique items",
         lambda: Constraint.json_schema({"type": "array", "uniqueItems": True}),
         UnsupportedSchemaError,

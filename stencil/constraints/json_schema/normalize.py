@@ -24,6 +24,7 @@ from .keywords import (
     UNENFORCEABLE_FORMATS,
     UNSUPPORTED,
 )
+from .productive import has_finite_instance
 from .refs import DEFAULT_BASE, RefIndex, escape
 
 Schema = dict[str, Any] | bool
@@ -55,6 +56,8 @@ class Normalizer:
         if top is False:
             raise InvalidSchemaError("the schema is `false`: no instance is valid")
         top = {} if top is True else top
+        if not has_finite_instance(top, self.defs):
+            raise InvalidSchemaError("no finite instance: recursion through required values")
         if self.defs:
             top = {**top, "$defs": self.defs}
         self.out.schema = top
