@@ -104,6 +104,9 @@ def run(args: argparse.Namespace, *, llm: Any = None) -> int:
     except USAGE_ERRORS as e:
         _say(f"stencil extract: {e}")
         return 2
+    except KeyboardInterrupt:
+        _say(f"stencil extract: interrupted; rerun the same command to resume ({args.out})")
+        return 130
     print(summary.table(paths, resume.records, args.out))
     return 0 if summary.failed == 0 and not _earlier_failures(paths, resume.records) else 1
 
