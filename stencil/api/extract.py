@@ -19,6 +19,7 @@ from stencil.api.extract_engine import ExtractSpec
 from stencil.api.extract_prompt import PromptTemplate, TemplateError
 from stencil.api.extract_ray import LOCAL, RayUnavailable
 from stencil.api.extract_run import Run, scan_hashes
+from stencil.api.extract_server import ServerUnavailable
 from stencil.api.results import ResultsError, ResultsFile
 from stencil.api.schema_library import SchemaError, list_schemas, resolve_schema
 
@@ -27,7 +28,15 @@ class UsageError(ValueError):
     """Bad or missing flags (exit code 2)."""
 
 
-USAGE_ERRORS = (InputError, SchemaError, TemplateError, ResultsError, RayUnavailable, UsageError)
+USAGE_ERRORS = (
+    InputError,
+    SchemaError,
+    TemplateError,
+    ResultsError,
+    RayUnavailable,
+    ServerUnavailable,
+    UsageError,
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

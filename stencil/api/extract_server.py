@@ -23,6 +23,10 @@ _NAME = re.compile(r"[^a-zA-Z0-9_-]")
 _CHAT_OVERHEAD_TOKENS = 32
 
 
+class ServerUnavailable(ConnectionError):
+    """The server cannot be reached or refuses the key (exit code 2, nothing recorded)."""
+
+
 class ServerExtractor:
     def __init__(
         self, url: str, spec: ExtractSpec, model: str | None, concurrency: int, timeout: float
@@ -58,11 +62,15 @@ class ServerExtractor:
         }
 
     def _model_card(self, model: str | None) -> dict[str, Any]:
-        """The served model's card (``id``, maybe ``max_model_len``); {} if it cannot be listed."""
-        from openai import OpenAIError
+        """The served model's card (``id``, maybe ``max_model_len``); {} if it cannot be listed.
+        An unreachable server is a ServerUnavailable before any file gets a record."""
+        from openai import APIConnectionError, AuthenticationError, OpenAIError
 
         try:
-            cards = [c.model_dump() for c in self.client.models.list().data]
+            listing = self.client.with_options(max_retries=0).models.list()
+            cards = [c.model_dump() for c in listing.data]
+        except (APIConnectionError, AuthenticationError) as e:
+            raise ServerUnavailable(f"cannot use the server at {self.client.base_url}: {e}") from e
         except OpenAIError:
             return {}
         for card in cards:

@@ -277,3 +277,18 @@ def test_usage_errors_exit_2(argv: list[str], tmp_path: Path, monkeypatch, capsy
     assert main(argv) == 2
     assert "stencil extract:" in capsys.readouterr().err
     assert not (tmp_path / "o.jsonl").exists() or not (tmp_path / "o.jsonl").read_text()
+
+
+def test_unreachable_server_is_a_usage_error(tmp_path: Path, capsys) -> None:
+    import socket
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    (tmp_path / "doc.txt").write_text("Ada is 36.")
+    out = tmp_path / "o.jsonl"
+    argv = ["extract", "--schema", str(REPO / "schemas" / "person.json"), "--out", str(out),
+            "--server", f"http://127.0.0.1:{port}", str(tmp_path / "doc.txt")]  # fmt: skip
+    assert main(argv) == 2
+    assert "cannot use the server" in capsys.readouterr().err
+    assert out.read_text() == ""  # nothing recorded: a rerun against a live server does it all
