@@ -14,7 +14,8 @@ def close_object(schema: dict, out: dict, *, closed: bool, in_all_of: bool) -> N
 
     Not applied inside ``allOf`` members (or next to ``allOf`` / ``$ref``), where closing one
     part would forbid the keys another part declares; those objects keep JSON Schema
-    semantics. Keys that are required but not declared are declared with any value."""
+    semantics. Keys that are required (also by dependencies) but not declared are declared
+    with any value."""
     if not closed or in_all_of or "properties" not in out:
         return
     if any(
@@ -29,8 +30,18 @@ def close_object(schema: dict, out: dict, *, closed: bool, in_all_of: bool) -> N
     ):
         return
     out["additionalProperties"] = False
-    for name in out.get("required", ()):
+    for name in [*out.get("required", ()), *_dependent_names(schema)]:
         out["properties"].setdefault(name, True)
+
+
+def _dependent_names(schema: dict) -> list[str]:
+    """Keys that ``dependentRequired`` / array ``dependencies`` may require."""
+    names: list[str] = []
+    for key in ("dependentRequired", "dependencies"):
+        for deps in (schema.get(key) or {}).values():
+            if isinstance(deps, list):
+                names.extend(d for d in deps if isinstance(d, str))
+    return names
 
 
 def property_names(schema: dict, out: dict, names: Any, here: str) -> None:
