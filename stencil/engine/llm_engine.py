@@ -9,6 +9,7 @@ import time
 import torch
 
 from stencil.engine.block_manager import BlockManager
+from stencil.engine.closing import MARGIN, WINDOW, Snapshot, closer_token_ids, shortest_close
 from stencil.engine.config import EngineConfig
 from stencil.engine.detokenizer import Detokenizer, find_stop
 from stencil.engine.errors import ConfigError, QueueFullError, RequestError
@@ -48,6 +49,7 @@ class LLMEngine:
         self.eos_token_ids = _eos_ids(self.model_path, self.tokenizer)
         self.sampler = Sampler(self.eos_token_ids, self._token_text)
         self.detokenizer = Detokenizer(self.tokenizer)
+        self.closers = closer_token_ids(self.tokenizer)
         self.guided = GuidedDecoding(self.tokenizer, self.vocab_size, self.eos_token_ids, config)
         self.requests: dict[str, Request] = {}
         self.rng = random.Random(config.seed)
@@ -179,25 +181,49 @@ class LLMEngine:
         try:
             if seq.first_token_time is None:
                 seq.first_token_time = time.monotonic()
+            guided = seq.matcher is not None and seq.reasoning_done
+            closing = guided and seq.params.close_on_length and seq.max_len - seq.num_tokens <= WINDOW
+            snapshot = Snapshot.take(seq) if closing else None
             if lp is not None:
                 seq.logprobs.append(lp)
                 seq.cumulative_logprob += lp.chosen.logprob
             self._push(seq, token)
-            while not seq.is_finished and seq.matcher is not None and seq.reasoning_done:
-                forced = seq.matcher.jump_forward_tokens() if seq.matcher else []
-                if not forced:
-                    break
-                for t in forced[: max(seq.max_len - seq.num_tokens, 0)]:
-                    self.counters["jump_forward_tokens_total"] += 1
-                    self._push(seq, t)
-                    if seq.is_finished:
-                        break
-                else:
-                    continue
-                break
+            if guided:
+                self._jump_forward(seq)
+            if closing and not seq.is_finished:
+                self._close(seq, snapshot)
         except Exception as e:
             logger.exception("post-processing failed for %s", seq.request_id)
             seq.finish("error", error=f"internal error: {type(e).__name__}")
+
+    def _jump_forward(self, seq: Sequence) -> None:
+        """Append the tokens the constraint forces next, without sampling them."""
+        while not seq.is_finished:
+            forced = seq.matcher.jump_forward_tokens()[: seq.max_len - seq.num_tokens]
+            if not forced:
+                return
+            for t in forced:
+                self.counters["jump_forward_tokens_total"] += 1
+                self._push(seq, t)
+                if seq.is_finished:
+                    return
+
+    def _close(self, seq: Sequence, snapshot: Snapshot) -> None:
+        """close_on_length: append a valid closing path once it is about to stop fitting; undo
+        this step's tokens first when no path fits after them."""
+        path = shortest_close(seq.matcher, self.closers, seq.max_len - seq.num_tokens)
+        if path is not None and len(path) + MARGIN < seq.max_len - seq.num_tokens:
+            return
+        if path is None:
+            snapshot.restore(seq)
+            path = shortest_close(seq.matcher, self.closers, seq.max_len - seq.num_tokens)
+            if path is None:  # cannot close within the budget: end here, as plain max_tokens would
+                return seq.finish("length")
+        for token in path:
+            self._push(seq, token)
+            if seq.is_finished:
+                return
+        seq.finish("stop")
 
     def _push(self, seq: Sequence, token: int) -> None:
         p = seq.params
@@ -222,7 +248,8 @@ class LLMEngine:
         if guided and seq.matcher.is_terminated():
             return seq.finish("stop")
         if seq.num_tokens >= seq.max_len:
-            seq.finish("length")
+            complete = guided and p.close_on_length and seq.matcher.is_accepting()
+            seq.finish("stop" if complete else "length")
 
     def _finish_on_token(self, seq: Sequence, stop_reason: int | None, keep_text: bool) -> None:
         """Finish on a stop/EOS token; its text is kept only when asked (vLLM semantics)."""

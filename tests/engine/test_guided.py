@@ -181,3 +181,18 @@ def test_embedded_model_extracts_ada(default_model_dir):
     data = json.loads(c.text)
     jsonschema.validate(data, schema)
     assert data["name"] == "Ada Lovelace"
+
+
+@pytest.mark.parametrize("max_tokens", [12, 20, 40])
+def test_close_on_length_finishes_structures_validly(tiny_llm, max_tokens):
+    schema = {"type": "object", "properties": {"items": {"type": "array", "items": {
+        "type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "integer"}},
+        "required": ["a", "b"]}}}, "required": ["items"]}
+    params = [SamplingParams(temperature=1.0, seed=s, max_tokens=max_tokens, close_on_length=True,
+                             constraint=Constraint.json_schema(schema)) for s in range(8)]
+    outs = tiny_llm.generate([[3, 4, 5]] * 8, params, use_tqdm=False)
+    for o in outs:
+        c = o.outputs[0]
+        assert c.finish_reason == "stop", (c.finish_reason, c.text)
+        assert len(c.token_ids) <= max_tokens
+        jsonschema.validate(json.loads(c.text), schema)

@@ -1,0 +1,84 @@
+"""``close_on_length``: when a constrained sequence is about to run out of ``max_tokens``, finish
+its structure validly instead of stopping mid-structure.
+
+Near the end of the budget, a depth-first search over a small set of "closing" tokens, tried in
+preference order (quotes and brackets first, then a digit, a letter, ...) and following forced
+tokens (a required key), finds a short token path that makes the matcher accepting. Once that path
+is about to stop fitting, it is appended (like jump-forward tokens). A sampled token after which no
+path fits any more (say, one that opens an object with required keys) is undone first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+CLOSERS = ('"', "}", "]", ")", "0", "a", " ", ",", ":", ".", "-", "\n", "null", "true", "e", "1")
+WINDOW = 32  # start searching when this many tokens are left
+NODE_BUDGET = 400  # matcher probes per search, so a hopeless state costs little
+MARGIN = 8  # one sampled token (say, an opening quote) can lengthen the closing path this much
+
+
+def closer_token_ids(tokenizer) -> list[int]:
+    """Single-token encodings of CLOSERS, in preference order."""
+    ids = []
+    for text in CLOSERS:
+        enc = tokenizer.encode(text, add_special_tokens=False)
+        if len(enc) == 1 and enc[0] not in ids:
+            ids.append(enc[0])
+    return ids
+
+
+def shortest_close(matcher, candidates: list[int], limit: int) -> list[int] | None:
+    """A short token path (<= ``limit``) from ``candidates`` after which ``matcher`` accepts;
+    the matcher is left as it was. None when none is found within the probe budget."""
+    return _search(matcher, candidates, limit, [NODE_BUDGET])
+
+
+def _search(matcher, candidates: list[int], depth: int, budget: list[int]) -> list[int] | None:
+    if matcher.is_accepting() or matcher.is_terminated():
+        return []
+    if depth == 0:
+        return None
+    forced = matcher.jump_forward_tokens()  # e.g. a required key: follow it as one move
+    if forced and len(forced) <= depth and all(matcher.accept_token(t) for t in forced):
+        rest = _search(matcher, candidates, depth - len(forced), budget)
+        matcher.rollback(len(forced))
+        return None if rest is None else [*forced, *rest]
+    for token in candidates:
+        if budget[0] <= 0:
+            return None
+        budget[0] -= 1
+        if not matcher.accept_token(token):
+            continue
+        rest = _search(matcher, candidates, depth - 1, budget)
+        matcher.rollback(1)
+        if rest is not None:
+            return [token, *rest]
+    return None
+
+
+@dataclass(slots=True)
+class Snapshot:
+    """A sequence's output state before a step's tokens, so they can be undone (their KV is not
+    computed yet, so only Python-side state changes)."""
+
+    num_tokens: int
+    text: str
+    prefix_offset: int
+    read_offset: int
+    matcher_tokens: int
+    num_logprobs: int
+    cumulative_logprob: float
+
+    @classmethod
+    def take(cls, seq) -> Snapshot:
+        return cls(seq.num_tokens, seq.text, seq.prefix_offset, seq.read_offset,
+                   seq.matcher.num_tokens, len(seq.logprobs or ()), seq.cumulative_logprob)
+
+    def restore(self, seq) -> None:
+        seq.matcher.rollback(seq.matcher.num_tokens - self.matcher_tokens)
+        del seq.token_ids[self.num_tokens :]
+        seq.text, seq.prefix_offset, seq.read_offset = self.text, self.prefix_offset, self.read_offset
+        if seq.logprobs is not None:
+            del seq.logprobs[self.num_logprobs :]
+        seq.cumulative_logprob = self.cumulative_logprob
