@@ -72,6 +72,20 @@ class AsyncLLMEngine:
     ) -> AsyncIterator[RequestOutput]:
         """Stream cumulative outputs; raises RequestError / ConstraintError / QueueFullError
         before the first item. Closing the iterator early aborts the request."""
+        async for out in self._stream(prompt, params, request_id, None):
+            yield out
+
+    async def embed(self, prompt: str | list[int], request_id: str | None = None) -> list[float]:
+        """The L2-normalized pooled embedding of ``prompt`` (pooling per EngineConfig), computed
+        in the continuous batch beside generation. Raises RequestError for bad input."""
+        out = None
+        async for out in self._stream(prompt, SamplingParams(max_tokens=1), request_id, self.engine.config.pooling):
+            pass
+        if out is None or out.embedding is None:
+            raise EngineError(f"embedding failed: {out.outputs[0].error if out else 'no output'}")
+        return out.embedding
+
+    async def _stream(self, prompt, params: SamplingParams, request_id: str | None, pooling: str | None):
         self._check_alive()
         rid = request_id or uuid.uuid4().hex
         loop = asyncio.get_running_loop()
@@ -79,7 +93,7 @@ class AsyncLLMEngine:
             await loop.run_in_executor(None, self.engine.guided.compile, params.constraint)
         stream = _Stream(loop, asyncio.Queue())
         added = loop.create_future()
-        self._send(("add", rid, prompt, params, stream, added))
+        self._send(("add", rid, prompt, params, pooling, stream, added))
         await added
         finished = False
         try:
@@ -156,9 +170,9 @@ class AsyncLLMEngine:
                 if stream is not None and out is not None:
                     stream.put(out)
 
-    def _add(self, rid, prompt, params, stream: _Stream, added: asyncio.Future) -> None:
+    def _add(self, rid, prompt, params, pooling, stream: _Stream, added: asyncio.Future) -> None:
         try:
-            self.engine.add_request(rid, prompt, params)
+            self.engine.add_request(rid, prompt, params, pooling=pooling)
         except Exception as e:
             stream.loop.call_soon_threadsafe(_settle, added, e)
             return

@@ -33,6 +33,7 @@ class EngineConfig:
     constraint_compile_timeout: float = 10.0
     constraint_cache_bytes: int = 256 << 20
     reasoning_end: str | None = None
+    pooling: str = "last"
 
     def __post_init__(self) -> None:
         if self.dtype not in _DTYPES:
@@ -46,6 +47,8 @@ class EngineConfig:
             raise ConfigError(f"max_model_len must be > 0, got {self.max_model_len}")
         if self.max_waiting_requests <= 0:
             raise ConfigError("max_waiting_requests must be > 0")
+        if self.pooling not in ("last", "mean"):
+            raise ConfigError(f"pooling must be 'last' or 'mean', got {self.pooling!r}")
         if self.constraint_compile_timeout <= 0:
             raise ConfigError("constraint_compile_timeout must be > 0")
 

@@ -44,6 +44,18 @@ class LLM:
             self.engine.validate(prompt, p)
         return self._run(list(zip(ids, prompts, params, strict=True)), use_tqdm)
 
+    def embed(self, texts: str | list[int] | Seq[str | list[int]], use_tqdm: bool = False) -> list[list[float]]:
+        """L2-normalized embeddings (pooling per ``EngineConfig.pooling``), in input order, computed
+        by the engine's batched prefill."""
+        if isinstance(texts, str) or (texts and isinstance(texts[0], int)):
+            texts = [texts]
+        pooling = self.engine.config.pooling
+        for t in texts:
+            self.engine.validate(t, SamplingParams(max_tokens=1))
+        work = [(f"embed-{next(self._ids)}", t, None) for t in texts]
+        outs = self._run(work, use_tqdm, pooling=pooling)
+        return [o.embedding for o in outs]
+
     def chat(
         self,
         messages: list[dict] | list[list[dict]],
@@ -58,7 +70,7 @@ class LLM:
                        add_special_tokens=False).input_ids for c in convs]
         return self.generate(prompts, sampling_params, use_tqdm)
 
-    def _run(self, work: list[tuple], use_tqdm: bool) -> list[RequestOutput]:
+    def _run(self, work: list[tuple], use_tqdm: bool, pooling: str | None = None) -> list[RequestOutput]:
         """Feed requests as the waiting queue allows; step until every one has finished."""
         done: dict[str, RequestOutput] = {}
         pending = iter(work)
@@ -67,7 +79,7 @@ class LLM:
         try:
             while len(done) < len(work):
                 for rid, prompt, p in itertools.islice(pending, max(room - len(self.engine.requests), 0)):
-                    self.engine.add_request(rid, prompt, p)
+                    self.engine.add_request(rid, prompt, p, pooling=pooling)
                 for out in self.engine.step():
                     if out.finished:
                         done[out.request_id] = out

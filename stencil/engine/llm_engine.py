@@ -58,9 +58,14 @@ class LLMEngine:
                          "jump_forward_tokens_total": 0.0, "requests_finished_total": 0.0}
 
     # ---- requests ----------------------------------------------------------------------
-    def add_request(self, request_id: str, prompt: str | list[int], params: SamplingParams | None = None) -> None:
-        """Validate and enqueue; raises RequestError (or ConstraintError) before scheduling."""
-        params = params or SamplingParams()
+    def add_request(
+        self, request_id: str, prompt: str | list[int], params: SamplingParams | None = None,
+        pooling: str | None = None,
+    ) -> None:
+        """Validate and enqueue; raises RequestError (or ConstraintError) before scheduling.
+        ``pooling`` ("last" | "mean") makes it an embedding request: prefill only, the output's
+        ``embedding`` is the L2-normalized pooled final hidden state; no KV is kept after it."""
+        params = (params or SamplingParams()) if pooling is None else SamplingParams(max_tokens=1)
         if request_id in self.requests:
             raise RequestError(f"duplicate request id {request_id!r}")
         waiting = len(self.requests) - len({s.request_id for s in self.scheduler.running})
@@ -71,6 +76,7 @@ class LLMEngine:
         max_len = min(self.max_model_len, len(ids) + (params.max_tokens or self.max_model_len))
         req.seqs = [self._new_seq(req, i, max_len) for i in range(params.n)]
         req.seqs[0].pending_forks = req.seqs[1:]
+        req.seqs[0].pooling = pooling
         self.requests[request_id] = req
         self.counters["prompt_tokens_total"] += len(ids)
         if params.constraint is not None:
@@ -151,6 +157,9 @@ class LLMEngine:
                 s.seq.finish("error", error=f"internal error: {type(e).__name__}")
             return {s.seq.request_id for s in sched.scheduled}
         self.scheduler.after_step(sched)
+        for s in sched.scheduled:
+            if s.seq.pooling is not None and s.seq.num_computed_tokens >= s.seq.num_tokens:
+                self._finish_embedding(s.seq)
         for seq, token, lp in zip(seqs, tokens, lps, strict=True):
             if not seq.is_finished:
                 self._append(seq, token, lp)
@@ -195,6 +204,12 @@ class LLMEngine:
         except Exception as e:
             logger.exception("post-processing failed for %s", seq.request_id)
             seq.finish("error", error=f"internal error: {type(e).__name__}")
+
+    def _finish_embedding(self, seq: Sequence) -> None:
+        vec = seq.pooled / seq.num_tokens if seq.pooling == "mean" else seq.pooled
+        seq.embedding = torch.nn.functional.normalize(vec, dim=0).tolist()
+        seq.pooled = None
+        seq.finish("stop")
 
     def _jump_forward(self, seq: Sequence) -> None:
         """Append the tokens the constraint forces next, without sampling them."""

@@ -81,11 +81,25 @@ class ModelRunner:
         input_ids = torch.tensor(ids, dtype=torch.int64, device=self.device)
         pos = torch.tensor(positions, dtype=torch.int64, device=self.device)
         hidden = self.model(input_ids, pos, self.kv_caches, meta, self.ops)  # [T, hidden]
+        self._pool(computed, hidden, cu)
         rows = [row_of[(seq.fork_of or seq).seq_id] for seq in samplers]
         if not rows:
             return torch.empty(0), []
         logits = self.model.compute_logits(hidden[torch.tensor(rows, device=self.device)])
         return logits, samplers
+
+    @staticmethod
+    def _pool(computed, hidden: torch.Tensor, cu: list[int]) -> None:
+        """Accumulate the final hidden states of embedding requests (sum for mean, last row)."""
+        for i, s in enumerate(computed):
+            seq = s.seq
+            if seq.pooling is None:
+                continue
+            rows = hidden[cu[i] : cu[i + 1]].float()  # [n, hidden]
+            if seq.pooling == "mean":
+                seq.pooled = rows.sum(0) if seq.pooled is None else seq.pooled + rows.sum(0)
+            else:
+                seq.pooled = rows[-1].clone()
 
     def _copy_blocks(self, copies: list[tuple[int, int]]) -> None:
         if not copies:

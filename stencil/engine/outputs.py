@@ -45,3 +45,4 @@ class RequestOutput:
     finished: bool = False
     num_cached_tokens: int = 0
     metrics: dict[str, float] = field(default_factory=dict)
+    embedding: list[float] | None = None  # set for embedding requests (L2-normalized)

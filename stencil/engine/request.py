@@ -31,6 +31,7 @@ class Request:
             outputs=[_completion(s) for s in self.seqs],
             finished=self.finished,
             num_cached_tokens=self.seqs[0].num_cached_tokens if self.seqs else 0,
+            embedding=self.seqs[0].embedding if self.seqs else None,
         )
 
 

@@ -24,6 +24,8 @@ class ScheduledSeq:
         """Whether this step ends at the sequence's last token, so it samples the next one."""
         if self.seq.fork_of is not None:
             return True
+        if self.seq.pooling is not None:
+            return False
         return self.seq.num_computed_tokens + self.num_new_tokens >= self.seq.num_tokens
 
 
@@ -86,7 +88,8 @@ class Scheduler:
             seq = self.waiting[0]
             if self._num_seqs_committed() + 1 + len(seq.pending_forks) > self.max_num_seqs:
                 break
-            matched = self.bm.match_prefix(seq.token_ids) if not seq.block_table else []
+            fresh = not seq.block_table and seq.pooling is None  # pooling needs every hidden state
+            matched = self.bm.match_prefix(seq.token_ids) if fresh else []
             start = len(matched) * self.bm.block_size
             n = min(seq.num_tokens - start, budget)
             need = self.bm.blocks_for(start + n) - len(matched)

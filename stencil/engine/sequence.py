@@ -50,6 +50,9 @@ class Sequence:
     first_token_time: float | None = None
     reasoning_done: bool = True  # False while a reasoning model is still thinking
     text_flushed: bool = False  # the final detokenization already ran
+    pooling: str | None = None  # "last" | "mean": an embedding request (prefill only, no sampling)
+    pooled: torch.Tensor | None = None  # running sum (mean) or last hidden state
+    embedding: list[float] | None = None
 
     def __post_init__(self) -> None:
         self.prefix_offset = max(self.prompt_len - 5, 0)
