@@ -15,6 +15,7 @@ from dataclasses import dataclass
 CLOSERS = ('"', "}", "]", ")", "0", "a", " ", ",", ":", ".", "-", "\n", "null", "true", "e", "1")
 WINDOW = 32  # start searching when this many tokens are left
 NODE_BUDGET = 400  # matcher probes per search, so a hopeless state costs little
+FALLBACK = 6  # allowed tokens (lowest ids: single bytes first) tried when no closer fits
 MARGIN = 8  # one sampled token (say, an opening quote) can lengthen the closing path this much
 
 
@@ -28,33 +29,62 @@ def closer_token_ids(tokenizer) -> list[int]:
     return ids
 
 
-def shortest_close(matcher, candidates: list[int], limit: int) -> list[int] | None:
-    """A short token path (<= ``limit``) from ``candidates`` after which ``matcher`` accepts;
-    the matcher is left as it was. None when none is found within the probe budget."""
-    return _search(matcher, candidates, limit, [NODE_BUDGET])
+@dataclass(slots=True)
+class CloseSearch:
+    """What the search needs from the engine: preferred closing tokens, the tokenizer's encode
+    (for forced text) and ``allowed(matcher) -> token ids`` (the mask, as a fallback when no
+    preferred token fits, e.g. the first letter of an enum value)."""
+
+    candidates: list[int]
+    encode: object
+    allowed: object
 
 
-def _search(matcher, candidates: list[int], depth: int, budget: list[int]) -> list[int] | None:
+def shortest_close(matcher, search: CloseSearch, limit: int) -> list[int] | None:
+    """A short token path (<= ``limit``) after which ``matcher`` accepts; the matcher is left as
+    it was. None when none is found within the probe budget."""
+    return _search(matcher, search, limit, [NODE_BUDGET])
+
+
+def _search(matcher, search: CloseSearch, depth: int, budget: list[int]) -> list[int] | None:
     if matcher.is_accepting() or matcher.is_terminated():
         return []
     if depth == 0:
         return None
-    forced = matcher.jump_forward_tokens()  # e.g. a required key: follow it as one move
-    if forced and len(forced) <= depth and all(matcher.accept_token(t) for t in forced):
-        rest = _search(matcher, candidates, depth - len(forced), budget)
+    forced = _forced(matcher, search.encode)  # e.g. a required key: follow it as one move
+    if forced:
+        rest = _search(matcher, search, depth - len(forced), budget) if len(forced) <= depth else None
         matcher.rollback(len(forced))
         return None if rest is None else [*forced, *rest]
-    for token in candidates:
-        if budget[0] <= 0:
-            return None
-        budget[0] -= 1
-        if not matcher.accept_token(token):
-            continue
-        rest = _search(matcher, candidates, depth - 1, budget)
-        matcher.rollback(1)
-        if rest is not None:
-            return [token, *rest]
+    tried = set()
+    for tokens in (search.candidates, lambda: search.allowed(matcher)[:FALLBACK]):
+        for token in tokens() if callable(tokens) else tokens:
+            if budget[0] <= 0:
+                return None
+            if token in tried or not matcher.accept_token(token):
+                continue
+            tried.add(token)
+            budget[0] -= 1
+            rest = _search(matcher, search, depth - 1, budget)
+            matcher.rollback(1)
+            if rest is not None:
+                return [token, *rest]
     return None
+
+
+def _forced(matcher, encode) -> list[int]:
+    """Accept and return the forced continuation: the matcher's forced tokens, or else the
+    forced text tokenized (the matcher stops short of text whose tokens could still merge)."""
+    forced = matcher.jump_forward_tokens()
+    if not forced and (text := matcher.find_jump_forward_string()):
+        forced = encode(text)
+    accepted = 0
+    for t in forced:
+        if not matcher.accept_token(t):
+            matcher.rollback(accepted)
+            return []
+        accepted += 1
+    return forced
 
 
 @dataclass(slots=True)

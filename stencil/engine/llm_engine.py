@@ -9,7 +9,15 @@ import time
 import torch
 
 from stencil.engine.block_manager import BlockManager
-from stencil.engine.closing import MARGIN, WINDOW, Snapshot, closer_token_ids, shortest_close
+from stencil.kernels.reference import unpack_bitmask
+from stencil.engine.closing import (
+    MARGIN,
+    WINDOW,
+    CloseSearch,
+    Snapshot,
+    closer_token_ids,
+    shortest_close,
+)
 from stencil.engine.config import EngineConfig
 from stencil.engine.detokenizer import Detokenizer, find_stop
 from stencil.engine.errors import ConfigError, QueueFullError, RequestError
@@ -49,7 +57,7 @@ class LLMEngine:
         self.eos_token_ids = _eos_ids(self.model_path, self.tokenizer)
         self.sampler = Sampler(self.eos_token_ids, self._token_text)
         self.detokenizer = Detokenizer(self.tokenizer)
-        self.closers = closer_token_ids(self.tokenizer)
+        self.close_search = CloseSearch(closer_token_ids(self.tokenizer), self._encode, self._allowed)
         self.guided = GuidedDecoding(self.tokenizer, self.vocab_size, self.eos_token_ids, config)
         self.requests: dict[str, Request] = {}
         self.rng = random.Random(config.seed)
@@ -226,12 +234,12 @@ class LLMEngine:
     def _close(self, seq: Sequence, snapshot: Snapshot) -> None:
         """close_on_length: append a valid closing path once it is about to stop fitting; undo
         this step's tokens first when no path fits after them."""
-        path = shortest_close(seq.matcher, self.closers, seq.max_len - seq.num_tokens)
+        path = shortest_close(seq.matcher, self.close_search, seq.max_len - seq.num_tokens)
         if path is not None and len(path) + MARGIN < seq.max_len - seq.num_tokens:
             return
         if path is None:
             snapshot.restore(seq)
-            path = shortest_close(seq.matcher, self.closers, seq.max_len - seq.num_tokens)
+            path = shortest_close(seq.matcher, self.close_search, seq.max_len - seq.num_tokens)
             if path is None:  # cannot close within the budget: end here, as plain max_tokens would
                 return seq.finish("length")
         for token in path:
@@ -298,6 +306,18 @@ class LLMEngine:
             self.scheduler.finish(seq)
 
     # ---- introspection ------------------------------------------------------------------
+    def _allowed(self, matcher) -> list[int]:
+        """Token ids the matcher allows next, ascending, EOS excluded."""
+        from stencil.constraints import allocate_token_bitmask
+
+        bitmask = allocate_token_bitmask(1, self.vocab_size)
+        matcher.fill_next_token_bitmask(bitmask, 0)
+        ids = unpack_bitmask(bitmask, self.vocab_size)[0].nonzero().flatten().tolist()
+        return [i for i in ids if i not in self.eos_token_ids]
+
+    def _encode(self, text: str) -> list[int]:
+        return self.tokenizer.encode(text, add_special_tokens=False)
+
     def _token_text(self, token_id: int) -> str:
         return self.tokenizer.decode([token_id])
 

@@ -131,11 +131,6 @@ def test_instructor_no_retry(live_server, openai_client, mode):
     _valid(result, Person)
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="SmolLM2-135M rambles inside a JSON string here; a complete object within max_tokens "
-    "needs the engine to honour SamplingParams.close_on_length",
-)
 def test_instructor_json_mode_no_retry(live_server, openai_client):
     """JSON mode sends the schema only inside the system prompt and asks for any JSON object
     (``response_format: json_object``), so the server can guarantee a complete JSON object but
