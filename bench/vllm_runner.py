@@ -10,7 +10,6 @@ def main() -> None:
     job = json.load(sys.stdin)
     from vllm import LLM, SamplingParams
     from vllm.inputs import TokensPrompt
-
     from vllm.sampling_params import StructuredOutputsParams
 
     llm = LLM(model=job["model"], dtype="float32", max_model_len=job.get("max_model_len", 2048),

@@ -79,8 +79,9 @@ class AsyncLLMEngine:
         """The L2-normalized pooled embedding of ``prompt`` (pooling per EngineConfig), computed
         in the continuous batch beside generation. Raises RequestError for bad input."""
         out = None
-        async for out in self._stream(prompt, SamplingParams(max_tokens=1), request_id, self.engine.config.pooling):
-            pass
+        stream = self._stream(prompt, SamplingParams(max_tokens=1), request_id, self.engine.config.pooling)
+        async for item in stream:
+            out = item
         if out is None or out.embedding is None:
             raise EngineError(f"embedding failed: {out.outputs[0].error if out else 'no output'}")
         return out.embedding

@@ -9,7 +9,6 @@ import time
 import torch
 
 from stencil.engine.block_manager import BlockManager
-from stencil.kernels.reference import unpack_bitmask
 from stencil.engine.closing import (
     MARGIN,
     WINDOW,
@@ -30,6 +29,7 @@ from stencil.engine.sampler import Sampler
 from stencil.engine.sampling_params import SamplingParams
 from stencil.engine.scheduler import Scheduler
 from stencil.engine.sequence import Sequence, SequenceStatus
+from stencil.kernels.reference import unpack_bitmask
 
 logger = logging.getLogger(__name__)
 

@@ -7,7 +7,6 @@ token ``t`` of a sequence lives in slot ``block_table[t // block_size] * block_s
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 
 
 def write_kv(
