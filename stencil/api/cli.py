@@ -70,6 +70,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="require 'Authorization: Bearer KEY' on every route but /health",
     )
     serve.add_argument("--served-model-name", default=None)
+    serve.add_argument(
+        "--max-embedding-inputs", type=int, default=2048, help="inputs per /v1/embeddings request"
+    )
+    serve.add_argument(
+        "--max-embedding-tokens",
+        type=int,
+        default=300_000,
+        help="tokens over all inputs of one /v1/embeddings request",
+    )
     add_engine_flags(serve)
 
     gen = sub.add_parser("generate", help="generate from one prompt with the offline engine")
@@ -157,6 +166,8 @@ def serve(args: argparse.Namespace) -> int:
         api_key=args.api_key,
         served_model_name=args.served_model_name,
         log_level=args.log_level,
+        max_embedding_inputs=args.max_embedding_inputs,
+        max_embedding_tokens=args.max_embedding_tokens,
     )
     failed: list[BaseException] = []
 

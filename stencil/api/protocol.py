@@ -221,6 +221,14 @@ class CompletionRequest(SamplingFields):
     max_tokens: int | None = Field(default=16, ge=1)
 
 
+class EmbeddingRequest(Strict):
+    model: str | None = None
+    input: str | list[str] | list[int] | list[list[int]]
+    encoding_format: Literal["float", "base64"] = "float"
+    dimensions: int | None = Field(default=None, ge=1)
+    user: str | None = None
+
+
 class TokenizeRequest(Strict):
     model: str | None = None
     prompt: str | None = None

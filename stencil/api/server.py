@@ -19,6 +19,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from stencil.api.embeddings import embedding_routes
 from stencil.api.protocol import APIError, bad_request
 from stencil.api.routes import api_routes, public_routes
 from stencil.api.state import AppState, ServerConfig, version
@@ -50,7 +51,9 @@ def create_app(engine: Any, config: ServerConfig | None = None) -> FastAPI:
     app.state.stencil = state
     _install_error_handlers(app)
     app.include_router(public_routes(state))
-    app.include_router(api_routes(state), dependencies=[Depends(_auth(state.config))])
+    auth = [Depends(_auth(state.config))]
+    app.include_router(api_routes(state), dependencies=auth)
+    app.include_router(embedding_routes(state), dependencies=auth)
     return app
 
 

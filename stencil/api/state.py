@@ -22,12 +22,16 @@ class ServerConfig:
     served_model_name: str | None = None
     max_body_bytes: int = 16 << 20
     log_level: str = "info"
+    max_embedding_inputs: int = 2048  # inputs in one /v1/embeddings request
+    max_embedding_tokens: int = 300_000  # tokens over all inputs of one /v1/embeddings request
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
             raise ConfigError(f"port must be in [0, 65535], got {self.port}")
         if self.max_body_bytes <= 0:
             raise ConfigError("max_body_bytes must be > 0")
+        if self.max_embedding_inputs <= 0 or self.max_embedding_tokens <= 0:
+            raise ConfigError("max_embedding_inputs and max_embedding_tokens must be > 0")
         if self.api_key is not None and not self.api_key:
             raise ConfigError("api_key must not be empty")
 

@@ -26,7 +26,7 @@ _TAGS = {
     "json_schema",
     "refusal",
 }
-_TAGGED = {"messages", "response_format", "content"}
+_TAGGED = {"messages", "response_format", "content", "input"}
 
 
 def describe_validation_error(e: ValidationError) -> tuple[str, str | None]:
