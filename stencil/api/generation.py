@@ -8,7 +8,6 @@ Events are what both the streaming (SSE) and the non-streaming responses are bui
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -201,18 +200,8 @@ def _finish(plan: Plan, c: CompletionOutput, forced: bool, num_tokens: int) -> l
 
 
 def _reason(c: CompletionOutput, plan: Plan) -> str:
-    reason = c.finish_reason or "stop"
-    if reason == "length" and plan.json_output and _is_json(c.text):
-        return "stop"  # the constrained JSON is complete: not a truncation
-    return reason
-
-
-def _is_json(text: str) -> bool:
-    try:
-        json.loads(text)
-    except ValueError:
-        return False
-    return True
+    # a constrained output that is complete at max_tokens already says "stop" (close_on_length)
+    return c.finish_reason or "stop"
 
 
 async def _auto_tool_events(
