@@ -4,32 +4,22 @@ from __future__ import annotations
 
 import logging
 import random
-import time
 
 import torch
 
 from stencil.engine.block_manager import BlockManager
-from stencil.engine.closing import (
-    MARGIN,
-    WINDOW,
-    CloseSearch,
-    Snapshot,
-    closer_token_ids,
-    shortest_close,
-)
 from stencil.engine.config import EngineConfig
-from stencil.engine.detokenizer import Detokenizer, find_stop
 from stencil.engine.errors import ConfigError, QueueFullError, RequestError
 from stencil.engine.guided import GuidedDecoding
 from stencil.engine.model_runner import ModelRunner
 from stencil.engine.models.loader import load_config, load_model, resolve_dtype, resolve_model_path
-from stencil.engine.outputs import PositionLogprobs, RequestOutput
+from stencil.engine.output_processor import OutputProcessor
+from stencil.engine.outputs import RequestOutput
 from stencil.engine.request import Request
 from stencil.engine.sampler import Sampler
 from stencil.engine.sampling_params import SamplingParams
 from stencil.engine.scheduler import Scheduler
 from stencil.engine.sequence import Sequence, SequenceStatus
-from stencil.kernels.reference import unpack_bitmask
 
 logger = logging.getLogger(__name__)
 
@@ -56,14 +46,14 @@ class LLMEngine:
         self.scheduler = Scheduler(self.block_manager, config.max_num_seqs, config.max_num_batched_tokens)
         self.eos_token_ids = _eos_ids(self.model_path, self.tokenizer)
         self.sampler = Sampler(self.eos_token_ids, self._token_text)
-        self.detokenizer = Detokenizer(self.tokenizer)
-        self.close_search = CloseSearch(closer_token_ids(self.tokenizer), self._encode, self._allowed)
         self.guided = GuidedDecoding(self.tokenizer, self.vocab_size, self.eos_token_ids, config)
         self.requests: dict[str, Request] = {}
         self.rng = random.Random(config.seed)
         self._next_seq_id = 0
         self.counters = {"prompt_tokens_total": 0.0, "generation_tokens_total": 0.0,
                          "jump_forward_tokens_total": 0.0, "requests_finished_total": 0.0}
+        self.output = OutputProcessor(self.tokenizer, self.vocab_size, self.eos_token_ids,
+                                      config.reasoning_end, self.counters)
 
     # ---- requests ----------------------------------------------------------------------
     def add_request(
@@ -167,10 +157,10 @@ class LLMEngine:
         self.scheduler.after_step(sched)
         for s in sched.scheduled:
             if s.seq.pooling is not None and s.seq.num_computed_tokens >= s.seq.num_tokens:
-                self._finish_embedding(s.seq)
+                self.output.finish_embedding(s.seq)
         for seq, token, lp in zip(seqs, tokens, lps, strict=True):
             if not seq.is_finished:
-                self._append(seq, token, lp)
+                self.output.append(seq, token, lp)
         return {s.seq.request_id for s in sched.scheduled}
 
     def _admit_compiled(self) -> set[str]:
@@ -193,93 +183,6 @@ class LLMEngine:
             self.scheduler.add(req.seqs[0])
         return touched
 
-    def _append(self, seq: Sequence, token: int, lp: PositionLogprobs | None) -> None:
-        """Add a sampled token (and any jump-forward tokens), then check every stop condition."""
-        try:
-            if seq.first_token_time is None:
-                seq.first_token_time = time.monotonic()
-            guided = seq.matcher is not None and seq.reasoning_done
-            closing = guided and seq.params.close_on_length and seq.max_len - seq.num_tokens <= WINDOW
-            snapshot = Snapshot.take(seq) if closing else None
-            if lp is not None:
-                seq.logprobs.append(lp)
-                seq.cumulative_logprob += lp.chosen.logprob
-            self._push(seq, token)
-            if guided:
-                self._jump_forward(seq)
-            if closing and not seq.is_finished:
-                self._close(seq, snapshot)
-        except Exception as e:
-            logger.exception("post-processing failed for %s", seq.request_id)
-            seq.finish("error", error=f"internal error: {type(e).__name__}")
-
-    def _finish_embedding(self, seq: Sequence) -> None:
-        vec = seq.pooled / seq.num_tokens if seq.pooling == "mean" else seq.pooled
-        seq.embedding = torch.nn.functional.normalize(vec, dim=0).tolist()
-        seq.pooled = None
-        seq.finish("stop")
-
-    def _jump_forward(self, seq: Sequence) -> None:
-        """Append the tokens the constraint forces next, without sampling them."""
-        while not seq.is_finished:
-            forced = seq.matcher.jump_forward_tokens()[: seq.max_len - seq.num_tokens]
-            if not forced:
-                return
-            for t in forced:
-                self.counters["jump_forward_tokens_total"] += 1
-                self._push(seq, t)
-                if seq.is_finished:
-                    return
-
-    def _close(self, seq: Sequence, snapshot: Snapshot) -> None:
-        """close_on_length: append a valid closing path once it is about to stop fitting; undo
-        this step's tokens first when no path fits after them."""
-        path = shortest_close(seq.matcher, self.close_search, seq.max_len - seq.num_tokens)
-        if path is not None and len(path) + MARGIN < seq.max_len - seq.num_tokens:
-            return
-        if path is None:
-            snapshot.restore(seq)
-            path = shortest_close(seq.matcher, self.close_search, seq.max_len - seq.num_tokens)
-            if path is None:  # cannot close within the budget: end here, as plain max_tokens would
-                return seq.finish("length")
-        for token in path:
-            self._push(seq, token)
-            if seq.is_finished:
-                return
-        seq.finish("stop")
-
-    def _push(self, seq: Sequence, token: int) -> None:
-        p = seq.params
-        seq.token_ids.append(token)
-        self.counters["generation_tokens_total"] += 1
-        guided = seq.matcher is not None and seq.reasoning_done
-        if guided and not seq.matcher.accept_token(token):
-            seq.finish("error", error=f"token {token} rejected by the constraint: {seq.matcher.error()}")
-            return
-        if token in p.stop_token_ids:
-            return self._finish_on_token(seq, token, keep_text=p.include_stop_str_in_output)
-        if token in self.eos_token_ids and not p.ignore_eos:
-            return self._finish_on_token(seq, None, keep_text=False)
-        old = len(seq.text)
-        delta = self.detokenizer.step(seq)
-        if not seq.reasoning_done and self.config.reasoning_end in seq.text:
-            seq.reasoning_done = True
-        if p.stop and delta and (hit := find_stop(seq.text, len(seq.text) - old, p.stop)):
-            i, s = hit
-            seq.text = seq.text[: i + len(s)] if p.include_stop_str_in_output else seq.text[:i]
-            return seq.finish("stop", stop_reason=s)
-        if guided and seq.matcher.is_terminated():
-            return seq.finish("stop")
-        if seq.num_tokens >= seq.max_len:
-            complete = guided and p.close_on_length and seq.matcher.is_accepting()
-            seq.finish("stop" if complete else "length")
-
-    def _finish_on_token(self, seq: Sequence, stop_reason: int | None, keep_text: bool) -> None:
-        """Finish on a stop/EOS token; its text is kept only when asked (vLLM semantics)."""
-        self.detokenizer.step(seq, final=True, end=None if keep_text else -1)
-        seq.finish("stop", stop_reason=stop_reason)
-        seq.text_flushed = True
-
     def _collect(self, touched: set[str]) -> list[RequestOutput]:
         outs = []
         for rid in touched:
@@ -296,28 +199,10 @@ class LLMEngine:
         return outs
 
     def _release(self, seq: Sequence) -> None:
-        try:
-            if not seq.text_flushed:
-                self.detokenizer.step(seq, final=True)
-        except Exception as e:
-            logger.exception("final detokenization failed for %s", seq.request_id)
-            seq.finish("error", error=f"internal error while detokenizing: {type(e).__name__}")
-        finally:
-            self.scheduler.finish(seq)
+        self.output.flush(seq)
+        self.scheduler.finish(seq)
 
     # ---- introspection ------------------------------------------------------------------
-    def _allowed(self, matcher) -> list[int]:
-        """Token ids the matcher allows next, ascending, EOS excluded."""
-        from stencil.constraints import allocate_token_bitmask
-
-        bitmask = allocate_token_bitmask(1, self.vocab_size)
-        matcher.fill_next_token_bitmask(bitmask, 0)
-        ids = unpack_bitmask(bitmask, self.vocab_size)[0].nonzero().flatten().tolist()
-        return [i for i in ids if i not in self.eos_token_ids]
-
-    def _encode(self, text: str) -> list[int]:
-        return self.tokenizer.encode(text, add_special_tokens=False)
-
     def _token_text(self, token_id: int) -> str:
         return self.tokenizer.decode([token_id])
 

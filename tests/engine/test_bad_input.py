@@ -395,14 +395,14 @@ def test_post_processing_error_fails_only_that_request(tiny_models, monkeypatch,
     and the engine go on. ``final``: the flush in ``_collect`` (outside the step's guard)."""
     llm = make_llm(tiny_models["llama-tied"], block_size=4, num_kv_blocks=32, max_model_len=64)
     eng = llm.engine
-    real = eng.detokenizer.step
+    real = eng.output.detokenizer.step
 
     def bad_for_one(seq, final=False):
         if seq.token_ids[:3] == [9, 9, 9] and final == (when == "final"):
             raise UnicodeDecodeError("utf-8", b"\xff", 0, 1, "injected")
         return real(seq, final)
 
-    monkeypatch.setattr(eng.detokenizer, "step", bad_for_one)
+    monkeypatch.setattr(eng.output.detokenizer, "step", bad_for_one)
     try:
         outs = llm.generate([[9, 9, 9], [4, 5, 6, 7]], GOOD, use_tqdm=False)
     except UnicodeDecodeError:
