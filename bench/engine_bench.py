@@ -96,6 +96,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--hf-single", type=int, default=8, help="requests for the one-at-a-time baseline")
     ap.add_argument("--no-vllm", action="store_true")
+    ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32])
     args = ap.parse_args()
     model_dir = default_model_path()
     from transformers import AutoTokenizer
@@ -103,8 +104,11 @@ def main() -> None:
     items = make_workload(AutoTokenizer.from_pretrained(str(model_dir)), n=args.requests)
     results = {}
     llm, results["Stencil (continuous batching, paged KV)"] = bench_stencil(model_dir, items, args.threads)
-    results["transformers static batches of 16"] = bench_hf_static(model_dir, items, args.threads)
+    print("stencil", results["Stencil (continuous batching, paged KV)"], flush=True)
     results[f"transformers one at a time ({args.hf_single} requests)"] = bench_hf_single(model_dir, items[: args.hf_single], args.threads)
+    print("hf single", results[f"transformers one at a time ({args.hf_single} requests)"], flush=True)
+    results["transformers static batches of 16"] = bench_hf_static(model_dir, items, args.threads)
+    print("hf static", results["transformers static batches of 16"], flush=True)
     if not args.no_vllm:
         vllm = run_vllm(model_dir, [{"prompt_ids": i.prompt_ids, "max_tokens": i.max_tokens} for i in items], args.threads)
         if vllm:
@@ -120,7 +124,7 @@ def main() -> None:
           f"SmolLM2-135M fp32, {args.threads} threads\n")
     print(table(["engine", "output tokens", "seconds", "output tok/s", "vs one-at-a-time", "KV slots holding real tokens"], rows))
     lat_rows = []
-    for c in (1, 8, 32):
+    for c in args.concurrency:
         ttft, itl = bench_latency(llm, items, c)
         lat_rows.append([c, median(ttft), pct(ttft, 99), median(itl), pct(itl, 99)])
     print("\nStencil latency (closed loop, 2 x concurrency requests of 64 output tokens), ms\n")
