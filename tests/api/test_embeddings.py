@@ -183,7 +183,7 @@ def test_client_disconnect_aborts(live_server):
     body = {"input": [[(7 * k + j) % 40_000 + 100 for j in range(500)] for k in range(256)]}
     with pytest.raises(httpx.TimeoutException):
         _post(live_server, body, timeout=1.0)
-    _wait_idle(live_server, within=10.0)  # 128k tokens: minutes of CPU if not aborted
+    _wait_idle(live_server, within=30.0)  # 128k tokens: many minutes of CPU if not aborted
     assert live_server.metrics()["request_client_disconnects_total"] == before + 1
 
 
