@@ -95,7 +95,11 @@ class AsyncLLMEngine:
         stream = _Stream(loop, asyncio.Queue())
         added = loop.create_future()
         self._send(("add", rid, prompt, params, pooling, stream, added))
-        await added
+        try:
+            await added
+        except asyncio.CancelledError:  # cancelled while queued: the add still lands, so undo it
+            self._send(("abort", rid))
+            raise
         finished = False
         try:
             while not finished:
