@@ -194,12 +194,12 @@ def _finish(plan: Plan, c: CompletionOutput, forced: bool, num_tokens: int) -> l
             return [ToolCalls(c.index, calls), Finish(c.index, "tool_calls", num_tokens)]
         return [
             Delta(c.index, c.text, list(c.logprobs or [])),
-            Finish(c.index, _reason(c, plan), num_tokens, c.error),
+            Finish(c.index, _reason(c), num_tokens, c.error),
         ]
-    return [Finish(c.index, _reason(c, plan), num_tokens, c.error)]
+    return [Finish(c.index, _reason(c), num_tokens, c.error)]
 
 
-def _reason(c: CompletionOutput, plan: Plan) -> str:
+def _reason(c: CompletionOutput) -> str:
     # a constrained output that is complete at max_tokens already says "stop" (close_on_length)
     return c.finish_reason or "stop"
 
@@ -227,7 +227,7 @@ async def _auto_tool_events(
     if not started:
         if len(last.text) > emitted:
             yield Delta(0, last.text[emitted:], list((last.logprobs or [])[lp_emitted:]))
-        yield Finish(0, _reason(last, plan), len(last.token_ids), last.error)
+        yield Finish(0, _reason(last), len(last.token_ids), last.error)
         return
     async for ev in _constrained_call(plan, last, runner, model, gen.request_id):
         yield ev
