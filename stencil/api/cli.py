@@ -38,6 +38,33 @@ def add_engine_flags(parser: argparse.ArgumentParser) -> None:
             )
 
 
+def add_server_flags(parser: argparse.ArgumentParser) -> None:
+    """One ``--flag`` per ServerConfig field but ``log_level`` (the global ``--log-level``)."""
+    from stencil.api.state import ServerConfig
+
+    group = parser.add_argument_group("server")
+    for f in dataclasses.fields(ServerConfig):
+        if f.name == "log_level":
+            continue
+        type_name = str(f.type).replace(" | None", "").strip()
+        group.add_argument(
+            "--" + f.name.replace("_", "-"),
+            dest=f.name,
+            type=_SCALARS.get(type_name, str),
+            default=f.default,
+            help=f"{f.metadata.get('help', '')} (default: {f.default!r})",
+        )
+
+
+def server_config(args: argparse.Namespace) -> Any:
+    """The ServerConfig the serve flags describe."""
+    from stencil.api.state import ServerConfig
+
+    fields = {f.name: getattr(args, f.name) for f in dataclasses.fields(ServerConfig)
+              if f.name != "log_level"}
+    return ServerConfig(**fields, log_level=args.log_level)
+
+
 def engine_config(args: argparse.Namespace) -> EngineConfig:
     """The EngineConfig the flags describe (only the flags that were given)."""
     return EngineConfig(**engine_kwargs(args))
@@ -62,23 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_LazyParser)
 
     serve = sub.add_parser("serve", help="run the OpenAI-compatible HTTP server")
-    serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=8000)
-    serve.add_argument(
-        "--api-key",
-        default=None,
-        help="require 'Authorization: Bearer KEY' on every route but /health",
-    )
-    serve.add_argument("--served-model-name", default=None)
-    serve.add_argument(
-        "--max-embedding-inputs", type=int, default=2048, help="inputs per /v1/embeddings request"
-    )
-    serve.add_argument(
-        "--max-embedding-tokens",
-        type=int,
-        default=300_000,
-        help="tokens over all inputs of one /v1/embeddings request",
-    )
+    add_server_flags(serve)
     add_engine_flags(serve)
 
     gen = sub.add_parser("generate", help="generate from one prompt with the offline engine")
@@ -154,21 +165,13 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def serve(args: argparse.Namespace) -> int:
-    """Run uvicorn at once (``/health`` says 503 while the model loads); exit 1 if loading fails."""
-    import uvicorn
-
-    from stencil.api.server import ServerConfig, create_app
+    """Run uvicorn at once (``/health`` says 503 while the model loads); exit 1 if loading fails.
+    SIGTERM drains (``--shutdown-timeout``) and exits 0."""
+    from stencil.api.http_server import StencilServer
+    from stencil.api.server import create_app
 
     config = engine_config(args)
-    settings = ServerConfig(
-        host=args.host,
-        port=args.port,
-        api_key=args.api_key,
-        served_model_name=args.served_model_name,
-        log_level=args.log_level,
-        max_embedding_inputs=args.max_embedding_inputs,
-        max_embedding_tokens=args.max_embedding_tokens,
-    )
+    settings = server_config(args)
     failed: list[BaseException] = []
 
     def load() -> Any:
@@ -182,9 +185,7 @@ def serve(args: argparse.Namespace) -> int:
             raise
 
     app = create_app(load, settings)
-    server = uvicorn.Server(
-        uvicorn.Config(app, host=settings.host, port=settings.port, log_level=settings.log_level)
-    )
+    server = StencilServer(app, settings)
     server.run()
     if failed:
         print(f"stencil serve: the model failed to load: {failed[0]}", file=sys.stderr)

@@ -22,6 +22,7 @@ from fastapi.responses import JSONResponse, Response
 
 from stencil.api.convert import ModelInfo
 from stencil.api.generation import EngineRunner
+from stencil.api.openapi import json_body
 from stencil.api.protocol import APIError, EmbeddingRequest, bad_request
 from stencil.api.routes import (
     ClientGone,
@@ -44,7 +45,7 @@ Item = tuple[str, list[int]]  # (the request field it came from, e.g. "input[3]"
 def embedding_routes(state: AppState) -> APIRouter:
     router = APIRouter()
 
-    @router.post("/v1/embeddings")
+    @router.post("/v1/embeddings", openapi_extra=json_body(EmbeddingRequest))
     async def embeddings(request: Request) -> Response:
         st = _ready(state)
         req = _parse(EmbeddingRequest, await _body(request, st))

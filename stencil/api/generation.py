@@ -55,11 +55,15 @@ class EngineRunner:
         self.engine = engine
         self.metrics = metrics
         self._background: set[asyncio.Task[Any]] = set()
+        self.open_generations: dict[str, Generation] = {}
+        self.failure: APIError | None = None
 
     async def open(
         self, prompt_ids: list[int], params: Any, request_id: str, param: str | None = None
     ) -> Generation:
         """Start one engine request; ``param`` names the field a constraint error blames."""
+        if self.failure is not None:
+            raise self.failure
         gen = Generation(self, prompt_ids, params, request_id, param)
         try:
             await gen.start()
@@ -67,6 +71,15 @@ class EngineRunner:
             gen.close()  # cancelled while queued, or rejected: make sure nothing stays scheduled
             raise
         return gen
+
+    def fail_all(self, error: APIError) -> int:
+        """End every open generation with ``error`` (and refuse new ones): the shutdown path.
+        Returns how many were open."""
+        self.failure = error
+        gens = list(self.open_generations.values())
+        for gen in gens:
+            gen.fail(error)
+        return len(gens)
 
     def abort_soon(self, request_id: str) -> None:
         """Abort without awaiting (safe inside a cancelled scope or a ``finally``)."""
@@ -98,6 +111,15 @@ class Generation:
         self._first: RequestOutput | None = None
         self.finished = False
         self.closed = False
+        self.failure: APIError | None = None
+        runner.open_generations[rid] = self
+
+    def fail(self, error: APIError) -> None:
+        """End this generation with ``error``: its engine request is aborted, and the consumer
+        gets ``error`` raised at its next output (for a stream: an error event)."""
+        self.failure = error
+        if not self.finished:
+            self.runner.abort_soon(self.request_id)
 
     async def start(self) -> None:
         try:
@@ -122,6 +144,8 @@ class Generation:
         except ValueError as e:  # RequestError, ConstraintError
             param = self.param if isinstance(e, ConstraintError) else _param_for(e)
             raise APIError(str(e), status=400, param=param) from None
+        if self.failure is not None:
+            raise self.failure
         if self._first is not None and self._first.finished:
             self.finished = True
 
@@ -132,6 +156,8 @@ class Generation:
             if self.finished or self._first is None:
                 return
             async for out in self._agen:
+                if self.failure is not None:
+                    raise self.failure
                 self.finished = out.finished
                 yield out
                 if out.finished:
@@ -143,6 +169,7 @@ class Generation:
         if self.closed:
             return
         self.closed = True
+        self.runner.open_generations.pop(self.request_id, None)
         if not self.finished:
             self.runner.abort_soon(self.request_id)
 

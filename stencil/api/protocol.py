@@ -10,6 +10,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from stencil.api.sanitize import sanitize_message
+
 KNOWN_BACKENDS = (
     "auto",
     "stencil",
@@ -270,9 +272,9 @@ class APIError(Exception):
     def body(self) -> dict[str, Any]:
         return {
             "error": {
-                "message": self.message,
+                "message": sanitize_message(self.message),
                 "type": self.type,
-                "param": self.param,
+                "param": sanitize_message(self.param, 120) if self.param else self.param,
                 "code": self.code,
             }
         }

@@ -13,6 +13,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response, Streami
 from pydantic import BaseModel, ValidationError
 
 from stencil.api.convert import ModelInfo, convert_chat, convert_completion, render_chat
+from stencil.api.openapi import json_body
 from stencil.api.protocol import (
     APIError,
     ChatCompletionRequest,
@@ -133,6 +134,8 @@ def public_routes(state: AppState) -> APIRouter:
 
     @router.get("/health")
     async def health() -> Response:
+        if state.admission.draining:
+            return JSONResponse({"status": "draining"}, status_code=503)
         ok = state.engine is not None and bool(state.engine.is_healthy())
         return JSONResponse(
             {"status": "ok" if ok else "unavailable"}, status_code=200 if ok else 503
@@ -144,7 +147,7 @@ def public_routes(state: AppState) -> APIRouter:
 def api_routes(state: AppState) -> APIRouter:
     router = APIRouter()
 
-    @router.post("/v1/chat/completions")
+    @router.post("/v1/chat/completions", openapi_extra=json_body(ChatCompletionRequest))
     async def chat(request: Request) -> Response:
         st = _ready(state)
         req = _parse(ChatCompletionRequest, await _body(request, st))
@@ -163,7 +166,7 @@ def api_routes(state: AppState) -> APIRouter:
         )
         return await _respond(request, st, ctx, chat_response)
 
-    @router.post("/v1/completions")
+    @router.post("/v1/completions", openapi_extra=json_body(CompletionRequest))
     async def completions(request: Request) -> Response:
         st = _ready(state)
         req = _parse(CompletionRequest, await _body(request, st))
@@ -205,7 +208,7 @@ def api_routes(state: AppState) -> APIRouter:
         text = state.metrics.render(engine_metrics, state.model_name or "loading")
         return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
 
-    @router.post("/tokenize")
+    @router.post("/tokenize", openapi_extra=json_body(TokenizeRequest))
     async def tokenize(request: Request) -> dict[str, Any]:
         st = _ready(state)
         req = _parse(TokenizeRequest, await _body(request, st))
@@ -213,7 +216,7 @@ def api_routes(state: AppState) -> APIRouter:
         ids = _tokenize(req, st.model)
         return {"count": len(ids), "max_model_len": st.model.max_model_len, "tokens": ids}
 
-    @router.post("/detokenize")
+    @router.post("/detokenize", openapi_extra=json_body(DetokenizeRequest))
     async def detokenize(request: Request) -> dict[str, Any]:
         st = _ready(state)
         req = _parse(DetokenizeRequest, await _body(request, st))

@@ -9,24 +9,44 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
 import logging
-from collections.abc import AsyncIterator, Callable, Coroutine
+import uuid
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from fastapi import Depends, FastAPI, Request
+from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from stencil.api.admission import AdmissionMiddleware
+from stencil.api.auth import APIKeyMiddleware, route_paths, undecided_routes
 from stencil.api.embeddings import embedding_routes
-from stencil.api.protocol import APIError, bad_request
+from stencil.api.header_limits import HeaderLimitMiddleware
+from stencil.api.openapi import install_openapi
+from stencil.api.protocol import (
+    APIError,
+    ChatCompletionRequest,
+    CompletionRequest,
+    DetokenizeRequest,
+    EmbeddingRequest,
+    TokenizeRequest,
+    bad_request,
+)
 from stencil.api.routes import api_routes, public_routes
 from stencil.api.state import AppState, ServerConfig, version
 
 __all__ = ["AppState", "ServerConfig", "create_app"]
 
 logger = logging.getLogger(__name__)
+
+REQUEST_MODELS = [
+    ChatCompletionRequest,
+    CompletionRequest,
+    EmbeddingRequest,
+    TokenizeRequest,
+    DetokenizeRequest,
+]
 
 
 def create_app(engine: Any, config: ServerConfig | None = None) -> FastAPI:
@@ -51,9 +71,19 @@ def create_app(engine: Any, config: ServerConfig | None = None) -> FastAPI:
     app.state.stencil = state
     _install_error_handlers(app)
     app.include_router(public_routes(state))
-    auth = [Depends(_auth(state.config))]
-    app.include_router(api_routes(state), dependencies=auth)
-    app.include_router(embedding_routes(state), dependencies=auth)
+    app.include_router(api_routes(state))
+    app.include_router(embedding_routes(state))
+    install_openapi(app, REQUEST_MODELS)
+    undecided = undecided_routes(route_paths(app.routes))
+    if undecided:
+        raise RuntimeError(f"routes without an auth decision in auth.ROUTE_AUTH: {undecided}")
+    # outermost first: header limits, then the API key, then admission (drain)
+    cfg = state.config
+    app.add_middleware(AdmissionMiddleware, admission=state.admission)
+    app.add_middleware(APIKeyMiddleware, api_key=cfg.api_key)
+    app.add_middleware(
+        HeaderLimitMiddleware, max_headers=cfg.max_headers, max_header_bytes=cfg.max_header_bytes
+    )
     return app
 
 
@@ -75,7 +105,8 @@ def _install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(_: Request, e: RequestValidationError) -> JSONResponse:
-        err = bad_request(f"invalid request: {e.errors()[:3]}")  # 422 -> 400, OpenAI style
+        problems = [f"{'.'.join(map(str, x.get('loc', ())))}: {x.get('msg')}" for x in e.errors()]
+        err = bad_request(f"invalid request: {'; '.join(problems[:3])}")  # 422 -> 400
         return JSONResponse(err.body(), status_code=400)
 
     @app.exception_handler(StarletteHTTPException)
@@ -86,24 +117,11 @@ def _install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(Exception)
     async def internal(_: Request, e: Exception) -> JSONResponse:
-        logger.exception("internal error")
-        err = APIError(f"internal error: {type(e).__name__}: {e}", status=500, type="server_error")
+        ref = uuid.uuid4().hex[:12]
+        logger.exception("internal error %s", ref)  # the details stay in the log
+        err = APIError(
+            f"internal error ({type(e).__name__}, ref {ref}); see the server log",
+            status=500,
+            type="server_error",
+        )
         return JSONResponse(err.body(), status_code=500)
-
-
-def _auth(config: ServerConfig) -> Callable[[Request], Coroutine[Any, Any, None]]:
-    expected = f"Bearer {config.api_key}".encode() if config.api_key else None
-
-    async def check(request: Request) -> None:
-        if expected is None:
-            return
-        given = request.headers.get("authorization", "").encode()
-        if not hmac.compare_digest(given, expected):
-            raise APIError(
-                "invalid or missing API key (Authorization: Bearer KEY)",
-                status=401,
-                type="authentication_error",
-                code="invalid_api_key",
-            )
-
-    return check

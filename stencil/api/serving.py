@@ -270,6 +270,7 @@ async def stream_chunks(
     tool_counts: dict[int, int] = {}
     offsets = {i: len(ctx.plans[i // ctx.n].echo_text) for i in range(len(ctx.plans) * ctx.n)}
     completed = False
+    failures: list[APIError] = []
 
     def chunk(choice: dict[str, Any]) -> str:
         return sse(_envelope(ctx, obj, [choice]) | extra)
@@ -283,7 +284,7 @@ async def stream_chunks(
                 yield chunk({"index": i, "delta": first, "logprobs": None, "finish_reason": None})
             elif echo:
                 yield chunk({"index": i, "text": echo, "logprobs": None, "finish_reason": None})
-        async for ev in stream:
+        async for ev in _until_failure(stream, failures):
             if isinstance(ev, Finish):
                 finishes[ev.index] = ev
                 if ev.reason == "error":
@@ -301,6 +302,11 @@ async def stream_chunks(
             else:
                 yield chunk(_delta_choice(ev, ctx, offsets.get(ev.index, 0)))
                 offsets[ev.index] = offsets.get(ev.index, 0) + len(ev.text)
+        if failures:  # ended early (server shutdown): an error event closes the stream
+            yield sse(failures[0].body())
+            yield "data: [DONE]\n\n"
+            completed = True
+            return
         timing.done(list(finishes.values()))
         if ctx.include_usage:
             states = {i: ChoiceState(finish=f) for i, f in finishes.items()}
@@ -309,6 +315,17 @@ async def stream_chunks(
         completed = True
     finally:
         on_exit(completed)
+
+
+async def _until_failure(
+    stream: AsyncIterator[Event], failures: list[APIError]
+) -> AsyncIterator[Event]:
+    """``stream``'s events until it raises an APIError, which is appended to ``failures``."""
+    try:
+        async for ev in stream:
+            yield ev
+    except APIError as e:
+        failures.append(e)
 
 
 def _finish_choice(ev: Finish, chat: bool) -> dict[str, Any]:

@@ -7,31 +7,53 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from stencil.api.admission import Admission
 from stencil.api.convert import ModelInfo
 from stencil.api.metrics import ServerMetrics
 from stencil.engine.errors import ConfigError
 
 
+def _opt(default: Any, help: str) -> Any:
+    return field(default=default, metadata={"help": help})
+
+
 @dataclass(slots=True)
 class ServerConfig:
-    """How the HTTP server runs (the engine has its own ``EngineConfig``)."""
+    """How the HTTP server runs (the engine has its own ``EngineConfig``). Every field is a
+    ``stencil serve`` flag (``--max-header-bytes`` ...), the help text is the field's metadata."""
 
-    host: str = "127.0.0.1"
-    port: int = 8000
-    api_key: str | None = None
-    served_model_name: str | None = None
-    max_body_bytes: int = 16 << 20
-    log_level: str = "info"
-    max_embedding_inputs: int = 2048  # inputs in one /v1/embeddings request
-    max_embedding_tokens: int = 300_000  # tokens over all inputs of one /v1/embeddings request
+    host: str = _opt("127.0.0.1", "address to bind (loopback by default)")
+    port: int = _opt(8000, "port to bind")
+    api_key: str | None = _opt(
+        None, "require 'Authorization: Bearer KEY' on every route but /health"
+    )
+    served_model_name: str | None = _opt(None, "the model name clients use (default: the model's)")
+    max_body_bytes: int = _opt(16 << 20, "largest request body; beyond: 413")
+    max_header_bytes: int = _opt(
+        16 << 10, "largest total size of request header names and values; beyond: 431"
+    )
+    max_headers: int = _opt(100, "most request header fields; beyond: 431")
+    shutdown_timeout: float = _opt(
+        30.0,
+        "seconds SIGTERM waits for in-flight requests (new ones get 503); those still running "
+        "then end with an error",
+    )
+    log_level: str = _opt("info", "uvicorn's log level")
+    max_embedding_inputs: int = _opt(2048, "inputs in one /v1/embeddings request")
+    max_embedding_tokens: int = _opt(
+        300_000, "tokens over all inputs of one /v1/embeddings request"
+    )
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
             raise ConfigError(f"port must be in [0, 65535], got {self.port}")
-        if self.max_body_bytes <= 0:
-            raise ConfigError("max_body_bytes must be > 0")
+        for name in ("max_body_bytes", "max_header_bytes", "max_headers"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"{name} must be > 0, got {getattr(self, name)}")
         if self.max_embedding_inputs <= 0 or self.max_embedding_tokens <= 0:
             raise ConfigError("max_embedding_inputs and max_embedding_tokens must be > 0")
+        if not 0 <= self.shutdown_timeout < float("inf"):
+            raise ConfigError(f"shutdown_timeout must be >= 0 seconds, got {self.shutdown_timeout}")
         if self.api_key is not None and not self.api_key:
             raise ConfigError("api_key must not be empty")
 
@@ -40,6 +62,7 @@ class ServerConfig:
 class AppState:
     config: ServerConfig
     metrics: ServerMetrics = field(default_factory=ServerMetrics)
+    admission: Admission = field(default_factory=Admission)
     engine: Any = None
     runner: Any = None
     model: ModelInfo | None = None
@@ -48,6 +71,10 @@ class AppState:
     load_error: str | None = None
     owns_engine: bool = False
     created: int = field(default_factory=lambda: int(time.time()))
+
+    def runner_fail_all(self, error: Any) -> int:
+        """End every open generation with ``error`` (shutdown); how many there were."""
+        return self.runner.fail_all(error) if self.runner is not None else 0
 
     def attach(self, engine: Any) -> None:
         from stencil.api.generation import EngineRunner

@@ -55,18 +55,15 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="session")
 def live_server() -> LiveServer:
-    import uvicorn
-
+    from stencil.api.http_server import StencilServer
     from stencil.api.server import ServerConfig, create_app
     from stencil.engine.async_engine import AsyncLLMEngine
     from stencil.engine.config import EngineConfig
 
     engine = AsyncLLMEngine.from_config(EngineConfig(model=None, seed=0))
-    app = create_app(engine, ServerConfig(api_key=API_KEY))
     port = _free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
-    )
+    settings = ServerConfig(api_key=API_KEY, port=port, log_level="warning")
+    server = StencilServer(create_app(engine, settings), settings)
     thread = threading.Thread(target=server.run, name="uvicorn", daemon=True)
     thread.start()
     deadline = time.monotonic() + 60
