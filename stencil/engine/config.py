@@ -7,6 +7,7 @@ from dataclasses import dataclass, fields
 from stencil.engine.errors import ConfigError
 
 _DTYPES = ("auto", "float32", "bfloat16", "float16")
+_ATTENTION_BACKENDS = ("auto", "torch")
 
 
 @dataclass(slots=True)
@@ -15,6 +16,8 @@ class EngineConfig:
 
     ``model`` None means the embedded SmolLM2-135M-Instruct default.
     ``num_kv_blocks`` None means: size the KV cache from ``kv_cache_memory`` bytes.
+    ``attention_backend`` "auto": Triton kernels on CUDA, the C kernel on CPU (pure torch where no
+    compiler is found); "torch": the pure-torch reference kernels everywhere.
     """
 
     model: str | None = None
@@ -34,6 +37,7 @@ class EngineConfig:
     constraint_cache_bytes: int = 256 << 20
     reasoning_end: str | None = None
     pooling: str = "last"
+    attention_backend: str = "auto"
 
     def __post_init__(self) -> None:
         if self.dtype not in _DTYPES:
@@ -47,6 +51,8 @@ class EngineConfig:
             raise ConfigError(f"max_model_len must be > 0, got {self.max_model_len}")
         if self.max_waiting_requests <= 0:
             raise ConfigError("max_waiting_requests must be > 0")
+        if self.attention_backend not in _ATTENTION_BACKENDS:
+            raise ConfigError(f"attention_backend must be one of {_ATTENTION_BACKENDS}, got {self.attention_backend!r}")
         if self.pooling not in ("last", "mean"):
             raise ConfigError(f"pooling must be 'last' or 'mean', got {self.pooling!r}")
         if self.constraint_compile_timeout <= 0:

@@ -21,7 +21,7 @@ class ModelRunner:
         self.model = model
         self.device = device
         self.block_size = config.block_size
-        self.ops = get_kernels(device)
+        self.ops = get_kernels(device, config.attention_backend)
         mc = model.config
         self.num_layers = mc.num_hidden_layers
         self.kv_heads = getattr(mc, "num_key_value_heads", None) or mc.num_attention_heads
@@ -32,8 +32,8 @@ class ModelRunner:
 
     def _cache(self, dtype: torch.dtype) -> torch.Tensor:
         """One layer's K or V cache, logical shape ``[num_blocks, block_size, kv_heads, dim]``.
-        The CPU path stores it head-major so gathered keys are contiguous matrices."""
-        if self.ops.name == "reference":
+        The CPU paths store it head-major: each block of one head is a contiguous matrix."""
+        if self.ops.name != "triton":
             store = torch.zeros(self.kv_heads, self.num_blocks, self.block_size, self.head_dim,
                                 dtype=dtype, device=self.device)
             return store.permute(1, 2, 0, 3)

@@ -1,6 +1,7 @@
-"""Kernels of the engine: Triton on CUDA, the pure-torch reference elsewhere.
+"""Kernels of the engine: Triton on CUDA, a C paged-attention kernel on CPU, the pure-torch
+reference everywhere else (and as the oracle of both).
 
-``get_kernels(device)`` picks the set; both sets share the signatures of ``reference``.
+``get_kernels(device, backend)`` picks the set; every set shares the signatures of ``reference``.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ __all__ = ["Kernels", "get_kernels"]
 
 @dataclass(frozen=True, slots=True)
 class Kernels:
-    """One backend's kernels: ``name`` is ``"triton"`` or ``"reference"``."""
+    """One backend's kernels: ``name`` is ``"triton"``, ``"cpu"`` or ``"reference"``."""
 
     name: str
     write_kv: Callable[..., None]
@@ -24,21 +25,25 @@ class Kernels:
     apply_token_bitmask_inplace: Callable[..., None]
 
 
-def get_kernels(device: torch.device | str) -> Kernels:
-    """Triton kernels for a CUDA device when Triton imports, else the reference kernels."""
-    if torch.device(device).type == "cuda":
+def get_kernels(device: torch.device | str, backend: str = "auto") -> Kernels:
+    """``backend`` "auto": Triton kernels on CUDA when Triton imports, the C attention kernel on
+    CPU when a C compiler works, else (and for "torch") the reference kernels."""
+    from stencil.kernels import reference
+
+    kind = torch.device(device).type
+    if backend == "auto" and kind == "cuda":
         try:
             return _triton_kernels()
         except ImportError:
             pass
-    from stencil.kernels import reference
+    if backend == "auto" and kind == "cpu":
+        from stencil.kernels.cpu_attention import load
 
-    return Kernels(
-        "reference",
-        reference.write_kv,
-        reference.paged_attention,
-        reference.apply_token_bitmask_inplace,
-    )
+        attention = load()
+        if attention is not None:
+            return Kernels("cpu", reference.write_kv, attention, reference.apply_token_bitmask_inplace)
+    return Kernels("reference", reference.write_kv, reference.paged_attention,
+                   reference.apply_token_bitmask_inplace)
 
 
 def _triton_kernels() -> Kernels:

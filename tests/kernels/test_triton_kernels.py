@@ -90,8 +90,8 @@ def test_interpreted_kernels() -> None:
 # ----------------------------------------------------------------------------- dispatch
 
 
-def test_get_kernels_cpu_is_reference() -> None:
-    k = get_kernels(torch.device("cpu"))
+def test_get_kernels_torch_is_reference() -> None:
+    k = get_kernels(torch.device("cpu"), "torch")
     assert k.name == "reference"
     assert k.paged_attention is reference.paged_attention
     assert k.write_kv is reference.write_kv

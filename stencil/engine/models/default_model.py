@@ -13,7 +13,8 @@ import zipfile
 from pathlib import Path
 
 from stencil.engine.errors import ConfigError
-from stencil.engine.models.gguf import cache_root, convert_gguf
+from stencil.engine.models.gguf import convert_gguf
+from stencil.paths import cache_root
 
 logger = logging.getLogger(__name__)
 

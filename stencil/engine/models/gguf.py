@@ -10,13 +10,9 @@ import shutil
 from pathlib import Path
 
 from stencil.engine.errors import ConfigError
+from stencil.paths import cache_root
 
 logger = logging.getLogger(__name__)
-
-
-def cache_root() -> Path:
-    """``$STENCIL_CACHE_DIR``, default ``~/.cache/stencil``."""
-    return Path(os.environ.get("STENCIL_CACHE_DIR") or Path.home() / ".cache" / "stencil")
 
 
 def convert_gguf(gguf_path: Path, out_dir: Path | None = None) -> Path:

@@ -1,0 +1,122 @@
+"""Paged attention on CPU through a small C kernel (``csrc/paged_attention.c``), built on first use.
+
+The kernel reads keys and values straight from the cache blocks (no gather copy) with a block-wise
+online softmax, one OpenMP work unit per (sequence, kv head, tile of query positions). It is
+compiled once per source, compiler and CPU with the system C compiler (``cc -O3 -march=native
+-fopenmp``) into ``$STENCIL_CACHE_DIR/kernels`` and opened with ctypes. ``load()`` returns None
+where no compiler works; the engine then keeps the pure-torch reference path.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import logging
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import torch
+
+from stencil.kernels import reference
+from stencil.paths import cache_root
+
+logger = logging.getLogger(__name__)
+
+SOURCE = Path(__file__).parent / "csrc" / "paged_attention.c"
+FLAGS = ["-O3", "-march=native", "-fno-math-errno", "-fopenmp", "-shared", "-fPIC", "-std=c11"]
+MAX_ROWS, MAX_DIM, MAX_BLOCK = 64, 256, 64  # the C kernel's per-unit buffers
+_P = ctypes.c_void_p
+_ARGTYPES = [_P, _P, _P, ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, _P, ctypes.c_int,
+             _P, _P, _P, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+             ctypes.c_float, ctypes.c_int, _P, ctypes.c_int]
+
+
+class CpuPagedAttention:
+    """Callable with the signature of ``reference.paged_attention``; shapes the kernel's buffers
+    cannot hold (head_dim > 256, block_size > 64, > 64 query heads per kv head), and caches that are
+    neither float32 nor bfloat16, go to the reference path."""
+
+    def __init__(self, library: ctypes.CDLL) -> None:
+        self._kernel = library.paged_attention
+        self._kernel.argtypes = _ARGTYPES
+        self._kernel.restype = None
+
+    def __call__(self, q, k_cache, v_cache, block_tables, cu_seqlens_q, context_lens, scale,
+                 sliding_window=None, plan=None) -> torch.Tensor:
+        _, bs, kv_heads, dim = k_cache.shape
+        group = q.shape[1] // kv_heads
+        if not _fits(k_cache, v_cache, bs, dim, group):
+            return reference.paged_attention(q, k_cache, v_cache, block_tables, cu_seqlens_q,
+                                             context_lens, scale, sliding_window, plan)
+        plan = {} if plan is None else plan
+        key = ("cpu", group, kv_heads)
+        if key not in plan:
+            plan[key] = _plan(cu_seqlens_q, context_lens, group, kv_heads)
+        cu, ctx, units = plan[key]
+        tables = block_tables.to(torch.int32).contiguous()
+        qf = q.to(torch.float32).contiguous()
+        out = torch.empty_like(qf)
+        sb, ss, sh, _ = k_cache.stride()
+        self._kernel(qf.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(),
+                     int(k_cache.dtype == torch.bfloat16), sb, ss, sh, tables.data_ptr(), tables.shape[1],
+                     cu.data_ptr(), ctx.data_ptr(), units.data_ptr(), units.shape[0], q.shape[1],
+                     kv_heads, dim, bs, scale, sliding_window or 0, out.data_ptr(), torch.get_num_threads())
+        return out.to(q.dtype)
+
+
+def _fits(k_cache, v_cache, block_size, dim, group) -> bool:
+    same = k_cache.stride() == v_cache.stride() and k_cache.dtype == v_cache.dtype
+    return (same and k_cache.dtype in (torch.float32, torch.bfloat16) and k_cache.stride(3) == 1
+            and dim <= MAX_DIM and block_size <= MAX_BLOCK and group <= MAX_ROWS)
+
+
+def _plan(cu_seqlens_q, context_lens, group, kv_heads) -> tuple[torch.Tensor, ...]:
+    """Offsets, context lengths and the work units (sequence, kv head, first position, positions)."""
+    tile = MAX_ROWS // group
+    units = [(b, h, p, min(tile, cu_seqlens_q[b + 1] - cu_seqlens_q[b] - p))
+             for b in range(len(context_lens))
+             for p in range(0, cu_seqlens_q[b + 1] - cu_seqlens_q[b], tile)
+             for h in range(kv_heads)]
+    units.sort(key=lambda u: -u[3] * context_lens[u[0]])  # longest first: better dynamic balance
+    as_int32 = lambda x: torch.tensor(x, dtype=torch.int32)  # noqa: E731
+    return as_int32(cu_seqlens_q), as_int32(context_lens), as_int32(units).view(-1, 4)
+
+
+def load() -> CpuPagedAttention | None:
+    """The compiled kernel (built into the cache on first use), or None where it cannot be built."""
+    try:
+        return CpuPagedAttention(ctypes.CDLL(str(_build())))
+    except (OSError, subprocess.SubprocessError) as e:
+        logger.warning("CPU attention kernel unavailable (%s); using the pure-torch path", e)
+        return None
+
+
+def _build() -> Path:
+    compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        raise OSError("no C compiler (cc) found")
+    source = SOURCE.read_bytes()
+    digest = hashlib.sha256(source + " ".join([compiler, *FLAGS]).encode() + _cpu_id()).hexdigest()[:16]
+    target = cache_root() / "kernels" / f"paged_attention-{digest}.so"
+    if target.is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+        built = Path(tmp) / target.name
+        subprocess.run([compiler, *FLAGS, str(SOURCE), "-o", str(built), "-lm"], check=True,
+                       capture_output=True, timeout=120)
+        os.replace(built, target)  # atomic: concurrent builders never see a partial file
+    return target
+
+
+def _cpu_id() -> bytes:
+    """-march=native code is only valid on the CPU it was built for."""
+    try:
+        flags = next(line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags"))
+    except (OSError, StopIteration):
+        flags = ""
+    return (platform.machine() + platform.processor() + flags).encode()

@@ -1,0 +1,129 @@
+/* Paged attention for CPU: each sequence's new queries attend over its cached keys/values, read
+ * straight from the cache blocks (no gather copy), with a block-wise online softmax.
+ *
+ * One work unit = (sequence, kv head, tile of query positions); the unit's query rows are the
+ * `group` query heads sharing that kv head times the tile's positions, so every key and value row
+ * is loaded once per unit. Units run in parallel with OpenMP (torch's own libgomp, which is already
+ * loaded in the process when this library is opened).
+ *
+ * Same contract as stencil/kernels/reference.py:paged_attention. Cache strides are in elements
+ * (block, slot, head; the last dimension must be contiguous); q and out are contiguous [T, H, D]
+ * float32. Built and loaded by stencil/kernels/cpu_attention.py.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#define MAX_ROWS 64
+#define MAX_DIM 256
+#define MAX_BLOCK 64
+
+static inline float bf16_to_f32(uint16_t x) {
+    union { uint32_t u; float f; } c;
+    c.u = (uint32_t)x << 16;
+    return c.f;
+}
+
+/* Row `slot` of a cache block as float32 (a pointer into the cache, or into `tmp` for bf16). */
+static inline const float *cache_row(const void *cache, int bf16, int64_t off, int dim, float *tmp) {
+    if (!bf16) return (const float *)cache + off;
+    const uint16_t *src = (const uint16_t *)cache + off;
+    for (int d = 0; d < dim; d++) tmp[d] = bf16_to_f32(src[d]);
+    return tmp;
+}
+
+static inline float dot(const float *a, const float *b, int dim) {
+    float s = 0.f;
+#pragma omp simd reduction(+ : s)
+    for (int d = 0; d < dim; d++) s += a[d] * b[d];
+    return s;
+}
+
+typedef struct {
+    const float *q;
+    const void *k, *v;
+    int bf16;
+    int64_t sb, ss, sh;
+    const int32_t *tables;
+    int width;
+    const int32_t *cu_q, *ctx;
+    int heads, kv_heads, dim, block_size, window;
+    float scale;
+    float *out;
+} Args;
+
+/* Rows of a unit: row r = (position p0 + r / group, query head h * group + r % group). */
+static void unit(const Args *a, int b, int h, int p0, int np) {
+    int group = a->heads / a->kv_heads, rows = group * np, dim = a->dim;
+    int q_len = a->cu_q[b + 1] - a->cu_q[b], ctx = a->ctx[b];
+    float acc[MAX_ROWS][MAX_DIM], m[MAX_ROWS], l[MAX_ROWS], s[MAX_ROWS][MAX_BLOCK];
+    float ktmp[MAX_DIM], vtmp[MAX_DIM];
+    const float *qrow[MAX_ROWS];
+    int qpos[MAX_ROWS];
+    for (int r = 0; r < rows; r++) {
+        int p = p0 + r / group, head = h * group + r % group;
+        qrow[r] = a->q + ((int64_t)(a->cu_q[b] + p) * a->heads + head) * dim;
+        qpos[r] = ctx - q_len + p;
+        m[r] = -INFINITY;
+        l[r] = 0.f;
+        memset(acc[r], 0, sizeof(float) * dim);
+    }
+    int hi = qpos[rows - 1] + 1, lo = 0;
+    if (a->window > 0 && qpos[0] - a->window + 1 > 0) lo = qpos[0] - a->window + 1;
+    const int32_t *table = a->tables + (int64_t)b * a->width;
+    for (int start = lo - lo % a->block_size; start < hi; start += a->block_size) {
+        int64_t base = (int64_t)table[start / a->block_size] * a->sb + (int64_t)h * a->sh;
+        int k0 = start < lo ? lo : start, k1 = start + a->block_size < hi ? start + a->block_size : hi;
+        for (int j = k0; j < k1; j++) {
+            const float *krow = cache_row(a->k, a->bf16, base + (int64_t)(j - start) * a->ss, dim, ktmp);
+            for (int r = 0; r < rows; r++) {
+                int visible = j <= qpos[r] && (a->window <= 0 || j > qpos[r] - a->window);
+                s[r][j - k0] = visible ? dot(qrow[r], krow, dim) * a->scale : -INFINITY;
+            }
+        }
+        for (int r = 0; r < rows; r++) {
+            float mx = m[r];
+            for (int j = 0; j < k1 - k0; j++) mx = s[r][j] > mx ? s[r][j] : mx;
+            if (mx == -INFINITY) continue;
+            float corr = expf(m[r] - mx);
+            l[r] *= corr;
+#pragma omp simd
+            for (int d = 0; d < dim; d++) acc[r][d] *= corr;
+            for (int j = 0; j < k1 - k0; j++) {
+                s[r][j] = expf(s[r][j] - mx);
+                l[r] += s[r][j];
+            }
+            m[r] = mx;
+        }
+        for (int j = k0; j < k1; j++) {
+            const float *vrow = cache_row(a->v, a->bf16, base + (int64_t)(j - start) * a->ss, dim, vtmp);
+            for (int r = 0; r < rows; r++) {
+                float p = m[r] == -INFINITY ? 0.f : s[r][j - k0];
+                if (p == 0.f) continue;
+#pragma omp simd
+                for (int d = 0; d < dim; d++) acc[r][d] += p * vrow[d];
+            }
+        }
+    }
+    for (int r = 0; r < rows; r++) {
+        int p = p0 + r / group, head = h * group + r % group;
+        float *o = a->out + ((int64_t)(a->cu_q[b] + p) * a->heads + head) * dim;
+        float inv = l[r] > 0.f ? 1.f / l[r] : 0.f;
+        for (int d = 0; d < dim; d++) o[d] = acc[r][d] * inv;
+    }
+}
+
+/* `units`: [num_units, 4] int32 rows (sequence, kv head, first position, positions), planned by
+ * the caller; each unit has at most MAX_ROWS query rows. */
+void paged_attention(const float *q, const void *k, const void *v, int bf16, int64_t sb, int64_t ss,
+                     int64_t sh, const int32_t *tables, int width, const int32_t *cu_q,
+                     const int32_t *ctx, const int32_t *units, int num_units, int heads, int kv_heads,
+                     int dim, int block_size, float scale, int window, float *out, int threads) {
+    Args a = {q, k, v, bf16, sb, ss, sh, tables, width, cu_q, ctx, heads, kv_heads, dim, block_size,
+              window, scale, out};
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
+    for (int u = 0; u < num_units; u++) {
+        const int32_t *w = units + 4 * u;
+        unit(&a, w[0], w[1], w[2], w[3]);
+    }
+}

@@ -1,0 +1,89 @@
+"""The C paged-attention kernel for CPU against the fp64 oracle, its fallbacks, and its build cache."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import torch
+from kernel_helpers import ATTN_CASES, AttnCase, make_attn_inputs, naive_attention
+
+from stencil.kernels import get_kernels, reference
+from stencil.kernels.cpu_attention import CpuPagedAttention, load
+
+
+@pytest.fixture(scope="module")
+def kernel() -> CpuPagedAttention:
+    k = load()
+    assert k is not None, "the C kernel did not build (is a C compiler installed?)"
+    return k
+
+
+def _head_major(cache: torch.Tensor) -> torch.Tensor:
+    """The same values stored ``[kv_heads, blocks, block_size, dim]`` (the model runner's layout)."""
+    return cache.permute(2, 0, 1, 3).contiguous().permute(1, 2, 0, 3)
+
+
+@pytest.mark.parametrize("layout", ["block-major", "head-major"])
+@pytest.mark.parametrize("name", list(ATTN_CASES))
+def test_cpu_attention_matches_naive(kernel, name: str, layout: str) -> None:
+    args = make_attn_inputs(ATTN_CASES[name], torch.float32)
+    if layout == "head-major":
+        args["k_cache"], args["v_cache"] = _head_major(args["k_cache"]), _head_major(args["v_cache"])
+    got = kernel(**args)
+    assert got.shape == args["q"].shape and got.dtype == torch.float32
+    torch.testing.assert_close(got.double(), naive_attention(**args), atol=1e-5, rtol=1e-5)
+
+
+def test_cpu_attention_bfloat16(kernel) -> None:
+    args = make_attn_inputs(ATTN_CASES["gqa2-bs16"], torch.bfloat16)
+    got = kernel(**args)
+    assert got.dtype == torch.bfloat16
+    torch.testing.assert_close(got.double(), naive_attention(**args), atol=2e-2, rtol=2e-2)
+
+
+def test_cpu_attention_long_prefill_tiles(kernel) -> None:
+    """A chunk longer than one unit's tile of positions, 8 query heads per kv head, dim 128."""
+    case = AttnCase(16, 2, 128, 16, (1, 150, 1), (300, 170, 33), window=None)
+    args = make_attn_inputs(case, torch.float32)
+    torch.testing.assert_close(kernel(**args).double(), naive_attention(**args), atol=1e-5, rtol=1e-5)
+
+
+def test_cpu_attention_plan_is_shared_across_layers(kernel) -> None:
+    args = make_attn_inputs(ATTN_CASES["decode-only"], torch.float32)
+    plan: dict = {}
+    first = kernel(**args, plan=plan)
+    assert len(plan) == 1
+    args["q"] = args["q"] * 2
+    second = kernel(**args, plan=plan)
+    assert len(plan) == 1
+    torch.testing.assert_close(second.double(), naive_attention(**args), atol=1e-5, rtol=1e-5)
+    assert not torch.equal(first, second)
+
+
+def test_cpu_attention_falls_back_beyond_its_buffers(kernel) -> None:
+    """head_dim 320 exceeds the kernel's unit buffers: the reference computes it, same result."""
+    args = make_attn_inputs(AttnCase(2, 1, 320, 4, (1, 3), (5, 3)), torch.float32)
+    torch.testing.assert_close(kernel(**args), reference.paged_attention(**args))
+
+
+def test_get_kernels_cpu(kernel) -> None:
+    assert get_kernels("cpu").name == "cpu"
+    torch_set = get_kernels("cpu", "torch")
+    assert torch_set.name == "reference" and torch_set.paged_attention is reference.paged_attention
+
+
+def test_build_is_cached_and_missing_compiler_falls_back(tmp_path) -> None:
+    """A fresh cache dir builds the library once; without a compiler, the torch path is chosen."""
+    code = ("import os, stencil.kernels.cpu_attention as c; assert c.load() is not None; "
+            "d = os.environ['STENCIL_CACHE_DIR'] + '/kernels'; "
+            "print([(f, os.stat(d + '/' + f).st_mtime_ns) for f in sorted(os.listdir(d))])")
+    env = {"STENCIL_CACHE_DIR": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    first = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    again = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert first.stdout == again.stdout and ".so" in first.stdout  # reused, not rebuilt
+    fresh = {"STENCIL_CACHE_DIR": str(tmp_path / "empty"), "PATH": "/usr/bin:/bin", "CC": "/nonexistent"}
+    code = "from stencil.kernels import get_kernels; print(get_kernels('cpu').name)"
+    out = subprocess.run([sys.executable, "-c", code], env=fresh, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "reference"
