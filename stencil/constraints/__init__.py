@@ -8,7 +8,11 @@ front end (schema translation, validation, budgets, whitespace policy) and the A
 from .bitmask import allocate_token_bitmask, bitmask_to_bool
 from .compiler import CompiledConstraint, ConstraintCompiler
 from .errors import (
+    CompileCancelledError,
+    CompileCrashError,
+    CompileMemoryError,
     CompileTimeoutError,
+    CompileWorkerError,
     ConstraintError,
     ConstraintTooLargeError,
     InvalidGrammarError,
@@ -22,7 +26,11 @@ from .spec import Constraint
 from .vocab import TokenVocab
 
 __all__ = [
+    "CompileCancelledError",
+    "CompileCrashError",
+    "CompileMemoryError",
     "CompileTimeoutError",
+    "CompileWorkerError",
     "CompiledConstraint",
     "Constraint",
     "ConstraintCompiler",

@@ -1,4 +1,4 @@
-"""``ConstraintCompiler``: Constraint -> CompiledConstraint, cached and time-bounded."""
+"""``ConstraintCompiler``: Constraint -> CompiledConstraint, cached, time- and memory-bounded."""
 
 from __future__ import annotations
 
@@ -9,12 +9,13 @@ from dataclasses import dataclass, field
 import llguidance
 
 from .cache import ByteLRU
-from .errors import CompileTimeoutError, ConstraintError, InvalidGrammarError, InvalidSchemaError
+from .errors import CompileTimeoutError
+from .isolation import CompileWorkerPool
 from .limits import DEFAULT_LIMITS, Limits
-from .llg_errors import grammar_error, short
 from .llg_limits import parser_limits
 from .matcher import Matcher
 from .spec import Constraint
+from .template import build_template
 from .vocab import TokenVocab
 
 _BASE_BYTES = 64 << 10  # fixed per-compile overhead in the size estimate
@@ -37,11 +38,18 @@ class CompiledConstraint:
 class ConstraintCompiler:
     """Compiles constraints for one vocabulary. Thread-safe.
 
-    Each compile runs under llguidance's parser limits (from ``limits``) and a wall-clock
-    budget ``timeout_s``; past it ``CompileTimeoutError`` is raised (the bounded llguidance
-    build finishes in the background and is dropped). Results are cached in an LRU bounded
-    by ``cache_bytes`` (an estimate: grammar size plus a fixed overhead), keyed by the
-    constraint's key and the vocabulary's fingerprint.
+    With ``workers`` > 0 every compile (the translation of a deferred constraint, llguidance's
+    grammar build and the first-mask check) runs in one of ``workers`` worker processes, under
+    a wall-clock budget ``timeout_s`` (past it the worker is SIGKILLed and replaced:
+    ``CompileTimeoutError``) and an address-space budget ``memory_bytes`` beyond the worker's
+    idle footprint (``CompileMemoryError``); the matcher is then rebuilt here from the
+    validated grammar. ``close()`` stops the workers. With ``workers=0`` compiles run in a
+    thread of this process: past ``timeout_s`` the caller gets ``CompileTimeoutError`` but the
+    compile keeps running to its end (bounded only by llguidance's fuel), and there is no
+    memory budget.
+
+    Results are cached in an LRU bounded by ``cache_bytes`` (an estimate: grammar size plus a
+    fixed overhead), keyed by the constraint's key and the vocabulary's fingerprint.
     """
 
     def __init__(
@@ -51,32 +59,61 @@ class ConstraintCompiler:
         cache_bytes: int = 256 << 20,
         timeout_s: float = 10.0,
         limits: Limits = DEFAULT_LIMITS,
+        workers: int = 0,
+        memory_bytes: int = 1 << 30,
     ) -> None:
         self.vocab = vocab
         self.timeout_s = timeout_s
         self.limits = limits
         self._cache: ByteLRU[CompiledConstraint] = ByteLRU(cache_bytes)
         self._parser_limits = parser_limits(limits)
+        self._pool = (
+            CompileWorkerPool(vocab, size=workers, memory_bytes=memory_bytes) if workers else None
+        )
 
     @property
     def cache(self) -> ByteLRU[CompiledConstraint]:
         return self._cache
 
-    def compile(self, constraint: Constraint) -> CompiledConstraint:
+    @property
+    def pool(self) -> CompileWorkerPool | None:
+        """The worker pool (None when compiles run in threads)."""
+        return self._pool
+
+    def compile(
+        self, constraint: Constraint, *, cancel: threading.Event | None = None
+    ) -> CompiledConstraint:
+        """Compile (or fetch from the cache); raises a ConstraintError subclass. Setting
+        ``cancel`` kills an isolated compile in flight (``CompileCancelledError``)."""
         key = f"{self.vocab.fingerprint}|{constraint.key}"
         cached = self._cache.get(key)
         if cached is not None:
             return cached
         start = time.perf_counter()
-        template = self._build_bounded(constraint)
+        if self._pool is None:
+            translated, template = self._build_bounded(constraint)
+        else:
+            translated = self._pool.compile(constraint, self.limits, self.timeout_s, cancel)
+            template = build_template(self.vocab, translated, self._parser_limits)
         elapsed = (time.perf_counter() - start) * 1e3
-        size = _BASE_BYTES + 16 * len(constraint.llg_grammar)
-        compiled = CompiledConstraint(constraint, self.vocab, elapsed, size, template)
+        size = _BASE_BYTES + 16 * len(translated.llg_grammar)
+        compiled = CompiledConstraint(translated, self.vocab, elapsed, size, template)
         self._cache.put(key, compiled, size)
         return compiled
 
-    def _build_bounded(self, constraint: Constraint) -> llguidance.LLMatcher:
-        result: list[llguidance.LLMatcher | BaseException] = []
+    def close(self) -> None:
+        """Stop the compile workers (in-flight isolated compiles fail); idempotent."""
+        if self._pool is not None:
+            self._pool.close()
+
+    def __enter__(self) -> ConstraintCompiler:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _build_bounded(self, constraint: Constraint) -> tuple[Constraint, llguidance.LLMatcher]:
+        result: list[tuple[Constraint, llguidance.LLMatcher] | BaseException] = []
         done = threading.Event()
 
         def work() -> None:
@@ -94,29 +131,6 @@ class ConstraintCompiler:
             raise result[0]
         return result[0]
 
-    def _build(self, constraint: Constraint) -> llguidance.LLMatcher:
-        matcher = llguidance.LLMatcher(
-            self.vocab.llg_tokenizer,
-            constraint.llg_grammar,
-            log_level=0,
-            limits=self._parser_limits,
-        )
-        if matcher.is_error():
-            raise _error(constraint, matcher.get_error())
-        probe = matcher.deep_copy()
-        first = probe.compute_bitmask()  # also warms the lexer for later copies
-        stuck = probe.is_error() and probe.get_error().startswith("NoExtension")
-        empty = not any(first) or stuck
-        if empty and not probe.is_accepting():
-            raise _error(constraint, "the constraint derives no string (its language is empty)")
-        if probe.is_error():
-            raise _error(constraint, probe.get_error())
-        return matcher
-
-
-def _error(constraint: Constraint, message: str) -> ConstraintError:
-    if constraint.kind == "json":
-        return InvalidSchemaError(short(message))
-    if "derives no string" in message:
-        return InvalidGrammarError(f"invalid {constraint.kind}: {message}")
-    return grammar_error(message, constraint.kind)
+    def _build(self, constraint: Constraint) -> tuple[Constraint, llguidance.LLMatcher]:
+        translated = constraint.translated()
+        return translated, build_template(self.vocab, translated, self._parser_limits)

@@ -6,6 +6,16 @@ from __future__ import annotations
 class ConstraintError(ValueError):
     """Base of every error about a user-supplied constraint."""
 
+    def __reduce__(self):  # picklable (compile workers send them back) whatever __init__ takes
+        return (_restore, (type(self), str(self), dict(vars(self))))
+
+
+def _restore(cls: type[ConstraintError], message: str, attrs: dict) -> ConstraintError:
+    error = cls.__new__(cls)
+    ValueError.__init__(error, message)
+    vars(error).update(attrs)
+    return error
+
 
 class InvalidSchemaError(ConstraintError):
     """Not valid JSON, not a JSON Schema, a dangling ``$ref``, or an unsatisfiable schema."""
@@ -51,3 +61,27 @@ class CompileTimeoutError(ConstraintError):
         self.budget = budget
         self.seconds = seconds
         super().__init__(f"constraint compile exceeded the {budget}={seconds:g}s budget")
+
+
+class CompileMemoryError(ConstraintTooLargeError):
+    """A compile that needed more memory than its worker's budget (the worker was replaced)."""
+
+    def __init__(self, memory_bytes: int, budget: str = "memory_bytes") -> None:
+        self.memory_bytes = memory_bytes
+        super().__init__(
+            f"constraint compile exceeded the memory budget of {memory_bytes / 2**20:g} MiB",
+            budget,
+        )
+
+
+class CompileCancelledError(ConstraintError):
+    """The compile was cancelled (its request went away); its worker was killed."""
+
+
+class CompileCrashError(ConstraintError):
+    """The compile worker died while compiling this constraint (it was replaced)."""
+
+
+class CompileWorkerError(RuntimeError):
+    """The compile worker pool is unusable (a worker did not start, or the pool is closed).
+    Not the constraint's fault: a server error, not a 400."""

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from . import json_schema, text_grammars
-from .errors import ConstraintError
+from .errors import ConstraintError, ConstraintTooLargeError, InvalidGrammarError, InvalidRegexError
 from .json_schema import document
 from .limits import DEFAULT_LIMITS, Limits
 from .regex_check import check_regex
@@ -23,6 +23,11 @@ class Constraint:
 
     ``key`` is canonical (same constraint, same key) and is what compilers cache on.
     ``llg_grammar`` is the llguidance grammar the compiler turns into token masks.
+
+    ``defer=True`` (every constructor) runs only the cheap checks (type, text size, JSON
+    nesting) now and leaves the translation (``llg_grammar`` empty) to the compiler, which
+    then runs it inside its time- and memory-bounded compile worker: use it for untrusted
+    input, whose translation can be slow. ``translated()`` runs it here.
     """
 
     kind: Kind
@@ -31,6 +36,25 @@ class Constraint:
     options: tuple[tuple[str, Any], ...] = ()
     llg_grammar: str = field(default="", repr=False, compare=False)
     warnings: tuple[str, ...] = field(default=(), repr=False, compare=False)
+    limits: Limits = field(default=DEFAULT_LIMITS, repr=False, compare=False)
+
+    @property
+    def is_translated(self) -> bool:
+        return bool(self.llg_grammar)
+
+    def translated(self) -> Constraint:
+        """This constraint with its ``llg_grammar`` (self if already translated); raises
+        ConstraintError like the eager constructors."""
+        if self.is_translated:
+            return self
+        opts, limits = dict(self.options), self.limits
+        if self.kind == "json":
+            return Constraint.json_schema(self.source, **opts, limits=limits)
+        if self.kind == "regex":
+            return Constraint.regex(self.source, limits=limits)
+        if self.kind == "choice":
+            return Constraint.choice(json.loads(self.source), limits=limits)
+        return Constraint.grammar(self.source, limits=limits)
 
     @property
     def key(self) -> str:
@@ -46,31 +70,43 @@ class Constraint:
         whitespace: Whitespace = "bounded",
         whitespace_pattern: str | None = None,
         limits: Limits = DEFAULT_LIMITS,
+        defer: bool = False,
     ) -> Constraint:
         """JSON matching ``schema``. Objects with declared ``properties`` and no
         ``additionalProperties`` admit only the declared keys unless
         ``allow_undeclared_properties`` (exact JSON Schema semantics)."""
         if whitespace not in POLICIES:
             raise ConstraintError(f"whitespace must be one of {POLICIES}, not {whitespace!r}")
-        if whitespace_pattern is not None:
+        if whitespace_pattern is not None and not defer:
             check_regex(whitespace_pattern, limits, "whitespace_pattern")
         loaded, text = document.load(schema, limits)
-        prepared = json_schema.prepare(
-            loaded,
-            closed=not allow_undeclared_properties,
-            guidance=guidance_options(whitespace, whitespace_pattern),
-            limits=limits,
-        )
         options = (
             ("allow_undeclared_properties", allow_undeclared_properties),
             ("whitespace", whitespace),
             ("whitespace_pattern", whitespace_pattern),
         )
-        return cls("json", text, options, prepared.grammar, prepared.warnings)
+        if defer:
+            return cls("json", text, options, limits=limits)
+        try:
+            prepared = json_schema.prepare(
+                loaded,
+                closed=not allow_undeclared_properties,
+                guidance=guidance_options(whitespace, whitespace_pattern),
+                limits=limits,
+            )
+        except RecursionError:
+            raise ConstraintTooLargeError(
+                "schema nesting exceeds the translator's recursion depth", "max_depth"
+            ) from None
+        return cls("json", text, options, prepared.grammar, prepared.warnings, limits)
 
     @classmethod
     def json_object(
-        cls, *, whitespace: Whitespace = "bounded", limits: Limits = DEFAULT_LIMITS
+        cls,
+        *,
+        whitespace: Whitespace = "bounded",
+        limits: Limits = DEFAULT_LIMITS,
+        defer: bool = False,
     ) -> Constraint:
         """Any JSON object (``response_format: {"type": "json_object"}``)."""
         return cls.json_schema(
@@ -78,21 +114,47 @@ class Constraint:
             allow_undeclared_properties=True,
             whitespace=whitespace,
             limits=limits,
+            defer=defer,
         )
 
     @classmethod
-    def regex(cls, pattern: str, *, limits: Limits = DEFAULT_LIMITS) -> Constraint:
+    def regex(
+        cls, pattern: str, *, limits: Limits = DEFAULT_LIMITS, defer: bool = False
+    ) -> Constraint:
         """Text fully matching ``pattern`` (Rust ``regex`` syntax, the usual Perl-style subset)."""
-        return cls("regex", pattern, (), text_grammars.regex_grammar(pattern, limits))
+        if defer:
+            _check_text(pattern, limits.max_regex_bytes, "max_regex_bytes", InvalidRegexError)
+            return cls("regex", pattern, (), limits=limits)
+        return cls("regex", pattern, (), text_grammars.regex_grammar(pattern, limits), (), limits)
 
     @classmethod
-    def choice(cls, choices: list[str], *, limits: Limits = DEFAULT_LIMITS) -> Constraint:
+    def choice(
+        cls, choices: list[str], *, limits: Limits = DEFAULT_LIMITS, defer: bool = False
+    ) -> Constraint:
         """Exactly one of ``choices``."""
+        if defer:
+            text_grammars.check_choices(choices, limits)
+            return cls("choice", _choice_source(choices), (), limits=limits)
         grammar = text_grammars.choice_grammar(choices, limits)
-        return cls("choice", json.dumps(list(choices), ensure_ascii=False), (), grammar)
+        return cls("choice", _choice_source(choices), (), grammar, (), limits)
 
     @classmethod
-    def grammar(cls, text: str, *, limits: Limits = DEFAULT_LIMITS) -> Constraint:
+    def grammar(cls, text: str, *, limits: Limits = DEFAULT_LIMITS, defer: bool = False) -> Constraint:
         """Text derived from the ``start`` rule of a Lark grammar (GBNF ``root ::=`` grammars
         are translated to Lark)."""
-        return cls("grammar", text, (), text_grammars.lark_grammar(text, limits))
+        if defer:
+            _check_text(text, limits.max_text_bytes, "max_text_bytes", InvalidGrammarError)
+            return cls("grammar", text, (), limits=limits)
+        return cls("grammar", text, (), text_grammars.lark_grammar(text, limits), (), limits)
+
+
+def _check_text(text: object, max_bytes: int, budget: str, error: type[ConstraintError]) -> None:
+    """The checks a deferred regex / grammar gets at construction: type and size."""
+    if not isinstance(text, str):
+        raise error("the constraint must be a string")
+    if len(text.encode("utf-8", "surrogatepass")) > max_bytes:
+        raise ConstraintTooLargeError("the constraint text is too long", budget)
+
+
+def _choice_source(choices: list[str]) -> str:
+    return json.dumps(list(choices), ensure_ascii=False)

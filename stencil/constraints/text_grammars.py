@@ -22,6 +22,16 @@ def regex_grammar(pattern: str, limits: Limits) -> str:
 
 
 def choice_grammar(choices: list[str], limits: Limits) -> str:
+    check_choices(choices, limits)
+    unique = list(dict.fromkeys(choices))
+    alternatives = " | ".join(_literal(c) for c in unique)
+    return _validated(
+        llguidance.LLMatcher.grammar_from_lark(f"start: {alternatives}\n"), limits, "choice"
+    )
+
+
+def check_choices(choices: list[str], limits: Limits) -> None:
+    """Type and size checks of a choice list (cheap)."""
     if isinstance(choices, str) or not choices:
         raise InvalidGrammarError("a choice constraint needs a non-empty list of strings")
     if len(choices) > limits.max_enum:
@@ -30,11 +40,6 @@ def choice_grammar(choices: list[str], limits: Limits) -> str:
         raise InvalidGrammarError("every choice must be a string")
     if sum(len(c.encode()) for c in choices) > limits.max_text_bytes:
         raise ConstraintTooLargeError("choices are too large", "max_text_bytes")
-    unique = list(dict.fromkeys(choices))
-    alternatives = " | ".join(_literal(c) for c in unique)
-    return _validated(
-        llguidance.LLMatcher.grammar_from_lark(f"start: {alternatives}\n"), limits, "choice"
-    )
 
 
 def _literal(text: str) -> str:

@@ -24,6 +24,9 @@ class TokenVocab:
     tokenizer_size: int
     eos_token_ids: tuple[int, ...]
     fingerprint: str
+    tokenizer_json: str = field(default="", repr=False)
+    """The tokenizer's ``tokenizer.json`` text: what ``from_tokenizer_json`` rebuilds it from
+    (in a compile worker process; the llguidance tokenizer itself is not picklable)."""
 
     @classmethod
     def from_hf(
@@ -52,10 +55,18 @@ class TokenVocab:
         eos = _eos_ids(tokenizer, eos_token_ids)
         if not eos or max(eos) >= vocab_size:
             raise ValueError(f"bad EOS token ids {eos} for vocab_size {vocab_size}")
+        return cls.from_tokenizer_json(text, vocab_size, size, eos)
+
+    @classmethod
+    def from_tokenizer_json(
+        cls, text: str, vocab_size: int, tokenizer_size: int, eos_token_ids: tuple[int, ...]
+    ) -> TokenVocab:
+        """Rebuild from the fields ``from_hf`` computed (no transformers needed)."""
+        eos = tuple(eos_token_ids)
         llg_tok = llguidance.LLTokenizer(text, n_vocab=vocab_size, eos_token=list(eos))
         digest = hashlib.sha256(text.encode())
         digest.update(f"{vocab_size}|{eos}".encode())
-        return cls(llg_tok, vocab_size, size, eos, digest.hexdigest()[:16])
+        return cls(llg_tok, vocab_size, tokenizer_size, eos, digest.hexdigest()[:16], text)
 
     def token_bytes(self, token_id: int) -> bytes:
         """The exact bytes of one token (a special token's text; b"" for padding ids)."""

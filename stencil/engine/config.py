@@ -35,6 +35,8 @@ class EngineConfig:
     num_threads: int | None = None
     constraint_compile_timeout: float = 10.0
     constraint_cache_bytes: int = 256 << 20
+    constraint_compile_workers: int = 2
+    constraint_compile_memory: int = 1 << 30
     reasoning_end: str | None = None
     pooling: str = "last"
     attention_backend: str = "auto"
@@ -57,6 +59,10 @@ class EngineConfig:
             raise ConfigError(f"pooling must be 'last' or 'mean', got {self.pooling!r}")
         if self.constraint_compile_timeout <= 0:
             raise ConfigError("constraint_compile_timeout must be > 0")
+        if self.constraint_compile_workers < 0:
+            raise ConfigError("constraint_compile_workers must be >= 0")
+        if self.constraint_compile_memory <= 0:
+            raise ConfigError("constraint_compile_memory must be > 0")
 
     @classmethod
     def field_names(cls) -> list[str]:

@@ -1,15 +1,18 @@
-"""The guided-decoding stage of a step: constraint compilation (cached, off the step loop) and
-one int32 bitmask row per constrained row, applied to the logits in place."""
+"""The guided-decoding stage of a step: constraint compilation (cached, off the step loop, in
+killable worker processes) and one int32 bitmask row per constrained row, applied to the logits
+in place."""
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import torch
 
 from stencil.engine.config import EngineConfig
+from stencil.engine.errors import EngineError
 from stencil.engine.sequence import Sequence
 
 logger = logging.getLogger(__name__)
@@ -22,7 +25,12 @@ class GuidedDecoding:
         self.eos_token_ids = eos_token_ids
         self.config = config
         self._compiler = None
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="stencil-compile")
+        self._compiler_lock = threading.Lock()
+        self._closed = False
+        # one thread drives each compile worker process (or compiles itself with 0 workers)
+        threads = max(1, config.constraint_compile_workers)
+        self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="stencil-compile")
+        self._cancels: dict[Future, threading.Event] = {}
         self.compile_seconds_total = 0.0
         self.compiles_total = 0
         self.mask_seconds_total = 0.0
@@ -30,25 +38,56 @@ class GuidedDecoding:
 
     @property
     def compiler(self):
-        if self._compiler is None:
-            from stencil.constraints import ConstraintCompiler, TokenVocab
+        with self._compiler_lock:  # compiles start from several threads; build one compiler
+            if self._closed:
+                raise EngineError("the engine is shut down")
+            if self._compiler is None:
+                self._compiler = self._new_compiler()
+            return self._compiler
 
-            vocab = TokenVocab.from_hf(self.tokenizer, vocab_size=self.vocab_size,
-                                       eos_token_ids=sorted(self.eos_token_ids))
-            self._compiler = ConstraintCompiler(vocab, cache_bytes=self.config.constraint_cache_bytes,
-                                                timeout_s=self.config.constraint_compile_timeout)
-        return self._compiler
+    def _new_compiler(self):
+        from stencil.constraints import ConstraintCompiler, TokenVocab
 
-    def compile(self, constraint):
+        cfg = self.config
+        vocab = TokenVocab.from_hf(self.tokenizer, vocab_size=self.vocab_size,
+                                   eos_token_ids=sorted(self.eos_token_ids))
+        return ConstraintCompiler(vocab, cache_bytes=cfg.constraint_cache_bytes,
+                                  timeout_s=cfg.constraint_compile_timeout,
+                                  workers=cfg.constraint_compile_workers,
+                                  memory_bytes=cfg.constraint_compile_memory)
+
+    def compile(self, constraint, cancel: threading.Event | None = None):
         """Compile (or fetch from the cache); raises a ConstraintError subclass."""
         t = time.perf_counter()
-        compiled = self.compiler.compile(constraint)
+        compiled = self.compiler.compile(constraint, cancel=cancel)
         self.compile_seconds_total += time.perf_counter() - t
         self.compiles_total += 1
         return compiled
 
     def submit(self, constraint) -> Future:
-        return self._pool.submit(self.compile, constraint)
+        cancel = threading.Event()
+        fut = self._pool.submit(self.compile, constraint, cancel)
+        self._cancels[fut] = cancel
+        fut.add_done_callback(self._forget)
+        if fut.done():
+            self._cancels.pop(fut, None)
+        return fut
+
+    def cancel(self, fut: Future) -> None:
+        """Abandon a submitted compile: a queued one never starts, a running isolated one has
+        its worker killed (so nothing keeps computing for a request that is gone)."""
+        fut.cancel()
+        cancel = self._cancels.pop(fut, None)
+        if cancel is not None:
+            cancel.set()
+
+    def _forget(self, fut: Future) -> None:
+        self._cancels.pop(fut, None)
+
+    def worker_pids(self) -> list[int]:
+        """Live compile worker processes (empty before the first compile or with 0 workers)."""
+        pool = self._compiler.pool if self._compiler is not None else None
+        return pool.pids() if pool is not None else []
 
     def apply(self, logits: torch.Tensor, seqs: list[Sequence], ops) -> None:
         """Mask ``logits [rows, vocab]`` where each constrained row's matcher forbids a token."""
@@ -71,4 +110,10 @@ class GuidedDecoding:
         self.mask_rows_total += len(rows)
 
     def shutdown(self) -> None:
+        """Stop compiling: queued compiles are cancelled, running ones fail (their workers are
+        killed), no worker process is left."""
         self._pool.shutdown(wait=False, cancel_futures=True)
+        with self._compiler_lock:
+            self._closed = True
+            if self._compiler is not None:
+                self._compiler.close()

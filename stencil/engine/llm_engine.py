@@ -126,6 +126,8 @@ class LLMEngine:
         req = self.requests.pop(request_id, None)
         if req is None:
             return None
+        if req.compile_future is not None:  # stop its compile (kills an isolated worker)
+            self.guided.cancel(req.compile_future)
         for seq in req.seqs:
             if not seq.is_finished:
                 seq.finish("abort")

@@ -1,0 +1,28 @@
+"""The worker's memory budget: a cap on its address space (Linux ``RLIMIT_AS``)."""
+
+from __future__ import annotations
+
+import os
+import resource
+
+
+def address_space_bytes() -> int:
+    """This process's current virtual size (0 where /proc is missing)."""
+    try:
+        with open("/proc/self/statm") as fh:
+            return int(fh.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def limit_address_space(extra_bytes: int) -> int:
+    """Allow ``extra_bytes`` of address space beyond what is mapped now; returns the idle size.
+    An allocation past it fails (``MemoryError`` in Python, an abort in native code)."""
+    idle = address_space_bytes()
+    if idle:
+        _, hard = resource.getrlimit(resource.RLIMIT_AS)
+        soft = idle + extra_bytes
+        if hard != resource.RLIM_INFINITY:
+            soft = min(soft, hard)
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+    return idle

@@ -1,0 +1,170 @@
+"""``WorkerProcess``: the engine-side handle of one compile worker process."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from multiprocessing.connection import Connection
+from pathlib import Path
+
+from ..errors import (
+    CompileCancelledError,
+    CompileCrashError,
+    CompileMemoryError,
+    CompileTimeoutError,
+    CompileWorkerError,
+)
+from ..limits import Limits
+from ..spec import Constraint
+from .protocol import Ready, Reply, WorkerInit
+
+BOOTSTRAP = Path(__file__).with_name("bootstrap.py")
+_CANCEL_POLL_S = 0.02
+_MEMORY_MARKERS = ("memory allocation of", "MemoryError", "out of memory", "Cannot allocate")
+
+
+class WorkerGoneError(CompileWorkerError):
+    """The worker was found dead before it received the job (not the job's fault: retry)."""
+
+
+class WorkerProcess:
+    """One worker: started on construction, driven by one owner thread at a time (which
+    ``dispose``s it), killed by any thread."""
+
+    def __init__(self, init: WorkerInit, startup_timeout_s: float) -> None:
+        self.memory_bytes = init.memory_bytes
+        self._stopped = threading.Event()
+        self._stderr = tempfile.TemporaryFile()
+        ours, theirs = socket.socketpair()
+        try:
+            self._proc = subprocess.Popen(
+                [sys.executable, str(BOOTSTRAP), str(theirs.fileno()), str(os.getpid())],
+                pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL, stderr=self._stderr, env=_worker_env(),
+            )
+        finally:
+            theirs.close()
+        self._conn = Connection(ours.detach())
+        self.ready = self._handshake(init, startup_timeout_s)
+
+    @property
+    def pid(self) -> int:
+        return self._proc.pid
+
+    @property
+    def alive(self) -> bool:
+        return not self._stopped.is_set() and self._proc.poll() is None
+
+    def compile(
+        self, constraint: Constraint, limits: Limits, timeout_s: float,
+        cancel: threading.Event | None = None,
+    ) -> Constraint:
+        """The translated constraint; raises its ConstraintError, CompileTimeoutError (the
+        worker is killed), CompileMemoryError / CompileCrashError (the worker died)."""
+        try:
+            self._conn.send((constraint, limits))
+        except (OSError, ValueError):
+            self.kill()
+            raise WorkerGoneError("the compile worker had exited") from None
+        self._wait(timeout_s, cancel)
+        try:
+            reply: Reply = self._conn.recv()
+        except (EOFError, OSError):
+            raise self._death_error() from None
+        return self._result(reply)
+
+    def kill(self) -> None:
+        """SIGKILL and reap (idempotent, any thread); the owner still ``dispose``s."""
+        self._stopped.set()
+        if self._proc.poll() is None:
+            self._proc.kill()
+        self._proc.wait()
+
+    def dispose(self) -> None:
+        """Kill and release the socket and log file (owner only)."""
+        self.kill()
+        self._conn.close()
+        self._stderr.close()
+
+    def close(self, timeout_s: float = 1.0) -> None:
+        """Ask an idle worker to exit; kill it if it does not within ``timeout_s`` (owner only)."""
+        try:
+            if self.alive:
+                self._conn.send(None)
+                self._proc.wait(timeout_s)
+        except (OSError, ValueError, subprocess.TimeoutExpired):
+            pass
+        self.dispose()
+
+    # ---- internals ----------------------------------------------------------------------
+    def _handshake(self, init: WorkerInit, timeout_s: float) -> Ready:
+        try:
+            self._conn.send(init)
+            if self._conn.poll(timeout_s):
+                return self._conn.recv()
+        except (EOFError, OSError):
+            pass
+        detail = self._stderr_tail()
+        self.dispose()
+        raise CompileWorkerError(f"a constraint compile worker did not start: {detail}")
+
+    def _wait(self, timeout_s: float, cancel: threading.Event | None) -> None:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.kill()
+                raise CompileTimeoutError(timeout_s)
+            if self._conn.poll(min(left, _CANCEL_POLL_S) if cancel else left):
+                return
+            if cancel is not None and cancel.is_set():
+                self.kill()
+                raise CompileCancelledError("constraint compile cancelled (its request is gone)")
+
+    def _result(self, reply: Reply) -> Constraint:
+        if reply.status == "ok":
+            return reply.constraint
+        if reply.status == "error":
+            raise reply.error
+        self.kill()  # memory: its heap is suspect; bug: start clean
+        if reply.status == "memory":
+            raise CompileMemoryError(self.memory_bytes)
+        raise CompileWorkerError(f"constraint compile failed: {reply.detail}")
+
+    def _death_error(self) -> Exception:
+        if self._stopped.is_set():  # killed by close() from another thread
+            return CompileWorkerError("the constraint compile pool was closed")
+        code = self._proc.wait()
+        tail = self._stderr_tail()
+        self.kill()
+        if any(marker in tail for marker in _MEMORY_MARKERS):
+            return CompileMemoryError(self.memory_bytes)
+        return CompileCrashError(f"the constraint compile crashed its worker ({_describe(code)})")
+
+    def _stderr_tail(self, size: int = 4096) -> str:
+        try:
+            self._stderr.seek(max(0, self._stderr.seek(0, os.SEEK_END) - size))
+            return self._stderr.read().decode("utf-8", "replace").strip()
+        except (OSError, ValueError):
+            return ""
+
+
+def _worker_env() -> dict[str, str]:
+    # One malloc arena: per-thread arenas reserve 64 MiB of address space each, which would
+    # count against the RLIMIT_AS budget without being used.
+    return {**os.environ, "MALLOC_ARENA_MAX": "1", "OMP_NUM_THREADS": "1"}
+
+
+def _describe(code: int) -> str:
+    if code < 0:
+        try:
+            return f"signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"signal {-code}"
+    return f"exit code {code}"
