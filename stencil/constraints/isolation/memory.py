@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import resource
 
@@ -18,6 +19,7 @@ def address_space_bytes() -> int:
 def limit_address_space(extra_bytes: int) -> int:
     """Allow ``extra_bytes`` of address space beyond what is mapped now; returns the idle size.
     An allocation past it fails (``MemoryError`` in Python, an abort in native code)."""
+    _trim_heap()
     idle = address_space_bytes()
     if idle:
         _, hard = resource.getrlimit(resource.RLIMIT_AS)
@@ -26,3 +28,11 @@ def limit_address_space(extra_bytes: int) -> int:
             soft = min(soft, hard)
         resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
     return idle
+
+
+def _trim_heap() -> None:
+    """Return the free top of the C heap (left by start-up work) so the idle size is tight."""
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc
+        pass

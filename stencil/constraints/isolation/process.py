@@ -34,11 +34,12 @@ class WorkerGoneError(CompileWorkerError):
 
 
 class WorkerProcess:
-    """One worker: started on construction, driven by one owner thread at a time (which
-    ``dispose``s it), killed by any thread."""
+    """One worker: launched on construction, ready after ``handshake``, driven by one owner
+    thread at a time (which ``dispose``s it), killed by any thread."""
 
-    def __init__(self, init: WorkerInit, startup_timeout_s: float) -> None:
-        self.memory_bytes = init.memory_bytes
+    def __init__(self, memory_bytes: int) -> None:
+        self.memory_bytes = memory_bytes
+        self.ready: Ready | None = None
         self._stopped = threading.Event()
         self._stderr = tempfile.TemporaryFile()
         ours, theirs = socket.socketpair()
@@ -51,7 +52,6 @@ class WorkerProcess:
         finally:
             theirs.close()
         self._conn = Connection(ours.detach())
-        self.ready = self._handshake(init, startup_timeout_s)
 
     @property
     def pid(self) -> int:
@@ -102,17 +102,21 @@ class WorkerProcess:
             pass
         self.dispose()
 
-    # ---- internals ----------------------------------------------------------------------
-    def _handshake(self, init: WorkerInit, timeout_s: float) -> Ready:
+    def handshake(self, init: WorkerInit, timeout_s: float) -> None:
+        """Send the vocabulary and budget; wait until the worker is ready (it builds its
+        tokenizer and warms up: 0.3-1 s). Raises CompileWorkerError (the worker is killed)."""
         try:
             self._conn.send(init)
             if self._conn.poll(timeout_s):
-                return self._conn.recv()
+                self.ready = self._conn.recv()
+                return
         except (EOFError, OSError):
             pass
-        detail = self._stderr_tail()
-        self.dispose()
+        detail = "stopped" if self._stopped.is_set() else self._stderr_tail()[-500:]
+        self.kill()
         raise CompileWorkerError(f"a constraint compile worker did not start: {detail}")
+
+    # ---- internals ----------------------------------------------------------------------
 
     def _wait(self, timeout_s: float, cancel: threading.Event | None) -> None:
         deadline = time.monotonic() + timeout_s
