@@ -24,9 +24,12 @@ def regex_grammar(pattern: str, limits: Limits) -> str:
 def choice_grammar(choices: list[str], limits: Limits) -> str:
     check_choices(choices, limits)
     unique = list(dict.fromkeys(choices))
-    alternatives = " | ".join(_literal(c) for c in unique)
+    # One lexeme (a terminal), not parser alternatives: llguidance's Earley rows hold at most
+    # 2,000 items, so a rule with more alternatives fails on its first token.
+    alternatives = " | ".join(json.dumps(c) for c in unique)
     return _validated(
-        llguidance.LLMatcher.grammar_from_lark(f"start: {alternatives}\n"), limits, "choice"
+        llguidance.LLMatcher.grammar_from_lark(f"start: CHOICE\nCHOICE: {alternatives}\n"),
+        limits, "choice",
     )
 
 
@@ -40,11 +43,6 @@ def check_choices(choices: list[str], limits: Limits) -> None:
         raise InvalidGrammarError("every choice must be a string")
     if sum(len(c.encode()) for c in choices) > limits.max_text_bytes:
         raise ConstraintTooLargeError("choices are too large", "max_text_bytes")
-
-
-def _literal(text: str) -> str:
-    """A Lark alternative matching exactly ``text`` (the empty string as an empty regex)."""
-    return json.dumps(text) if text else '""?'
 
 
 def lark_text(text: str, limits: Limits) -> str:

@@ -169,3 +169,18 @@ def test_large_alternation_compiles(smol_compiler, smol_tokenizer):
     c = smol_compiler.compile(Constraint.choice(words))
     assert accepts_text(c, smol_tokenizer, "w517x")
     assert not accepts_text(c, smol_tokenizer, "w1000x")
+
+
+def test_choice_list_beyond_parser_row_limit(smol_compiler, smol_tokenizer, smol_vocab):
+    """More alternatives than llguidance's 2,000-item Earley row: every token the first mask
+    allows must be accepted (it was not: the matcher died on its first token)."""
+    words = [f"{i}_{'y' * 20}" for i in range(5000)]
+    c = smol_compiler.compile(Constraint.choice(words))
+    first = allowed(c.new_matcher(), smol_vocab)
+    assert first and all(c.new_matcher().accept_token(t) for t in first)
+    assert accepts_text(c, smol_tokenizer, words[4321])
+    assert not accepts_text(c, smol_tokenizer, "5000_" + "y" * 20)
+    prefixes = smol_compiler.compile(Constraint.choice(["A", "AB", "", "ABC"]))
+    for text in ("A", "AB", "", "ABC"):
+        assert accepts_text(prefixes, smol_tokenizer, text)
+    assert not accepts_text(prefixes, smol_tokenizer, "ABCD")
