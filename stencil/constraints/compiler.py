@@ -19,6 +19,7 @@ from .template import build_template
 from .vocab import TokenVocab
 
 _BASE_BYTES = 64 << 10  # fixed per-compile overhead in the size estimate
+_GROWTH = 1.5  # headroom for what a template's shared lexer caches while sequences decode
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -48,8 +49,10 @@ class ConstraintCompiler:
     compile keeps running to its end (bounded only by llguidance's fuel), and there is no
     memory budget.
 
-    Results are cached in an LRU bounded by ``cache_bytes`` (an estimate: grammar size plus a
-    fixed overhead), keyed by the constraint's key and the vocabulary's fingerprint.
+    Results are cached in an LRU bounded by ``cache_bytes``, keyed by the constraint's key and
+    the vocabulary's fingerprint; an entry's size is its matcher's heap as measured in the
+    worker (x1.5 for later lexer growth), or with ``workers=0`` an estimate from the grammar
+    size.
     """
 
     def __init__(
@@ -90,13 +93,14 @@ class ConstraintCompiler:
         if cached is not None:
             return cached
         start = time.perf_counter()
+        heap = 0
         if self._pool is None:
             translated, template = self._build_bounded(constraint)
         else:
-            translated = self._pool.compile(constraint, self.limits, self.timeout_s, cancel)
+            translated, heap = self._pool.compile(constraint, self.limits, self.timeout_s, cancel)
             template = build_template(self.vocab, translated, self._parser_limits)
         elapsed = (time.perf_counter() - start) * 1e3
-        size = _BASE_BYTES + 16 * len(translated.llg_grammar)
+        size = _entry_bytes(translated, heap)
         compiled = CompiledConstraint(translated, self.vocab, elapsed, size, template)
         self._cache.put(key, compiled, size)
         return compiled
@@ -134,3 +138,13 @@ class ConstraintCompiler:
     def _build(self, constraint: Constraint) -> tuple[Constraint, llguidance.LLMatcher]:
         translated = constraint.translated()
         return translated, build_template(self.vocab, translated, self._parser_limits)
+
+
+def _entry_bytes(constraint: Constraint, heap_bytes: int) -> int:
+    """A cache entry's size: the template's C heap as measured in the worker (with headroom
+    for later lexer growth) plus the texts; without a measurement, an estimate from the
+    grammar size (it can be several times too low for large JSON schemas)."""
+    texts = 2 * (len(constraint.source) + len(constraint.llg_grammar))
+    if heap_bytes:
+        return int(_GROWTH * heap_bytes) + texts
+    return _BASE_BYTES + 16 * len(constraint.llg_grammar) + texts

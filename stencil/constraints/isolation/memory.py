@@ -30,6 +30,25 @@ def limit_address_space(extra_bytes: int) -> int:
     return idle
 
 
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in (
+        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks",
+        "fordblks", "keepcost")]
+
+
+def heap_in_use() -> int | None:
+    """Bytes allocated from the C heap now (glibc ``mallinfo2``: in-use chunks plus mmapped
+    blocks), None elsewhere. llguidance allocates through it, so the difference around a
+    build is the size of what was built (in a single-threaded worker)."""
+    try:
+        mallinfo2 = ctypes.CDLL(None).mallinfo2
+    except (OSError, AttributeError):
+        return None
+    mallinfo2.restype = _MallInfo2
+    info = mallinfo2()
+    return info.uordblks + info.hblkhd
+
+
 def _trim_heap() -> None:
     """Return the free top of the C heap (left by start-up work) so the idle size is tight."""
     try:

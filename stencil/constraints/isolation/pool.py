@@ -69,7 +69,7 @@ class CompileWorkerPool:
     def compile(
         self, constraint: Constraint, limits: Limits, timeout_s: float,
         cancel: threading.Event | None = None,
-    ) -> Constraint:
+    ) -> tuple[Constraint, int]:
         """Translate and validate ``constraint`` in a worker; see ``WorkerProcess.compile``.
         The wall-time budget starts when a started worker receives the job."""
         with self._slots:

@@ -64,9 +64,10 @@ class WorkerProcess:
     def compile(
         self, constraint: Constraint, limits: Limits, timeout_s: float,
         cancel: threading.Event | None = None,
-    ) -> Constraint:
-        """The translated constraint; raises its ConstraintError, CompileTimeoutError (the
-        worker is killed), CompileMemoryError / CompileCrashError (the worker died)."""
+    ) -> tuple[Constraint, int]:
+        """The translated constraint and its matcher's measured C-heap bytes (0: unknown);
+        raises its ConstraintError, CompileTimeoutError (the worker is killed),
+        CompileMemoryError / CompileCrashError (the worker died)."""
         try:
             self._conn.send((constraint, limits))
         except (OSError, ValueError):
@@ -131,9 +132,9 @@ class WorkerProcess:
                 self.kill()
                 raise CompileCancelledError("constraint compile cancelled (its request is gone)")
 
-    def _result(self, reply: Reply) -> Constraint:
+    def _result(self, reply: Reply) -> tuple[Constraint, int]:
         if reply.status == "ok":
-            return reply.constraint
+            return reply.constraint, reply.heap_bytes
         if reply.status == "error":
             raise reply.error
         self.kill()  # memory: its heap is suspect; bug: start clean

@@ -35,6 +35,8 @@ class Reply:
     status: Literal["ok", "error", "memory", "bug"]
     constraint: Constraint | None = None
     """The translated constraint (``ok``)."""
+    heap_bytes: int = 0
+    """C-heap bytes of the matcher template built from it (``ok``; 0 when not measurable)."""
     error: ConstraintError | None = None
     """The constraint's typed error (``error``)."""
     detail: str = ""

@@ -15,7 +15,7 @@ from ..llg_limits import parser_limits
 from ..spec import Constraint
 from ..template import build_template
 from ..vocab import TokenVocab
-from .memory import limit_address_space
+from .memory import heap_in_use, limit_address_space
 from .protocol import Ready, Reply, WorkerInit
 
 _WARM_UP_SCHEMA = '{"type": "object", "properties": {"a": {"type": "string", "pattern": "^a+$"}}}'
@@ -49,8 +49,12 @@ def serve(fd: int, parent_pid: int) -> None:
 def run_job(vocab: TokenVocab, constraint: Constraint, limits: Limits) -> Reply:
     try:
         translated = constraint.translated()
-        build_template(vocab, translated, parser_limits(limits))
-        return Reply("ok", constraint=translated)
+        before = heap_in_use()
+        template = build_template(vocab, translated, parser_limits(limits))
+        after = heap_in_use()
+        del template
+        heap = after - before if before is not None and after is not None else 0
+        return Reply("ok", constraint=translated, heap_bytes=max(heap, 0))
     except ConstraintError as e:
         return Reply("error", error=e)
     except MemoryError:
