@@ -98,6 +98,7 @@ def test_good_compiles_during_a_pathological_one_match_in_process(isolated, smol
 
 
 def test_cancel_kills_the_running_compile(isolated):
+    _wait_for(lambda: isolated.pool.idle_workers == 2)
     cancel = threading.Event()
     threading.Timer(0.2, cancel.set).start()
     before = set(isolated.pool.pids())

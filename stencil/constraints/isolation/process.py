@@ -68,6 +68,8 @@ class WorkerProcess:
         """The translated constraint and its matcher's measured C-heap bytes (0: unknown);
         raises its ConstraintError, CompileTimeoutError (the worker is killed),
         CompileMemoryError / CompileCrashError (the worker died)."""
+        if cancel is not None and cancel.is_set():  # cancelled while waiting for a worker
+            raise CompileCancelledError("constraint compile cancelled (its request is gone)")
         try:
             self._conn.send((constraint, limits))
         except (OSError, ValueError):
