@@ -118,7 +118,10 @@ def start_serve(
     log = Path(tempfile.mkstemp(prefix="stencil-serve-", suffix=".log")[1])
     with log.open("wb") as fh:
         proc = subprocess.Popen(
-            cmd, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True,
+            cmd,
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
             env={**os.environ, **(env or {})},
         )
     server = ServeProcess(proc, f"http://127.0.0.1:{port}", api_key, log)

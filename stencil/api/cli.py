@@ -60,8 +60,11 @@ def server_config(args: argparse.Namespace) -> Any:
     """The ServerConfig the serve flags describe."""
     from stencil.api.state import ServerConfig
 
-    fields = {f.name: getattr(args, f.name) for f in dataclasses.fields(ServerConfig)
-              if f.name != "log_level"}
+    fields = {
+        f.name: getattr(args, f.name)
+        for f in dataclasses.fields(ServerConfig)
+        if f.name != "log_level"
+    }
     return ServerConfig(**fields, log_level=args.log_level)
 
 

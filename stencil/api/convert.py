@@ -17,6 +17,7 @@ from stencil.api.guided import (
     collect_sources,
     whitespace_options,
 )
+from stencil.api.prompt_size import PromptTooLong, tokenize_bounded
 from stencil.api.protocol import (
     KNOWN_BACKENDS,
     AssistantMessage,
@@ -82,8 +83,8 @@ def convert_chat(req: ChatCompletionRequest, model: ModelInfo) -> Plan:
     plan = plan_tools(req.tools, req.tool_choice, req.parallel_tool_calls)
     if plan is not None and plan.mode == "auto" and req.n > 1:
         raise bad_request("n > 1 is not supported with tool_choice 'auto'", "n")
-    text = render_chat(req, model.tokenizer, plan)
-    ids = model.tokenizer(text, add_special_tokens=False).input_ids
+    text = render_chat(req, model.tokenizer, plan, model.max_model_len)
+    ids = prompt_ids(model, text, "messages")
     sources = collect_sources(req, plan)
     constraint, json_output = _single_constraint(req, sources)
     tool_constraint = None
@@ -109,8 +110,16 @@ def convert_chat(req: ChatCompletionRequest, model: ModelInfo) -> Plan:
     return Plan(ids, text, params, json_output, plan, tool_constraint, echo, param)
 
 
-def render_chat(req: ChatCompletionRequest, tokenizer: Any, plan: ToolPlan | None) -> str:
-    """Render ``messages`` (and the tools, when they will be used) with the chat template."""
+def render_chat(
+    req: ChatCompletionRequest, tokenizer: Any, plan: ToolPlan | None, max_len: int | None = None
+) -> str:
+    """Render ``messages`` (and the tools, when they will be used) with the chat template.
+    More messages than ``max_len`` (each renders to at least one token) is a 400 at once."""
+    if max_len is not None and len(req.messages) > max_len:
+        raise bad_request(
+            f"{len(req.messages)} messages cannot fit in this model's context of {max_len} tokens",
+            "messages",
+        )
     template = getattr(tokenizer, "chat_template", None) or ""
     if not template:
         raise bad_request("the served model has no chat template; use /v1/completions", "messages")
@@ -228,8 +237,7 @@ def _prompts(prompt: Any, model: ModelInfo) -> list[tuple[list[int], str]]:
     out = []
     for p in prompt:
         if isinstance(p, str):
-            ids = tok(p, add_special_tokens=True).input_ids
-            out.append((ids, p))
+            out.append((prompt_ids(model, p, "prompt", True), p))
             continue
         bad = [i for i in p if not 0 <= i < model.vocab_size]
         if bad:
@@ -241,6 +249,15 @@ def _prompts(prompt: Any, model: ModelInfo) -> list[tuple[list[int], str]]:
 
 
 # ---- shared -----------------------------------------------------------------------------------
+
+
+def prompt_ids(model: ModelInfo, text: str, param: str, special: bool = False) -> list[int]:
+    """Token ids of ``text``; a 400 naming ``param`` once it is sure to exceed the context
+    (without tokenizing all of a huge prompt)."""
+    try:
+        return tokenize_bounded(model.tokenizer, text, model.max_model_len, special)
+    except PromptTooLong as e:
+        raise bad_request(f"{e} (this model's context)", param) from None
 
 
 def _check_common(req: SamplingFields) -> None:

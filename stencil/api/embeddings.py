@@ -20,7 +20,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
-from stencil.api.convert import ModelInfo
+from stencil.api.convert import ModelInfo, prompt_ids
 from stencil.api.generation import EngineRunner
 from stencil.api.openapi import json_body
 from stencil.api.protocol import APIError, EmbeddingRequest, bad_request
@@ -82,6 +82,9 @@ def embedding_inputs(value: Any, model: ModelInfo, config: ServerConfig) -> list
         if not v:
             what = "an empty string" if isinstance(v, str) else "an empty token list"
             raise bad_request(f"{param} is {what}", param)
+    for param, v in entries:  # a huge text is a 400 before the whole batch is tokenized
+        if isinstance(v, str) and len(v) > 4 * model.max_model_len:
+            prompt_ids(model, v, param, True)
     texts = [v for _, v in entries if isinstance(v, str)]
     encoded = iter(model.tokenizer(texts, add_special_tokens=True).input_ids if texts else [])
     items = [(p, next(encoded) if isinstance(v, str) else list(v)) for p, v in entries]

@@ -141,9 +141,11 @@ class Generation:
                 type="server_error",
                 code="engine_unavailable",
             ) from None
-        except ValueError as e:  # RequestError, ConstraintError
-            param = self.param if isinstance(e, ConstraintError) else _param_for(e)
-            raise APIError(str(e), status=400, param=param) from None
+        except ConstraintError as e:  # found by the compile (translation deferred to it)
+            where = f"invalid {self.param}: " if self.param else ""
+            raise APIError(f"{where}{e}", status=400, param=self.param) from None
+        except ValueError as e:  # RequestError
+            raise APIError(str(e), status=400, param=_param_for(e)) from None
         if self.failure is not None:
             raise self.failure
         if self._first is not None and self._first.finished:

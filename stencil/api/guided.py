@@ -105,7 +105,10 @@ def whitespace_options(req: SamplingFields) -> Whitespace | None:
 
 
 def build_constraint(src: Source, ws: Whitespace | None) -> Constraint:
-    """Construct (and so validate) the constraint; any ConstraintError is a 400 on its field."""
+    """Construct the constraint with the cheap checks only (type, size, nesting); any
+    ConstraintError is a 400 on its field. The translation (schema -> grammar, regex and grammar
+    parsing) is deferred to the engine's compile, which runs it in a killable worker within the
+    compile budget, so no request can hold the event loop; its errors are 400s too."""
     try:
         return _build(src, ws)
     except ConstraintError as e:
@@ -116,16 +119,16 @@ def build_constraint(src: Source, ws: Whitespace | None) -> Constraint:
 
 def _build(src: Source, ws: Whitespace | None) -> Constraint:
     if src.kind == "regex":
-        return Constraint.regex(_text(src))
+        return Constraint.regex(_text(src), defer=True)
     if src.kind == "grammar":
-        return Constraint.grammar(_text(src))
+        return Constraint.grammar(_text(src), defer=True)
     if src.kind == "choice":
         choices = src.value
         if not choices or not all(isinstance(c, str) for c in choices):
             raise bad_request(f"{src.param} must be a non-empty list of strings", src.param)
-        return Constraint.choice(list(choices))
+        return Constraint.choice(list(choices), defer=True)
     if src.kind == "json_object" and ws is None:
-        return Constraint.json_object()
+        return Constraint.json_object(defer=True)
     schema = {"type": "object"} if src.kind == "json_object" else _schema(src)
     kwargs: dict[str, Any] = {}
     if src.kind == "json_object" or (ws and ws.allow_undeclared):
@@ -135,7 +138,7 @@ def _build(src: Source, ws: Whitespace | None) -> Constraint:
     elif ws and ws.pattern is not None:
         kwargs["whitespace"] = None
         kwargs["whitespace_pattern"] = ws.pattern
-    return Constraint.json_schema(schema, **kwargs)
+    return Constraint.json_schema(schema, **kwargs, defer=True)
 
 
 def _text(src: Source) -> str:

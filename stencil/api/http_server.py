@@ -57,7 +57,9 @@ class LimitedH11Protocol(H11Protocol):
         body = json.dumps(too_large(f"the request head exceeds {limit} bytes").body()).encode()
         headers = [(b"content-type", b"application/json"), (b"connection", b"close")]
         for event in (
-            h11.Response(status_code=431, headers=headers, reason=b"Request Header Fields Too Large"),
+            h11.Response(
+                status_code=431, headers=headers, reason=b"Request Header Fields Too Large"
+            ),
             h11.Data(data=body),
             h11.EndOfMessage(),
         ):

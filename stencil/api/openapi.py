@@ -17,9 +17,7 @@ _REF = "#/components/schemas/{model}"
 def json_body(model: type[BaseModel]) -> dict[str, Any]:
     """``openapi_extra`` for a route whose body is ``model``."""
     schema = {"$ref": _REF.format(model=model.__name__)}
-    return {
-        "requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}
-    }
+    return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
 
 
 def install_openapi(app: FastAPI, models: list[type[BaseModel]]) -> None:
@@ -28,9 +26,7 @@ def install_openapi(app: FastAPI, models: list[type[BaseModel]]) -> None:
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
             doc = get_openapi(title=app.title, version=app.version, routes=app.routes)
-            _, defs = models_json_schema(
-                [(m, "validation") for m in models], ref_template=_REF
-            )
+            _, defs = models_json_schema([(m, "validation") for m in models], ref_template=_REF)
             doc.setdefault("components", {}).setdefault("schemas", {}).update(defs["$defs"])
             app.openapi_schema = doc
         return app.openapi_schema

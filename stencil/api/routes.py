@@ -12,7 +12,13 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from pydantic import BaseModel, ValidationError
 
-from stencil.api.convert import ModelInfo, convert_chat, convert_completion, render_chat
+from stencil.api.convert import (
+    ModelInfo,
+    convert_chat,
+    convert_completion,
+    prompt_ids,
+    render_chat,
+)
 from stencil.api.openapi import json_body
 from stencil.api.protocol import (
     APIError,
@@ -34,6 +40,7 @@ from stencil.api.serving import (
 )
 from stencil.api.state import AppState
 from stencil.api.state import version as stencil_version
+from stencil.api.surrogates import lone_surrogate_path
 from stencil.api.validation import describe_validation_error
 
 T = TypeVar("T")
@@ -68,10 +75,15 @@ async def _body(request: Request, state: AppState) -> Any:
         if size > limit:
             raise too_large
         parts.append(part)
+    raw = b"".join(parts)
     try:
-        return json.loads(b"".join(parts))
+        doc = json.loads(raw)
     except (ValueError, RecursionError) as e:  # JSONDecodeError and UnicodeDecodeError too
         raise bad_request(f"the request body is not valid JSON: {e}") from None
+    where = lone_surrogate_path(raw, doc)
+    if where is not None:
+        raise bad_request(f"{where} holds a lone UTF-16 surrogate (not valid Unicode text)", where)
+    return doc
 
 
 def _parse(cls: type[M], body: Any) -> M:
@@ -82,6 +94,25 @@ def _parse(cls: type[M], body: Any) -> M:
     except ValidationError as e:
         message, param = describe_validation_error(e)
         raise bad_request(message, param) from None
+
+
+def _precheck(body: Any, model: ModelInfo) -> None:
+    """Sizes that are wrong whatever the items hold, answered before validating each item:
+    more messages than the context has tokens, more logit_bias entries than the vocabulary."""
+    if not isinstance(body, dict):
+        return
+    messages, bias = body.get("messages"), body.get("logit_bias")
+    if isinstance(messages, list) and len(messages) > model.max_model_len:
+        raise bad_request(
+            f"{len(messages)} messages cannot fit in this model's context of "
+            f"{model.max_model_len} tokens",
+            "messages",
+        )
+    if isinstance(bias, dict) and len(bias) > model.vocab_size:
+        raise bad_request(
+            f"logit_bias has {len(bias)} entries; the vocabulary has {model.vocab_size} tokens",
+            "logit_bias",
+        )
 
 
 def _check_model(name: str | None, state: AppState) -> None:
@@ -150,7 +181,9 @@ def api_routes(state: AppState) -> APIRouter:
     @router.post("/v1/chat/completions", openapi_extra=json_body(ChatCompletionRequest))
     async def chat(request: Request) -> Response:
         st = _ready(state)
-        req = _parse(ChatCompletionRequest, await _body(request, st))
+        body = await _body(request, st)
+        _precheck(body, st.model)
+        req = _parse(ChatCompletionRequest, body)
         _check_model(req.model, st)
         plan = convert_chat(req, st.model)
         include_usage = bool(req.stream_options and req.stream_options.include_usage)
@@ -169,7 +202,9 @@ def api_routes(state: AppState) -> APIRouter:
     @router.post("/v1/completions", openapi_extra=json_body(CompletionRequest))
     async def completions(request: Request) -> Response:
         st = _ready(state)
-        req = _parse(CompletionRequest, await _body(request, st))
+        body = await _body(request, st)
+        _precheck(body, st.model)
+        req = _parse(CompletionRequest, body)
         _check_model(req.model, st)
         plans = convert_completion(req, st.model)
         include_usage = bool(req.stream_options and req.stream_options.include_usage)
@@ -230,17 +265,18 @@ def api_routes(state: AppState) -> APIRouter:
 
 
 def _tokenize(req: TokenizeRequest, model: ModelInfo) -> list[int]:
+    """Token ids of the prompt or the rendered messages; longer than the context is a 400."""
     if (req.prompt is None) == (req.messages is None):
         raise bad_request("give exactly one of prompt and messages", "prompt")
     if req.prompt is not None:
-        return model.tokenizer(req.prompt, add_special_tokens=req.add_special_tokens).input_ids
+        return prompt_ids(model, req.prompt, "prompt", req.add_special_tokens)
     chat = ChatCompletionRequest(
         messages=req.messages,
         add_generation_prompt=req.add_generation_prompt,
         chat_template_kwargs=req.chat_template_kwargs,
     )
-    text = render_chat(chat, model.tokenizer, None)
-    return model.tokenizer(text, add_special_tokens=False).input_ids
+    text = render_chat(chat, model.tokenizer, None, model.max_model_len)
+    return prompt_ids(model, text, "messages")
 
 
 async def _respond(

@@ -13,9 +13,9 @@ import re
 MAX_MESSAGE_CHARS = 512  # the whole message
 MAX_TOKEN_CHARS = 80  # one whitespace-free run (a quoted regex, a model name, a token id list)
 
-_OBJECT_REPR = re.compile(r"<([A-Za-z_][\w.]*)(?: object)? at 0x[0-9A-Fa-f]+>")
+_OBJECT_REPR = re.compile(r"<([A-Za-z_][\w.]*)(?: [^<>]{0,200}?)? at 0x[0-9A-Fa-f]+>")
 _ADDRESS = re.compile(r"\b0x[0-9A-Fa-f]{6,}\b")
-_LONG_RUN = re.compile(r"\S{%d,}" % (MAX_TOKEN_CHARS + 1))
+_LONG_RUN = re.compile(rf"\S{{{MAX_TOKEN_CHARS + 1},}}")
 _SPACES = re.compile(r"[ \t]{4,}")
 
 

@@ -86,7 +86,7 @@ def test_protected_route_needs_the_exact_key(live_server, path):
 
 def _variants(path: str) -> list[str]:
     first = path[1]
-    encoded = "/%{:02X}{}".format(ord(first), path[2:])
+    encoded = f"/%{ord(first):02X}{path[2:]}"
     return [
         path + "/",
         "/" + path,
