@@ -27,7 +27,8 @@ from stencil.paths import cache_root
 logger = logging.getLogger(__name__)
 
 SOURCE = Path(__file__).parent / "csrc" / "paged_attention.c"
-FLAGS = ["-O3", "-march=native", "-fno-math-errno", "-fopenmp", "-shared", "-fPIC", "-std=c11"]
+FLAGS = ["-O3", "-march=native", "-std=gnu11", "-fno-math-errno", "-fassociative-math", "-fno-signed-zeros",
+         "-fno-trapping-math", "-fopenmp", "-shared", "-fPIC"]  # no -ffinite-math-only: -inf masks
 MAX_ROWS, MAX_DIM, MAX_BLOCK = 64, 256, 64  # the C kernel's per-unit buffers
 _P = ctypes.c_void_p
 _ARGTYPES = [_P, _P, _P, ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, _P, ctypes.c_int,
