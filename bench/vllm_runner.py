@@ -12,7 +12,7 @@ def main() -> None:
     from vllm.inputs import TokensPrompt
     from vllm.sampling_params import StructuredOutputsParams
 
-    llm = LLM(model=job["model"], dtype="float32", max_model_len=job.get("max_model_len", 2048),
+    llm = LLM(model=job["model"], dtype=job.get("dtype", "float32"), max_model_len=job.get("max_model_len", 2048),
               seed=0, max_num_seqs=job.get("max_num_seqs", 64))
     params = []
     for item in job["items"]:
