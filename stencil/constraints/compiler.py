@@ -19,6 +19,7 @@ from .template import build_template
 from .vocab import TokenVocab
 
 _BASE_BYTES = 64 << 10  # fixed per-compile overhead in the size estimate
+_BYTES_PER_CHAR = 96  # of llguidance grammar, in the estimate
 _GROWTH = 1.5  # headroom for what a template's shared lexer caches while sequences decode
 
 
@@ -142,9 +143,10 @@ class ConstraintCompiler:
 
 def _entry_bytes(constraint: Constraint, heap_bytes: int) -> int:
     """A cache entry's size: the template's C heap as measured in the worker (with headroom
-    for later lexer growth) plus the texts; without a measurement, an estimate from the
-    grammar size (it can be several times too low for large JSON schemas)."""
+    for later lexer growth) plus the texts; without a measurement (small grammars, or
+    ``workers=0``), an estimate from the grammar size (measured: ~60 KiB + 7-100 bytes per
+    grammar character, the most for JSON schemas with many patterns)."""
     texts = 2 * (len(constraint.source) + len(constraint.llg_grammar))
     if heap_bytes:
         return int(_GROWTH * heap_bytes) + texts
-    return _BASE_BYTES + 16 * len(constraint.llg_grammar) + texts
+    return _BASE_BYTES + _BYTES_PER_CHAR * len(constraint.llg_grammar) + texts

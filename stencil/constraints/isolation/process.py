@@ -25,7 +25,7 @@ from ..spec import Constraint
 from .protocol import Ready, Reply, WorkerInit
 
 BOOTSTRAP = Path(__file__).with_name("bootstrap.py")
-_CANCEL_POLL_S = 0.02
+_POLL_S = 0.01  # how often a waiting compile checks its cancel event and the worker's memory
 _MEMORY_MARKERS = ("memory allocation of", "MemoryError", "out of memory", "Cannot allocate")
 
 
@@ -70,12 +70,13 @@ class WorkerProcess:
         CompileMemoryError / CompileCrashError (the worker died)."""
         if cancel is not None and cancel.is_set():  # cancelled while waiting for a worker
             raise CompileCancelledError("constraint compile cancelled (its request is gone)")
+        rss_limit = _rss_bytes(self.pid) + self.memory_bytes
         try:
             self._conn.send((constraint, limits))
         except (OSError, ValueError):
             self.kill()
             raise WorkerGoneError("the compile worker had exited") from None
-        self._wait(timeout_s, cancel)
+        self._wait(timeout_s, cancel, rss_limit)
         try:
             reply: Reply = self._conn.recv()
         except (EOFError, OSError):
@@ -121,20 +122,28 @@ class WorkerProcess:
 
     # ---- internals ----------------------------------------------------------------------
 
-    def _wait(self, timeout_s: float, cancel: threading.Event | None) -> None:
+    def _wait(self, timeout_s: float, cancel: threading.Event | None, rss_limit: int) -> None:
+        """Until the reply is ready; kills the worker past the deadline, on cancel, or when
+        its resident memory passes ``rss_limit`` (RLIMIT_AS in the worker is the hard cap;
+        this check measures what a compile really touches, free heap reused included)."""
         deadline = time.monotonic() + timeout_s
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
                 self.kill()
                 raise CompileTimeoutError(timeout_s)
-            if self._conn.poll(min(left, _CANCEL_POLL_S) if cancel else left):
+            if self._conn.poll(min(left, _POLL_S)):
                 return
             if cancel is not None and cancel.is_set():
                 self.kill()
                 raise CompileCancelledError("constraint compile cancelled (its request is gone)")
+            if _rss_bytes(self.pid) > rss_limit:
+                self.kill()
+                raise CompileMemoryError(self.memory_bytes)
 
     def _result(self, reply: Reply) -> tuple[Constraint, int]:
+        if reply.retire:
+            self.kill()  # it exits anyway; the pool starts a spare
         if reply.status == "ok":
             return reply.constraint, reply.heap_bytes
         if reply.status == "error":
@@ -166,6 +175,15 @@ def _worker_env() -> dict[str, str]:
     # One malloc arena: per-thread arenas reserve 64 MiB of address space each, which would
     # count against the RLIMIT_AS budget without being used.
     return {**os.environ, "MALLOC_ARENA_MAX": "1", "OMP_NUM_THREADS": "1"}
+
+
+def _rss_bytes(pid: int) -> int:
+    """Resident memory of ``pid`` (0 where /proc is missing, or once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/statm") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
 
 
 def _describe(code: int) -> str:

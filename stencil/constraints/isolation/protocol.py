@@ -41,3 +41,5 @@ class Reply:
     """The constraint's typed error (``error``)."""
     detail: str = ""
     """What went wrong (``bug``: an unexpected exception in the compile code)."""
+    retire: bool = False
+    """The worker exits after this reply (its heap grew past half its budget); start another."""

@@ -4,6 +4,7 @@ constraint's matcher once, reply with the translated constraint, keep nothing.""
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import os
 import signal
 import sys
@@ -15,11 +16,12 @@ from ..llg_limits import parser_limits
 from ..spec import Constraint
 from ..template import build_template
 from ..vocab import TokenVocab
-from .memory import heap_in_use, limit_address_space
+from .memory import address_space_bytes, heap_in_use, limit_address_space
 from .protocol import Ready, Reply, WorkerInit
 
 _WARM_UP_SCHEMA = '{"type": "object", "properties": {"a": {"type": "string", "pattern": "^a+$"}}}'
 _PR_SET_PDEATHSIG = 1
+_MEASURE_FROM = 4096  # grammar chars; below, the cache's estimate is close and mallinfo2 (~1 ms) is not
 
 
 def serve(fd: int, parent_pid: int) -> None:
@@ -41,17 +43,20 @@ def serve(fd: int, parent_pid: int) -> None:
         if job is None:
             return
         reply = run_job(vocab, *job)
-        conn.send(reply)
-        if reply.status == "memory":
-            return  # the heap may be in a poor state: the parent starts a fresh worker
+        # a fragmented heap would make later compiles fail the budget: retire early instead
+        retire = reply.status == "memory" or address_space_bytes() > idle + init.memory_bytes // 2
+        conn.send(dataclasses.replace(reply, retire=retire))
+        if retire:
+            return
 
 
 def run_job(vocab: TokenVocab, constraint: Constraint, limits: Limits) -> Reply:
     try:
         translated = constraint.translated()
-        before = heap_in_use()
+        measure = len(translated.llg_grammar) >= _MEASURE_FROM
+        before = heap_in_use() if measure else None
         template = build_template(vocab, translated, parser_limits(limits))
-        after = heap_in_use()
+        after = heap_in_use() if before is not None else None
         del template
         heap = after - before if before is not None and after is not None else 0
         return Reply("ok", constraint=translated, heap_bytes=max(heap, 0))
