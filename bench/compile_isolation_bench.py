@@ -53,16 +53,20 @@ def sample_schemas(per_category: int, seed: int) -> list[dict]:
     return out
 
 
-def timed(fn) -> float:
+def timed(fn, *args) -> float:
     start = time.perf_counter()
-    fn()
+    fn(*args)
     return (time.perf_counter() - start) * 1e3
 
 
-def measure_latency(vocab: TokenVocab, schemas: list[dict], per_category: int) -> dict[str, list[float]]:
+def measure_latency(
+    vocab: TokenVocab, schemas: list[dict], per_category: int
+) -> dict[str, list[float]]:
     times: dict[str, list[float]] = {m: [] for m in MODES}
-    with ConstraintCompiler(vocab, cache_bytes=0) as local, \
-            ConstraintCompiler(vocab, cache_bytes=0, workers=1) as isolated:
+    with (
+        ConstraintCompiler(vocab, cache_bytes=0) as local,
+        ConstraintCompiler(vocab, cache_bytes=0, workers=1) as isolated,
+    ):
         isolated.compile(Constraint.regex("warm"))  # the worker's start is not a compile
         runs = {
             "in-thread": lambda s: local.compile(Constraint.json_schema(s)),
@@ -76,7 +80,7 @@ def measure_latency(vocab: TokenVocab, schemas: list[dict], per_category: int) -
             except ConstraintError:
                 continue
             for mode in MODES:
-                times[mode].append(timed(lambda: runs[mode](schema)))
+                times[mode].append(timed(runs[mode], schema))
             kept += 1
             if kept == per_category * len(CATEGORIES):
                 break
@@ -84,8 +88,10 @@ def measure_latency(vocab: TokenVocab, schemas: list[dict], per_category: int) -
 
 
 def pathological() -> Constraint:
-    branches = [{"type": "object", "properties": {"kind": {"const": f"k{i}"}}, "required": ["kind"]}
-                for i in range(3000)]
+    branches = [
+        {"type": "object", "properties": {"kind": {"const": f"k{i}"}}, "required": ["kind"]}
+        for i in range(3000)
+    ]
     return Constraint.json_schema({"oneOf": branches}, defer=True)
 
 
@@ -103,7 +109,13 @@ def measure_kill(vocab: TokenVocab, workers: int) -> list:
         burnt = time.process_time() - cpu
         restart = timed(lambda: compiler.compile(Constraint.regex("after"))) if workers else 0.0
     mode = "isolated (worker SIGKILLed)" if workers else "in-thread (stray thread)"
-    return [mode, f"{first:.0f}", f"{to_error:.3f}", f"{burnt:.2f}", f"{restart:.1f}" if workers else "-"]
+    return [
+        mode,
+        f"{first:.0f}",
+        f"{to_error:.3f}",
+        f"{burnt:.2f}",
+        f"{restart:.1f}" if workers else "-",
+    ]
 
 
 def measure_memory(vocab: TokenVocab) -> str:
@@ -126,16 +138,38 @@ def main() -> None:
     vocab = TokenVocab.from_hf(qwen_tokenizer(), VOCAB_SIZE)
     times = measure_latency(vocab, sample_schemas(args.per_category, args.seed), args.per_category)
     base = statistics.median(times["in-thread"])
-    rows = [[m, len(t), pct(t, 50), pct(t, 90), pct(t, 99), max(t),
-             f"{statistics.median(t) - base:+.2f}"] for m, t in times.items()]
-    print(f"compile latency, ms (JSONSchemaBench-dev, {len(times['in-thread'])} schemas, "
-          f"Qwen2.5 vocabulary, load {os.getloadavg()[0]:.1f})\n")
+    rows = [
+        [
+            m,
+            len(t),
+            pct(t, 50),
+            pct(t, 90),
+            pct(t, 99),
+            max(t),
+            f"{statistics.median(t) - base:+.2f}",
+        ]
+        for m, t in times.items()
+    ]
+    print(
+        f"compile latency, ms (JSONSchemaBench-dev, {len(times['in-thread'])} schemas, "
+        f"Qwen2.5 vocabulary, load {os.getloadavg()[0]:.1f})\n"
+    )
     print(table(["mode", "schemas", "p50", "p90", "p99", "max", "p50 vs in-thread"], rows))
     memory = measure_memory(vocab)
     kills = [measure_kill(vocab, w) for w in (1, 0)]  # in-thread last: its stray thread lingers
     print("\npathological compile (oneOf of 3,000 branches), budget 1 s\n")
-    print(table(["mode", "first compile ms (worker start)", "s to CompileTimeoutError",
-                 "CPU s of this process in the next 2 s", "next compile ms"], kills))
+    print(
+        table(
+            [
+                "mode",
+                "first compile ms (worker start)",
+                "s to CompileTimeoutError",
+                "CPU s of this process in the next 2 s",
+                "next compile ms",
+            ],
+            kills,
+        )
+    )
     print(f"\nmemory budget 8 MiB, 10,000-way choice: CompileMemoryError after {memory} s")
 
 

@@ -139,7 +139,9 @@ class Constraint:
         return cls("choice", _choice_source(choices), (), grammar, (), limits)
 
     @classmethod
-    def grammar(cls, text: str, *, limits: Limits = DEFAULT_LIMITS, defer: bool = False) -> Constraint:
+    def grammar(
+        cls, text: str, *, limits: Limits = DEFAULT_LIMITS, defer: bool = False
+    ) -> Constraint:
         """Text derived from the ``start`` rule of a Lark grammar (GBNF ``root ::=`` grammars
         are translated to Lark)."""
         if defer:

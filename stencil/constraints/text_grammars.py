@@ -29,7 +29,8 @@ def choice_grammar(choices: list[str], limits: Limits) -> str:
     alternatives = " | ".join(json.dumps(c) for c in unique)
     return _validated(
         llguidance.LLMatcher.grammar_from_lark(f"start: CHOICE\nCHOICE: {alternatives}\n"),
-        limits, "choice",
+        limits,
+        "choice",
     )
 
 

@@ -36,8 +36,13 @@ SLACK_S = 0.5
 
 GOOD = [
     Constraint.json_schema(
-        {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
-         "required": ["name", "age"]}, defer=True),
+        {
+            "type": "object",
+            "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+            "required": ["name", "age"],
+        },
+        defer=True,
+    ),
     Constraint.regex(r"[0-9]{3}-[0-9]{4}", defer=True),
     Constraint.choice(["red", "green", "blue"], defer=True),
     Constraint.grammar('start: "(" NUM ("+" NUM)* ")"\nNUM: /[0-9]{1,3}/\n', defer=True),
@@ -81,7 +86,9 @@ def test_pathological_compile_is_killed_within_budget(isolated):
     assert time.perf_counter() - start < 0.2  # without waiting for a worker to start
 
 
-def test_good_compiles_during_a_pathological_one_match_in_process(isolated, smol_compiler, smol_tokenizer):
+def test_good_compiles_during_a_pathological_one_match_in_process(
+    isolated, smol_compiler, smol_tokenizer
+):
     _wait_for(lambda: isolated.pool.idle_workers == 2)  # both started (a start is not a compile)
     failure: list[BaseException] = []
     bad = threading.Thread(target=_expect_timeout, args=(isolated, failure))
@@ -123,9 +130,12 @@ def test_memory_budget_kills_a_compile_that_exceeds_it(smol_vocab, isolated):
     "make, error",
     [
         (lambda d: Constraint.json_schema({"type": "strin"}, defer=d), InvalidSchemaError),
-        (lambda d: Constraint.json_schema(
-            {"oneOf": [{"type": "string"}, {"type": "string", "minLength": 1}]}, defer=d),
-         UnsupportedSchemaError),
+        (
+            lambda d: Constraint.json_schema(
+                {"oneOf": [{"type": "string"}, {"type": "string", "minLength": 1}]}, defer=d
+            ),
+            UnsupportedSchemaError,
+        ),
         (lambda d: Constraint.json_schema(_nested(150), defer=d), ConstraintTooLargeError),
         (lambda d: Constraint.regex("a{2,1}(", defer=d), InvalidRegexError),
         (lambda d: Constraint.regex("a{20000}", defer=d), ConstraintTooLargeError),
@@ -206,8 +216,14 @@ def _nested(depth: int) -> dict:
 
 
 def _small_schema(i: int) -> dict:
-    return {"type": "object", "properties": {f"f{i}": {"type": "string", "maxLength": i % 50 + 1},
-                                             "n": {"type": "integer"}}, "required": [f"f{i}"]}
+    return {
+        "type": "object",
+        "properties": {
+            f"f{i}": {"type": "string", "maxLength": i % 50 + 1},
+            "n": {"type": "integer"},
+        },
+        "required": [f"f{i}"],
+    }
 
 
 def _rss(pid: int) -> int:
@@ -228,4 +244,3 @@ def _wait_for(condition, timeout_s: float = 10.0) -> None:
     while not condition():
         assert time.monotonic() < deadline, "condition not reached"
         time.sleep(0.02)
-

@@ -19,24 +19,42 @@ BUDGET_S = 1.0
 
 def _pathological() -> Constraint:
     """~40 s of front-end work (pairwise oneOf disjointness over 3,000 branches)."""
-    branches = [{"type": "object", "properties": {"kind": {"const": f"k{i}"}}, "required": ["kind"]}
-                for i in range(3000)]
+    branches = [
+        {"type": "object", "properties": {"kind": {"const": f"k{i}"}}, "required": ["kind"]}
+        for i in range(3000)
+    ]
     return Constraint.json_schema({"oneOf": branches}, defer=True)
 
 
 def _requests() -> list[tuple[str, list[int], SamplingParams]]:
-    schema = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}},
-              "required": ["a", "b"]}
-    constraints = [Constraint.json_schema(schema, defer=True), Constraint.regex(r"[a-z]{2,6}-[0-9]{2}"),
-                   Constraint.choice(["alpha", "beta", "gamma"], defer=True), None, None]
-    return [(f"good-{i}", [3 + i, 7, 9, 11], SamplingParams(temperature=0, max_tokens=20, constraint=c))
-            for i, c in enumerate(constraints)]
+    schema = {
+        "type": "object",
+        "properties": {"a": {"type": "integer"}, "b": {"type": "string"}},
+        "required": ["a", "b"],
+    }
+    constraints = [
+        Constraint.json_schema(schema, defer=True),
+        Constraint.regex(r"[a-z]{2,6}-[0-9]{2}"),
+        Constraint.choice(["alpha", "beta", "gamma"], defer=True),
+        None,
+        None,
+    ]
+    return [
+        (f"good-{i}", [3 + i, 7, 9, 11], SamplingParams(temperature=0, max_tokens=20, constraint=c))
+        for i, c in enumerate(constraints)
+    ]
 
 
 @pytest.fixture(scope="module")
 def llm(tiny_models):
-    llm = make_llm(tiny_models["llama-tied"], block_size=8, num_kv_blocks=256, max_model_len=256,
-                   constraint_compile_timeout=BUDGET_S, constraint_compile_workers=2)
+    llm = make_llm(
+        tiny_models["llama-tied"],
+        block_size=8,
+        num_kv_blocks=256,
+        max_model_len=256,
+        constraint_compile_timeout=BUDGET_S,
+        constraint_compile_workers=2,
+    )
     yield llm
     llm.engine.shutdown()
 
@@ -45,7 +63,9 @@ def _run(engine, requests, hostile: bool) -> tuple[dict, dict]:
     """Step until every request is done; returns (outputs by id, timing facts)."""
     facts: dict = {}
     if hostile:
-        engine.add_request("hostile", [5, 6, 7], SamplingParams(max_tokens=8, constraint=_pathological()))
+        engine.add_request(
+            "hostile", [5, 6, 7], SamplingParams(max_tokens=8, constraint=_pathological())
+        )
         facts["added"] = time.perf_counter()
     for rid, prompt, params in _requests():
         engine.add_request(rid, prompt, params)
@@ -76,10 +96,13 @@ def test_pathological_constraint_fails_alone_within_budget(llm):
     assert "exceeded the timeout_s=1s budget" in hostile.error
     assert BUDGET_S <= facts["failed"] - facts["added"] < BUDGET_S + 0.5
     assert facts["good_done_before"] >= 1  # the batch kept stepping while the compile burned
-    assert {r: o.outputs[0].token_ids for r, o in got.items()} == \
-        {r: o.outputs[0].token_ids for r, o in clean.items()}
-    assert all(o.outputs[0].finish_reason in ("stop", "length") and o.outputs[0].token_ids
-               for o in got.values())
+    assert {r: o.outputs[0].token_ids for r, o in got.items()} == {
+        r: o.outputs[0].token_ids for r, o in clean.items()
+    }
+    assert all(
+        o.outputs[0].finish_reason in ("stop", "length") and o.outputs[0].token_ids
+        for o in got.values()
+    )
     assert engine.guided.compiler.pool.workers_stopped == stopped + 1
     killed = workers - set(engine.guided.worker_pids())
     assert len(killed) == 1 and not any(os.path.exists(f"/proc/{p}") for p in killed)  # reaped
@@ -91,7 +114,9 @@ def test_pathological_constraint_fails_alone_within_budget(llm):
 def test_abort_kills_the_running_compile(llm):
     engine = llm.engine
     _run(engine, _requests()[:1], hostile=False)
-    engine.add_request("doomed", [5, 6, 7], SamplingParams(max_tokens=8, constraint=_pathological()))
+    engine.add_request(
+        "doomed", [5, 6, 7], SamplingParams(max_tokens=8, constraint=_pathological())
+    )
     _wait_for(lambda: len(engine.guided.worker_pids()) >= 1)
     time.sleep(0.2)  # the compile is running
     before = set(engine.guided.worker_pids())
@@ -104,8 +129,11 @@ def test_abort_kills_the_running_compile(llm):
 
 def test_shutdown_leaves_no_compile_worker(tiny_models):
     llm = make_llm(tiny_models["llama-tied"], block_size=8, num_kv_blocks=64, max_model_len=128)
-    out = llm.generate([[3, 4, 5]], SamplingParams(temperature=0, max_tokens=8,
-                                                   constraint=Constraint.regex("[0-9]{4}")), use_tqdm=False)
+    out = llm.generate(
+        [[3, 4, 5]],
+        SamplingParams(temperature=0, max_tokens=8, constraint=Constraint.regex("[0-9]{4}")),
+        use_tqdm=False,
+    )
     assert out[0].outputs[0].finish_reason == "stop"
     pids = llm.engine.guided.worker_pids()
     assert pids and set(pids) <= _children()

@@ -22,7 +22,11 @@ class CompileWorkerPool:
     ``close()`` kills every worker (busy and starting ones included): no child is left."""
 
     def __init__(
-        self, vocab: TokenVocab, *, size: int = 2, memory_bytes: int = 1 << 30,
+        self,
+        vocab: TokenVocab,
+        *,
+        size: int = 2,
+        memory_bytes: int = 1 << 30,
         startup_timeout_s: float = 60.0,
     ) -> None:
         if size < 1 or memory_bytes < 1:
@@ -30,8 +34,11 @@ class CompileWorkerPool:
         if not vocab.tokenizer_json:
             raise ValueError("the vocabulary has no tokenizer_json to rebuild it in a worker")
         self._init = WorkerInit(
-            vocab.tokenizer_json, vocab.vocab_size, vocab.tokenizer_size,
-            vocab.eos_token_ids, memory_bytes,
+            vocab.tokenizer_json,
+            vocab.vocab_size,
+            vocab.tokenizer_size,
+            vocab.eos_token_ids,
+            memory_bytes,
         )
         self.size = size
         self.startup_timeout_s = startup_timeout_s
@@ -45,7 +52,9 @@ class CompileWorkerPool:
         """Threads starting spare workers."""
         # Every worker is launched from this one long-lived thread: a worker dies with the
         # thread that launched it (Linux PR_SET_PDEATHSIG), so never from a passing thread.
-        self._launcher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="stencil-compile-launch")
+        self._launcher = ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="stencil-compile-launch"
+        )
         self._closed = False
         self.workers_started = 0
         self.workers_stopped = 0
@@ -67,7 +76,10 @@ class CompileWorkerPool:
             return [w.pid for w in (*self._idle, *self._busy) if w.alive]
 
     def compile(
-        self, constraint: Constraint, limits: Limits, timeout_s: float,
+        self,
+        constraint: Constraint,
+        limits: Limits,
+        timeout_s: float,
         cancel: threading.Event | None = None,
     ) -> tuple[Constraint, int]:
         """Translate and validate ``constraint`` in a worker; see ``WorkerProcess.compile``.
@@ -159,8 +171,12 @@ class CompileWorkerPool:
             missing = self.size - len(self._idle) - len(self._busy) - len(self._starting)
             if self._closed or missing <= 0:
                 return
-            threads = [threading.Thread(target=self._start_spare, daemon=True,
-                                        name="stencil-compile-spare") for _ in range(missing)]
+            threads = [
+                threading.Thread(
+                    target=self._start_spare, daemon=True, name="stencil-compile-spare"
+                )
+                for _ in range(missing)
+            ]
             self._starting.update(threads)
         for thread in threads:
             thread.start()

@@ -46,8 +46,11 @@ class WorkerProcess:
         try:
             self._proc = subprocess.Popen(
                 [sys.executable, str(BOOTSTRAP), str(theirs.fileno()), str(os.getpid())],
-                pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL, stderr=self._stderr, env=_worker_env(),
+                pass_fds=(theirs.fileno(),),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=self._stderr,
+                env=_worker_env(),
             )
         finally:
             theirs.close()
@@ -62,7 +65,10 @@ class WorkerProcess:
         return not self._stopped.is_set() and self._proc.poll() is None
 
     def compile(
-        self, constraint: Constraint, limits: Limits, timeout_s: float,
+        self,
+        constraint: Constraint,
+        limits: Limits,
+        timeout_s: float,
         cancel: threading.Event | None = None,
     ) -> tuple[Constraint, int]:
         """The translated constraint and its matcher's measured C-heap bytes (0: unknown);

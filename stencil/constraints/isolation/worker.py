@@ -21,7 +21,9 @@ from .protocol import Ready, Reply, WorkerInit
 
 _WARM_UP_SCHEMA = '{"type": "object", "properties": {"a": {"type": "string", "pattern": "^a+$"}}}'
 _PR_SET_PDEATHSIG = 1
-_MEASURE_FROM = 4096  # grammar chars; below, the cache's estimate is close and mallinfo2 (~1 ms) is not
+_MEASURE_FROM = (
+    4096  # grammar chars; below, the cache's estimate is close and mallinfo2 (~1 ms) is not
+)
 
 
 def serve(fd: int, parent_pid: int) -> None:
@@ -65,7 +67,9 @@ def run_job(vocab: TokenVocab, constraint: Constraint, limits: Limits) -> Reply:
     except MemoryError:
         return Reply("memory")
     except RecursionError:
-        error = ConstraintTooLargeError("constraint nesting exceeds the recursion depth", "max_depth")
+        error = ConstraintTooLargeError(
+            "constraint nesting exceeds the recursion depth", "max_depth"
+        )
         return Reply("error", error=error)
     except Exception as e:  # a bug in the compile code: reported, the worker stays usable
         return Reply("bug", detail=f"{type(e).__name__}: {e}"[:500])
