@@ -91,7 +91,7 @@ class AsyncLLMEngine:
         rid = request_id or uuid.uuid4().hex
         loop = asyncio.get_running_loop()
         if params.constraint is not None:  # compile off the step loop; errors surface here as 400s
-            await loop.run_in_executor(None, self.engine.guided.compile, params.constraint)
+            await self._precompile(loop, params.constraint)
         stream = _Stream(loop, asyncio.Queue())
         added = loop.create_future()
         self._send(("add", rid, prompt, params, pooling, stream, added))
@@ -111,6 +111,16 @@ class AsyncLLMEngine:
         finally:
             if not finished:
                 self._send(("abort", rid))
+
+    async def _precompile(self, loop: asyncio.AbstractEventLoop, constraint) -> None:
+        """Compile in a thread (a worker process does the work); a caller that goes away
+        meanwhile (disconnect, cancel) kills the compile instead of leaving it to its budget."""
+        cancel = threading.Event()
+        try:
+            await loop.run_in_executor(None, self.engine.guided.compile, constraint, cancel)
+        except asyncio.CancelledError:
+            cancel.set()
+            raise
 
     async def abort(self, request_id: str) -> None:
         self._send(("abort", request_id))

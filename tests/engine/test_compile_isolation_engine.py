@@ -127,6 +127,49 @@ def test_abort_kills_the_running_compile(llm):
     assert time.perf_counter() - start < 0.5
 
 
+def test_async_caller_gone_kills_its_precompile(tiny_models):
+    """AsyncLLMEngine compiles before adding (so a bad constraint is a 400): a caller cancelled
+    meanwhile (a client that disconnected) kills that compile too."""
+    import asyncio
+
+    from stencil.engine.async_engine import AsyncLLMEngine
+
+    llm = make_llm(
+        tiny_models["llama-tied"],
+        block_size=8,
+        num_kv_blocks=64,
+        max_model_len=128,
+        constraint_compile_timeout=BUDGET_S,
+    )
+    _run(llm.engine, _requests()[:1], hostile=False)  # starts the workers
+    front = AsyncLLMEngine(llm.engine)  # steps the engine from now on
+    before = set(llm.engine.guided.worker_pids())
+
+    async def consume() -> None:
+        params = SamplingParams(max_tokens=8, constraint=_pathological())
+        async for _ in front.generate([5, 6, 7], params):
+            pass
+
+    async def main() -> float:
+        task = asyncio.create_task(consume())
+        await asyncio.sleep(0.3)  # the compile is running in a worker
+        task.cancel()
+        start = time.perf_counter()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await asyncio.to_thread(
+            _wait_for, lambda: bool(before - set(llm.engine.guided.worker_pids())), 0.5
+        )
+        return time.perf_counter() - start
+
+    try:
+        assert asyncio.run(main()) < 0.5
+        killed = before - set(llm.engine.guided.worker_pids())
+        assert killed and not any(os.path.exists(f"/proc/{p}") for p in killed)
+    finally:
+        front.shutdown()
+
+
 def test_shutdown_leaves_no_compile_worker(tiny_models):
     llm = make_llm(tiny_models["llama-tied"], block_size=8, num_kv_blocks=64, max_model_len=128)
     out = llm.generate(
