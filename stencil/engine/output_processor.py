@@ -50,7 +50,8 @@ class OutputProcessor:
             if seq.first_token_time is None:
                 seq.first_token_time = time.monotonic()
             guided = seq.matcher is not None and seq.reasoning_done
-            closing = guided and seq.params.close_on_length and seq.max_len - seq.num_tokens <= WINDOW
+            closing = (guided and seq.params.close_on_length and not seq.close_hopeless
+                       and seq.max_len - seq.num_tokens <= WINDOW)
             snapshot = Snapshot.take(seq) if closing else None
             if lp is not None:
                 seq.logprobs.append(lp)
@@ -84,20 +85,32 @@ class OutputProcessor:
 
     def _close(self, seq: Sequence, snapshot: Snapshot) -> None:
         """close_on_length: append a valid closing path once it is about to stop fitting; undo
-        this step's tokens first when no path fits after them."""
+        this step's tokens first when a path fits only without them. When none fits either way
+        (a budget too small for the structure), generate on as plain max_tokens would."""
         path = shortest_close(seq.matcher, self.close_search, seq.max_len - seq.num_tokens)
         if path is not None and len(path) + MARGIN < seq.max_len - seq.num_tokens:
             return
-        if path is None:
-            snapshot.restore(seq)
-            path = shortest_close(seq.matcher, self.close_search, seq.max_len - seq.num_tokens)
-            if path is None:  # cannot close within the budget: end here, as plain max_tokens would
-                return seq.finish("length")
+        if path is None and (path := self._close_before_step(seq, snapshot)) is None:
+            seq.close_hopeless = True
+            return
         for token in path:
             self._push(seq, token)
             if seq.is_finished:
                 return
         seq.finish("stop")
+
+    def _close_before_step(self, seq: Sequence, snapshot: Snapshot) -> list[int] | None:
+        """A closing path from before this step's tokens, which are then undone; None (and the
+        step kept) when there is none."""
+        step = seq.token_ids[len(seq.token_ids) - (seq.matcher.num_tokens - snapshot.matcher_tokens):]
+        seq.matcher.rollback(len(step))
+        path = shortest_close(seq.matcher, self.close_search, seq.max_len - snapshot.num_tokens)
+        if path is None:
+            for token in step:
+                seq.matcher.accept_token(token)
+            return None
+        snapshot.restore(seq)
+        return path
 
     def _push(self, seq: Sequence, token: int) -> None:
         p = seq.params

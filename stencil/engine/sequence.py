@@ -50,6 +50,7 @@ class Sequence:
     first_token_time: float | None = None
     reasoning_done: bool = True  # False while a reasoning model is still thinking
     text_flushed: bool = False  # the final detokenization already ran
+    close_hopeless: bool = False  # close_on_length found no closing path that fits the budget
     pooling: str | None = None  # "last" | "mean": an embedding request (prefill only, no sampling)
     pooled: torch.Tensor | None = None  # running sum (mean) or last hidden state
     embedding: list[float] | None = None

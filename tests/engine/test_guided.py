@@ -183,6 +183,20 @@ def test_embedded_model_extracts_ada(default_model_dir):
     assert data["name"] == "Ada Lovelace"
 
 
+def test_close_on_length_too_small_a_budget_generates_as_plain_max_tokens(tiny_llm):
+    """No closing path fits 4 tokens: the output is what plain max_tokens gives, never emptied."""
+    schema = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+              "required": ["name", "age"]}
+    outs = {}
+    for close in (False, True):
+        params = [SamplingParams(temperature=1.0, seed=s, max_tokens=4, close_on_length=close,
+                                 constraint=Constraint.json_schema(schema)) for s in range(4)]
+        outs[close] = [o.outputs[0] for o in tiny_llm.generate([[3, 4, 5]] * 4, params, use_tqdm=False)]
+    for plain, closing in zip(outs[False], outs[True], strict=True):
+        assert closing.token_ids == plain.token_ids and len(closing.token_ids) == 4
+        assert closing.finish_reason == plain.finish_reason == "length"
+
+
 @pytest.mark.parametrize("max_tokens", [12, 20, 40])
 def test_close_on_length_finishes_structures_validly(tiny_llm, max_tokens):
     schema = {"type": "object", "properties": {"items": {"type": "array", "items": {
