@@ -375,6 +375,12 @@ def type_payloads() -> list[Payload]:
             chat(tool_choice={"type": "function", "function": {"name": "nope"}}),
         ),
         Payload("unknown field", "types", chat(functions=[{"name": "f"}])),
+        Payload(
+            "tokenize empty messages",
+            "types",
+            json.dumps({"messages": []}).encode(),
+            "/tokenize",
+        ),
     ]
 
 

@@ -94,7 +94,9 @@ def valid(kind: str, text: str) -> bool:
         return False
 
 
-async def send(client: httpx.AsyncClient, server: ServeProcess, body: dict) -> tuple[int, str, dict]:
+async def send(
+    client: httpx.AsyncClient, server: ServeProcess, body: dict
+) -> tuple[int, str, dict]:
     """(status, text, response headers); text is the joined stream or the message content."""
     url = server.url("/v1/chat/completions")
     async with client.stream("POST", url, json=body, headers=server.headers()) as r:
@@ -185,16 +187,36 @@ def report(args, warm: Sample, end: Sample, peak: int, tally: Tally, seconds: fl
     lost = tally.sent - tally.completed - tally.rejected - tally.server_errors
     drift = (end.rss - warm.rss) / warm.rss
     share = tally.valid / tally.constrained if tally.constrained else 1.0
-    print(f"\n## Soak: {args.clients} clients, {seconds / 60:.1f} min, max_tokens {args.max_tokens}\n")
-    rows = [[tally.sent, tally.completed, tally.rejected, tally.server_errors, lost,
-             f"{tally.valid}/{tally.constrained} ({share:.1%})", tally.completed / seconds]]
-    heads = ["sent", "completed", "rejected (Retry-After)", "5xx", "lost", "constrained valid",
-             "req/s"]
+    print(
+        f"\n## Soak: {args.clients} clients, {seconds / 60:.1f} min, max_tokens {args.max_tokens}\n"
+    )
+    rows = [
+        [
+            tally.sent,
+            tally.completed,
+            tally.rejected,
+            tally.server_errors,
+            lost,
+            f"{tally.valid}/{tally.constrained} ({share:.1%})",
+            tally.completed / seconds,
+        ]
+    ]
+    heads = [
+        "sent",
+        "completed",
+        "rejected (Retry-After)",
+        "5xx",
+        "lost",
+        "constrained valid",
+        "req/s",
+    ]
     print(table(heads, rows))
     print()
-    rows = [["RSS MiB", warm.rss / MIB, end.rss / MIB, f"{drift:+.1%} (peak {peak / MIB:.0f})"],
-            ["open fds", warm.fds, end.fds, end.fds - warm.fds],
-            ["threads", warm.threads, end.threads, end.threads - warm.threads]]
+    rows = [
+        ["RSS MiB", warm.rss / MIB, end.rss / MIB, f"{drift:+.1%} (peak {peak / MIB:.0f})"],
+        ["open fds", warm.fds, end.fds, end.fds - warm.fds],
+        ["threads", warm.threads, end.threads, end.threads - warm.threads],
+    ]
     print(table(["server", "after warm-up", "after soak", "change"], rows))
     print(f"\nrequests by kind: {dict(tally.by_kind)}")
     for line in list(tally.other.items())[:10]:

@@ -4,6 +4,7 @@ them, so that ``/openapi.json`` describes what each POST route accepts (clients,
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import FastAPI
@@ -20,15 +21,30 @@ def json_body(model: type[BaseModel]) -> dict[str, Any]:
     return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
 
 
-def install_openapi(app: FastAPI, models: list[type[BaseModel]]) -> None:
-    """Make ``app.openapi()`` include the JSON schemas of ``models`` (and what they use)."""
+def install_openapi(
+    app: FastAPI, models: list[type[BaseModel]], served: Callable[[], str] = lambda: ""
+) -> None:
+    """Make ``app.openapi()`` include the JSON schemas of ``models`` (and what they use); once
+    ``served()`` names the model, their ``model`` field admits that name (or null) only."""
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
             doc = get_openapi(title=app.title, version=app.version, routes=app.routes)
             _, defs = models_json_schema([(m, "validation") for m in models], ref_template=_REF)
+            name = served()
+            if name:
+                _pin_model_field(defs["$defs"], [m.__name__ for m in models], name)
             doc.setdefault("components", {}).setdefault("schemas", {}).update(defs["$defs"])
+            if not name:
+                return doc  # not cached: the served name is not known yet
             app.openapi_schema = doc
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
+
+
+def _pin_model_field(schemas: dict[str, Any], names: list[str], served: str) -> None:
+    for name in names:
+        props = schemas.get(name, {}).get("properties", {})
+        if "model" in props:
+            props["model"] = {"anyOf": [{"type": "string", "enum": [served]}, {"type": "null"}]}

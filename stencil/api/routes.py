@@ -270,10 +270,13 @@ def _tokenize(req: TokenizeRequest, model: ModelInfo) -> list[int]:
         raise bad_request("give exactly one of prompt and messages", "prompt")
     if req.prompt is not None:
         return prompt_ids(model, req.prompt, "prompt", req.add_special_tokens)
-    chat = ChatCompletionRequest(
-        messages=req.messages,
-        add_generation_prompt=req.add_generation_prompt,
-        chat_template_kwargs=req.chat_template_kwargs,
+    chat = _parse(
+        ChatCompletionRequest,
+        {
+            "messages": req.messages,
+            "add_generation_prompt": req.add_generation_prompt,
+            "chat_template_kwargs": req.chat_template_kwargs,
+        },
     )
     text = render_chat(chat, model.tokenizer, None, model.max_model_len)
     return prompt_ids(model, text, "messages")

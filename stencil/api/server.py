@@ -73,7 +73,7 @@ def create_app(engine: Any, config: ServerConfig | None = None) -> FastAPI:
     app.include_router(public_routes(state))
     app.include_router(api_routes(state))
     app.include_router(embedding_routes(state))
-    install_openapi(app, REQUEST_MODELS)
+    install_openapi(app, REQUEST_MODELS, lambda: state.model_name)
     undecided = undecided_routes(route_paths(app.routes))
     if undecided:
         raise RuntimeError(f"routes without an auth decision in auth.ROUTE_AUTH: {undecided}")

@@ -100,8 +100,19 @@ def draining_server():
         yield server
 
 
+def start_compile_workers(server) -> None:
+    """A constrained request, so the server has compile worker processes to leave behind."""
+    payload = {**body(8, False), "guided_choice": ["yes", "no"]}
+    r = httpx.post(
+        server.url("/v1/chat/completions"), json=payload, headers=server.headers(), timeout=120
+    )
+    assert r.status_code == 200 and r.json()["choices"][0]["message"]["content"] in ("yes", "no")
+    assert server.children(), "no compile worker process started"
+
+
 def test_sigterm_stops_admission_and_drains(draining_server):
     server = draining_server
+    start_compile_workers(server)
     reqs = start_in_flight(server, max_tokens=40)
     server.signal(signal.SIGTERM)
     time.sleep(0.3)
@@ -131,6 +142,7 @@ def impatient_server():
 
 def test_shutdown_timeout_zero_ends_in_flight_requests_with_an_error(impatient_server):
     server = impatient_server
+    start_compile_workers(server)
     reqs = start_in_flight(server, max_tokens=4000)
     sent = time.monotonic()
     server.signal(signal.SIGTERM)
