@@ -23,6 +23,7 @@ from stencil.api.admission import AdmissionMiddleware
 from stencil.api.auth import APIKeyMiddleware, route_paths, undecided_routes
 from stencil.api.embeddings import embedding_routes
 from stencil.api.header_limits import HeaderLimitMiddleware
+from stencil.api.memory import TrimAfterLargeBodies
 from stencil.api.openapi import install_openapi
 from stencil.api.protocol import (
     APIError,
@@ -79,6 +80,7 @@ def create_app(engine: Any, config: ServerConfig | None = None) -> FastAPI:
         raise RuntimeError(f"routes without an auth decision in auth.ROUTE_AUTH: {undecided}")
     # outermost first: header limits, then the API key, then admission (drain)
     cfg = state.config
+    app.add_middleware(TrimAfterLargeBodies)
     app.add_middleware(AdmissionMiddleware, admission=state.admission)
     app.add_middleware(APIKeyMiddleware, api_key=cfg.api_key)
     app.add_middleware(

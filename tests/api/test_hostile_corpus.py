@@ -63,7 +63,7 @@ def test_every_hostile_payload_is_refused_cleanly(server, corpus):
     streaming = run.streaming
     assert streaming.errors == [] and streaming.mismatches == []
     assert streaming.runs >= len(streaming.reference)
-    assert growth <= 150 * MIB, f"RSS grew {growth / MIB:.0f} MiB over the corpus"
+    assert growth <= 100 * MIB, f"RSS grew {growth / MIB:.0f} MiB over the corpus"
     assert httpx.get(server.url("/health")).status_code == 200
 
 
