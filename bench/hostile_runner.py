@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -177,13 +178,19 @@ class CorpusRun:
     canary_failures: list[str]
     streaming: StreamingCanaries
     seconds: float
+    rss_growth: int = 0  # bytes, from the first payload to the last (``rss`` given)
 
 
 async def run_corpus(
-    base: str, auth: dict[str, str], corpus: list[Payload], pause: float = 0.0
+    base: str,
+    auth: dict[str, str],
+    corpus: list[Payload],
+    pause: float = 0.0,
+    rss: Callable[[], int] | None = None,
 ) -> CorpusRun:
     """Every payload then a canary, with the streaming canaries running meanwhile (each
-    client waiting ``pause`` seconds between its runs)."""
+    client waiting ``pause`` seconds between its runs). ``rss()`` (the server's RSS) is read
+    once the clean reference has run, before the first payload, and after the last."""
     # idle connections expire before the server's keep-alive timeout (5 s): never reuse one the
     # server is closing at that moment
     limits = httpx.Limits(max_connections=32, keepalive_expiry=2.0)
@@ -191,13 +198,14 @@ async def run_corpus(
         streaming = StreamingCanaries(await clean_reference(client, base, auth), pause)
         stop = asyncio.Event()
         background = asyncio.create_task(streaming.run(client, base, auth, stop))
-        start = time.perf_counter()
+        start, rss_before = time.perf_counter(), rss() if rss else 0
         outcomes, failures = [], []
         for p in corpus:
             outcomes.append(await send(client, base, auth, p))
             if not await canary(client, base, auth):
                 failures.append(p.name)
         seconds = time.perf_counter() - start
+        growth = rss() - rss_before if rss else 0
         stop.set()
         await background
-    return CorpusRun(outcomes, failures, streaming, seconds)
+    return CorpusRun(outcomes, failures, streaming, seconds, growth)

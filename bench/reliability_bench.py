@@ -38,9 +38,9 @@ def corpus_section(args: argparse.Namespace) -> bool:
         models = httpx.get(server.url("/v1/models"), headers=server.headers()).json()
         max_len = models["data"][0]["max_model_len"]
         corpus = build_corpus(args.vocab_size, max_len)
-        rss_before = server.rss_bytes()
-        run = asyncio.run(run_corpus(server.base_url, server.headers(), corpus))
-        rss_after = server.rss_bytes()
+        run = asyncio.run(
+            run_corpus(server.base_url, server.headers(), corpus, rss=server.rss_bytes)
+        )
     print(f"\n## Hostile corpus: {len(corpus)} payloads, {run.seconds:.1f} s\n")
     print(corpus_table(run, args.compile_timeout))
     problems = [f"- {o.payload.name}: {'; '.join(o.problems)}" for o in run.outcomes if o.problems]
@@ -51,16 +51,13 @@ def corpus_section(args: argparse.Namespace) -> bool:
         f"streaming canaries: {s.runs} runs, {len(s.mismatches)} differ from the clean run, "
         f"{len(s.errors)} errors"
     )
-    print(
-        f"server RSS: {rss_before / MIB:.1f} MiB -> {rss_after / MIB:.1f} MiB "
-        f"(+{(rss_after - rss_before) / MIB:.1f} MiB)"
-    )
+    print(f"server RSS growth over the corpus: {run.rss_growth / MIB:+.1f} MiB")
     for line in problems + [f"- slow: {o.payload.name} {o.latency * 1000:.0f} ms" for o in slow]:
         print(line)
     for line in s.mismatches + s.errors:
         print(f"- canary: {line[:300]}")
     ok = not problems and not slow and not run.canary_failures and not s.mismatches
-    return ok and not s.errors and rss_after - rss_before <= 50 * MIB
+    return ok and not s.errors and run.rss_growth <= 50 * MIB
 
 
 def corpus_table(run: CorpusRun, compile_timeout: float) -> str:

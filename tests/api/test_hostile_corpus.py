@@ -47,9 +47,10 @@ def test_the_corpus_is_large_enough(corpus):
 
 def test_every_hostile_payload_is_refused_cleanly(server, corpus):
     clean = [p for p in corpus if not p.known_bug]
-    rss_before = server.rss_bytes()
-    run = asyncio.run(run_corpus(server.base_url, server.headers(), clean, pause=3.0))
-    growth = server.rss_bytes() - rss_before
+    run = asyncio.run(
+        run_corpus(server.base_url, server.headers(), clean, pause=3.0, rss=server.rss_bytes)
+    )
+    growth = run.rss_growth
     problems = {o.payload.name: o.problems for o in run.outcomes if o.problems}
     assert problems == {}
     assert [o.payload.name for o in run.outcomes if o.status >= 500 or o.status == 0] == []
