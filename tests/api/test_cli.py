@@ -118,3 +118,24 @@ def test_extract_arguments_load_lazily():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "False", out.stderr
+
+
+def test_server_flags_are_generated_from_server_config():
+    from stencil.api.state import ServerConfig
+
+    parser = cli.build_parser()
+    args = parser.parse_args(
+        ["serve", "--shutdown-timeout", "0", "--max-headers", "5", "--max-header-bytes", "999"]
+    )
+    config = cli.server_config(args)
+    assert (config.shutdown_timeout, config.max_headers, config.max_header_bytes) == (0.0, 5, 999)
+    assert config.max_body_bytes == ServerConfig().max_body_bytes
+    help_text = parser._subparsers._group_actions[0].choices["serve"].format_help()
+    for f in dataclasses.fields(ServerConfig):
+        if f.name != "log_level":
+            assert "--" + f.name.replace("_", "-") in help_text
+
+
+def test_bad_server_config_exits_2(capsys):
+    assert cli.main(["serve", "--shutdown-timeout", "-1"]) == 2
+    assert "shutdown_timeout" in capsys.readouterr().err
