@@ -64,6 +64,7 @@ def run_schemathesis(
         "--max-examples", str(max_examples), "--phases", phases, "--seed", str(seed),
         "--workers", str(workers), "--request-timeout", "120", "--suppress-health-check", "all",
         "--report", "ndjson", "--report-ndjson-path", str(out), "--no-color",
+        "--generation-database", "none",
     ]  # fmt: skip
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
     if not out.is_file():
