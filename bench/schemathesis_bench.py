@@ -66,7 +66,7 @@ def run_schemathesis(
         "--report", "ndjson", "--report-ndjson-path", str(out), "--no-color",
         "--generation-database", "none",
     ]  # fmt: skip
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=3600, cwd=out.parent)
     if not out.is_file():
         raise RuntimeError(
             f"schemathesis wrote no report:\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}"
