@@ -59,6 +59,16 @@ BAD_INPUTS = [
         ConstraintTooLargeError,
     ),
     ("nested repeat", lambda: Constraint.regex("(a{1000}){1000}"), ConstraintTooLargeError),
+    (
+        "minItems past the repetition limit",
+        lambda: Constraint.json_schema({"type": "array", "minItems": 10**9}),
+        ConstraintTooLargeError,
+    ),
+    (
+        "minLength past the repetition limit",
+        lambda: Constraint.json_schema({"type": "string", "minLength": 1e6}),
+        ConstraintTooLargeError,
+    ),
     ("pure ref cycle", lambda: Constraint.json_schema({"$ref": "#"}), InvalidSchemaError),
     (
         "two-step ref cycle",

@@ -182,6 +182,10 @@ class Normalizer:
             raise ConstraintTooLargeError(f"enum at {here!r} has {len(value)} members", "max_enum")
         if key == "pattern":
             check_regex(value, self.limits, "pattern")
+        if key in _MINIMUM_COUNTS and isinstance(value, int | float) and value > self.limits.max_repetition:
+            raise ConstraintTooLargeError(
+                f"{key} {value} at {here!r} exceeds the repetition limit "
+                f"{self.limits.max_repetition}", "max_repetition")
         if key in _COUNTS and isinstance(value, float) and value.is_integer():
             value = int(value)
         out[key] = value
@@ -281,6 +285,7 @@ _IN_PLACE = frozenset(
         "contains",
     }
 )
+_MINIMUM_COUNTS = frozenset({"minLength", "minItems", "minProperties"})  # each forces that many repeats
 _COUNTS = frozenset(
     {"minLength", "maxLength", "minItems", "maxItems", "minProperties", "maxProperties"}
 )
