@@ -85,7 +85,7 @@ class ModelRunner:
         rows = [row_of[(seq.fork_of or seq).seq_id] for seq in samplers]
         if not rows:
             return torch.empty(0), []
-        logits = self.model.compute_logits(hidden[torch.tensor(rows, device=self.device)])
+        logits = self.model.compute_logits(hidden[torch.tensor(rows, device=self.device)], self.ops)
         return logits, samplers
 
     @staticmethod

@@ -20,14 +20,16 @@ class Kernels:
     """One backend's kernels: ``name`` is ``"triton"``, ``"cpu"`` or ``"reference"``."""
 
     name: str
+    linear: Callable[..., torch.Tensor]
     write_kv: Callable[..., None]
     paged_attention: Callable[..., torch.Tensor]
     apply_token_bitmask_inplace: Callable[..., None]
 
 
 def get_kernels(device: torch.device | str, backend: str = "auto") -> Kernels:
-    """``backend`` "auto": Triton kernels on CUDA when Triton imports, the C attention kernel on
-    CPU when a C compiler works, else (and for "torch") the reference kernels."""
+    """``backend`` "auto": Triton kernels on CUDA when Triton imports; on CPU the C attention
+    kernel when a C compiler works, with oneDNN linears; else (and for "torch") the reference
+    kernels."""
     from stencil.kernels import reference
 
     kind = torch.device(device).type
@@ -37,12 +39,13 @@ def get_kernels(device: torch.device | str, backend: str = "auto") -> Kernels:
         except ImportError:
             pass
     if backend == "auto" and kind == "cpu":
-        from stencil.kernels.cpu_attention import load
+        from stencil.kernels import cpu_attention, cpu_linear
 
-        attention = load()
+        attention = cpu_attention.load()
         if attention is not None:
-            return Kernels("cpu", reference.write_kv, attention, reference.apply_token_bitmask_inplace)
-    return Kernels("reference", reference.write_kv, reference.paged_attention,
+            linear = cpu_linear.linear if cpu_linear.available() else reference.linear
+            return Kernels("cpu", linear, reference.write_kv, attention, reference.apply_token_bitmask_inplace)
+    return Kernels("reference", reference.linear, reference.write_kv, reference.paged_attention,
                    reference.apply_token_bitmask_inplace)
 
 
@@ -50,4 +53,6 @@ def _triton_kernels() -> Kernels:
     kv = importlib.import_module("stencil.kernels.triton_kv")
     attn = importlib.import_module("stencil.kernels.triton_attention")
     mask = importlib.import_module("stencil.kernels.triton_bitmask")
-    return Kernels("triton", kv.write_kv, attn.paged_attention, mask.apply_token_bitmask_inplace)
+    from stencil.kernels import reference
+
+    return Kernels("triton", reference.linear, kv.write_kv, attn.paged_attention, mask.apply_token_bitmask_inplace)

@@ -58,7 +58,7 @@ def test_logits_match_transformers_forward(arch, tiny_models, hf_models):
         handle.remove()
     assert len(seen) == 1, "all prompts should be prefilled in one step"
     with torch.no_grad():
-        ours = eng.runner.model.compute_logits(seen[0])  # [T, vocab]
+        ours = eng.runner.model.compute_logits(seen[0], eng.runner.ops)  # [T, vocab]
     assert ours.shape[0] == sum(map(len, PROMPTS))
     hf = hf_models(arch)
     off = 0

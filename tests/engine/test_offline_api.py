@@ -148,7 +148,7 @@ def test_bfloat16_on_cpu(tiny_models, hf_models):
         h.remove()
     assert len(out.outputs[0].token_ids) == 4
     with torch.no_grad():
-        ours = eng.runner.model.compute_logits(seen[0])
+        ours = eng.runner.model.compute_logits(seen[0], eng.runner.ops)
         ref = hf_models("llama3-rope-untied")(torch.tensor([prompt])).logits[0].float()
     assert torch.isfinite(ours).all()
     assert (ours - ref).abs().max().item() < 0.05

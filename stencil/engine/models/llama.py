@@ -5,14 +5,13 @@ Our own model code, because attention must read the paged cache; weights keep HF
 
 from __future__ import annotations
 
-from types import ModuleType
-
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from stencil.engine.attention import AttentionMetadata
 from stencil.engine.errors import ConfigError
+from stencil.kernels import Kernels
 
 
 class RMSNorm(nn.Module):
@@ -71,9 +70,9 @@ class Attention(nn.Module):
         self.scale = self.dim**-0.5
         self.sliding_window = sliding_window
 
-    def forward(self, x, cos, sin, kv_cache, meta: AttentionMetadata, ops: ModuleType):
+    def forward(self, x, cos, sin, kv_cache, meta: AttentionMetadata, ops: Kernels):
         t = x.shape[0]
-        qkv = self.qkv_proj(x)
+        qkv = ops.linear(x, self.qkv_proj.weight, self.qkv_proj.bias)
         q, k, v = qkv.split([self.heads * self.dim, self.kv_heads * self.dim, self.kv_heads * self.dim], -1)
         q = q.view(t, self.heads, self.dim)  # [T, heads, dim]
         k = k.view(t, self.kv_heads, self.dim)  # [T, kv_heads, dim]
@@ -85,7 +84,7 @@ class Attention(nn.Module):
         ops.write_kv(k, v, k_cache, v_cache, meta.slot_mapping)
         o = ops.paged_attention(q, k_cache, v_cache, meta.block_tables, meta.cu_seqlens_q,
                                 meta.context_lens, self.scale, self.sliding_window, plan=meta.plan)
-        return self.o_proj(o.reshape(t, self.heads * self.dim))
+        return ops.linear(o.reshape(t, self.heads * self.dim), self.o_proj.weight)
 
 
 class MLP(nn.Module):
@@ -95,9 +94,9 @@ class MLP(nn.Module):
         self.gate_up_proj = nn.Linear(config.hidden_size, 2 * self.inter, bias=False)
         self.down_proj = nn.Linear(self.inter, config.hidden_size, bias=False)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        gate, up = self.gate_up_proj(x).split(self.inter, -1)
-        return self.down_proj(F.silu(gate) * up)
+    def forward(self, x: torch.Tensor, ops: Kernels) -> torch.Tensor:
+        gate, up = ops.linear(x, self.gate_up_proj.weight).split(self.inter, -1)
+        return ops.linear(F.silu(gate) * up, self.down_proj.weight)
 
 
 class DecoderLayer(nn.Module):
@@ -108,9 +107,9 @@ class DecoderLayer(nn.Module):
         self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
         self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
 
-    def forward(self, x, cos, sin, kv_cache, meta, ops):
+    def forward(self, x, cos, sin, kv_cache, meta, ops: Kernels):
         x = x + self.self_attn(self.input_layernorm(x), cos, sin, kv_cache, meta, ops)
-        return x + self.mlp(self.post_attention_layernorm(x))
+        return x + self.mlp(self.post_attention_layernorm(x), ops)
 
 
 class LlamaForCausalLM(nn.Module):
@@ -140,7 +139,7 @@ class LlamaForCausalLM(nn.Module):
         self.register_buffer("cos_cache", emb.cos() * attn_factor, persistent=False)
         self.register_buffer("sin_cache", emb.sin() * attn_factor, persistent=False)
 
-    def forward(self, input_ids, positions, kv_caches, meta: AttentionMetadata, ops) -> torch.Tensor:
+    def forward(self, input_ids, positions, kv_caches, meta: AttentionMetadata, ops: Kernels) -> torch.Tensor:
         x = self.embed_tokens(input_ids)  # [T, hidden]
         cos = self.cos_cache[positions].unsqueeze(1).to(x.dtype)  # [T, 1, dim]
         sin = self.sin_cache[positions].unsqueeze(1).to(x.dtype)
@@ -148,9 +147,9 @@ class LlamaForCausalLM(nn.Module):
             x = layer(x, cos, sin, kv, meta, ops)
         return self.norm(x)  # [T, hidden]
 
-    def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
+    def compute_logits(self, hidden: torch.Tensor, ops: Kernels) -> torch.Tensor:
         weight = self.embed_tokens.weight if self.tie else self.lm_head.weight
-        return F.linear(hidden, weight).float()  # [rows, vocab]
+        return ops.linear(hidden.contiguous(), weight).float()  # [rows, vocab]
 
 
 def layer_sliding_windows(config) -> list[int | None]:

@@ -1,0 +1,80 @@
+"""CPU kernels against their pure-torch references, in one process, medians of repeated calls:
+oneDNN linear vs ``F.linear`` (MKL) on SmolLM2-135M's decode shapes, and the C paged-attention
+kernel vs ``reference.paged_attention`` (block gather + matmul) for decode and prefill.
+
+    python bench/cpu_kernels_bench.py [--threads 2] [--rows 64]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from common import table
+
+from stencil.kernels import cpu_attention, cpu_linear, reference
+
+# SmolLM2-135M: hidden 576, 9 heads / 3 kv heads of 64, MLP 1536, vocabulary 49,152
+LINEARS = {"qkv_proj": (576, 960), "o_proj": (576, 576), "gate_up_proj": (576, 3072),
+           "down_proj": (1536, 576), "lm_head": (576, 49152)}
+
+
+def median_ms(fn: Callable[[], object], reps: int = 15) -> float:
+    for _ in range(3):
+        fn()
+    times = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return 1000 * sorted(times)[reps // 2]
+
+
+def linear_rows(rows: int, dtype: torch.dtype) -> list[list]:
+    out = []
+    for name, (k, n) in LINEARS.items():
+        x, w = torch.randn(rows, k).to(dtype), torch.randn(n, k).to(dtype)
+        mkl = median_ms(lambda: F.linear(x, w))  # noqa: B023
+        onednn = median_ms(lambda: cpu_linear.linear(x, w))  # noqa: B023
+        gflop = 2 * rows * k * n / 1e9
+        out.append([f"{name} {k}x{n}", str(dtype).removeprefix("torch."), mkl, onednn,
+                    gflop / onednn * 1000, f"{mkl / onednn:.2f}x"])
+    return out
+
+
+def attention_rows(kernel) -> list[list]:
+    out = []
+    for label, q_len, ctx, batch in (("decode", 1, 300, 64), ("decode", 1, 1000, 16), ("prefill", 256, 256, 4)):
+        blocks = batch * -(-ctx // 16)
+        k = torch.randn(3, blocks + 1, 16, 64).permute(1, 2, 0, 3)  # the runner's head-major cache
+        v = torch.randn(3, blocks + 1, 16, 64).permute(1, 2, 0, 3)
+        tables = torch.randperm(blocks)[: blocks].view(batch, -1).int()
+        cu = [i * q_len for i in range(batch + 1)]
+        q = torch.randn(cu[-1], 9, 64)
+        args = (q, k, v, tables, cu, [ctx] * batch, 0.125)
+        plans: tuple[dict, dict] = ({}, {})
+        ref = median_ms(lambda: reference.paged_attention(*args, plan=plans[0]))  # noqa: B023
+        ours = median_ms(lambda: kernel(*args, plan=plans[1]))  # noqa: B023
+        out.append([f"{label}: {batch} seqs x {q_len} queries, context {ctx}", ref, ours, f"{ref / ours:.2f}x"])
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--rows", type=int, default=64, help="tokens in the step (decode batch)")
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    kernel = cpu_attention.load()
+    print(f"\nLinear, {args.rows} rows, {args.threads} threads (ms, median)\n")
+    rows = linear_rows(args.rows, torch.float32) + linear_rows(args.rows, torch.bfloat16)
+    print(table(["layer", "dtype", "F.linear (MKL)", "oneDNN", "oneDNN GFLOP/s", "speed-up"], rows))
+    print(f"\nPaged attention per layer, SmolLM2 heads (9 q / 3 kv x 64), {args.threads} threads (ms, median)\n")
+    print(table(["shape", "reference (gather + matmul)", "C kernel", "speed-up"], attention_rows(kernel)))
+
+
+if __name__ == "__main__":
+    main()

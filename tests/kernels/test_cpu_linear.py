@@ -1,0 +1,43 @@
+"""The oneDNN linear of the CPU kernel set against ``F.linear`` and an fp64 oracle."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from stencil.kernels import cpu_linear, get_kernels
+
+pytestmark = pytest.mark.skipif(not cpu_linear.available(), reason="PyTorch built without oneDNN")
+
+
+@pytest.mark.parametrize("rows", [0, 1, 7, 64])
+@pytest.mark.parametrize("bias", [False, True])
+def test_linear_matches_fp64(rows: int, bias: bool) -> None:
+    gen = torch.Generator().manual_seed(rows)
+    x, w = torch.randn(rows, 576, generator=gen), torch.randn(960, 576, generator=gen)
+    b = torch.randn(960, generator=gen) if bias else None
+    got = cpu_linear.linear(x, w, b)
+    expect = F.linear(x.double(), w.double(), None if b is None else b.double())
+    assert got.shape == (rows, 960) and got.dtype == torch.float32
+    torch.testing.assert_close(got.double(), expect, atol=1e-4, rtol=1e-5)
+
+
+def test_linear_bfloat16() -> None:
+    x, w = torch.randn(5, 64).bfloat16(), torch.randn(32, 64).bfloat16()
+    got = cpu_linear.linear(x, w)
+    assert got.dtype == torch.bfloat16
+    torch.testing.assert_close(got.float(), F.linear(x.float(), w.float()), atol=0.3, rtol=2e-2)
+
+
+@pytest.mark.parametrize("shape", ["3-d", "strided", "float64"])
+def test_inputs_onednn_does_not_take_go_to_f_linear(shape: str) -> None:
+    w = torch.randn(8, 16, dtype=torch.float64 if shape == "float64" else torch.float32)
+    x = {"3-d": torch.randn(2, 3, 16), "strided": torch.randn(16, 5).t(),
+         "float64": torch.randn(4, 16, dtype=torch.float64)}[shape]
+    torch.testing.assert_close(cpu_linear.linear(x, w), F.linear(x, w))
+
+
+def test_cpu_kernel_set_uses_it() -> None:
+    assert get_kernels("cpu").linear is cpu_linear.linear
+    assert get_kernels("cpu", "torch").linear is not cpu_linear.linear
