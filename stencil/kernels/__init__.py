@@ -50,9 +50,9 @@ def get_kernels(device: torch.device | str, backend: str = "auto") -> Kernels:
 
 
 def _triton_kernels() -> Kernels:
+    from stencil.kernels import reference
+
     kv = importlib.import_module("stencil.kernels.triton_kv")
     attn = importlib.import_module("stencil.kernels.triton_attention")
     mask = importlib.import_module("stencil.kernels.triton_bitmask")
-    from stencil.kernels import reference
-
     return Kernels("triton", reference.linear, kv.write_kv, attn.paged_attention, mask.apply_token_bitmask_inplace)

@@ -55,7 +55,9 @@ class CpuPagedAttention:
                                              context_lens, scale, sliding_window, plan)
         plan = {} if plan is None else plan
         key = ("cpu", group, kv_heads)
-        if key not in plan:
+        if key not in plan:  # the C kernel trusts its indices: check the step's shapes once
+            if cu_seqlens_q[-1] != q.shape[0] or max(context_lens, default=0) > block_tables.shape[1] * bs:
+                raise ValueError("paged_attention: query offsets or context lengths exceed the inputs")
             plan[key] = _plan(cu_seqlens_q, context_lens, group, kv_heads)
         cu, ctx, units = plan[key]
         tables = block_tables.to(torch.int32).contiguous()

@@ -62,6 +62,14 @@ def test_cpu_attention_plan_is_shared_across_layers(kernel) -> None:
     assert not torch.equal(first, second)
 
 
+def test_cpu_attention_refuses_contexts_beyond_the_block_table(kernel) -> None:
+    """The C kernel reads cache blocks through the table unchecked: the wrapper checks first."""
+    args = make_attn_inputs(ATTN_CASES["decode-only"], torch.float32)
+    args["context_lens"] = [c + 4 * args["block_tables"].shape[1] for c in args["context_lens"]]
+    with pytest.raises(ValueError, match="exceed"):
+        kernel(**args)
+
+
 def test_cpu_attention_falls_back_beyond_its_buffers(kernel) -> None:
     """head_dim 320 exceeds the kernel's unit buffers: the reference computes it, same result."""
     args = make_attn_inputs(AttnCase(2, 1, 320, 4, (1, 3), (5, 3)), torch.float32)
