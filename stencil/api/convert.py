@@ -60,7 +60,6 @@ class Plan:
     prompt_ids: list[int]
     prompt_text: str
     params: SamplingParams
-    json_output: bool = False
     tools: ToolPlan | None = None
     tool_constraint: Constraint | None = None
     echo_text: str = ""
@@ -86,7 +85,7 @@ def convert_chat(req: ChatCompletionRequest, model: ModelInfo) -> Plan:
     text = render_chat(req, model.tokenizer, plan, model.max_model_len)
     ids = prompt_ids(model, text, "messages")
     sources = collect_sources(req, plan)
-    constraint, json_output = _single_constraint(req, sources)
+    constraint = _single_constraint(req, sources)
     tool_constraint = None
     if plan is not None and plan.mode == "auto":
         if constraint is not None:
@@ -107,7 +106,7 @@ def convert_chat(req: ChatCompletionRequest, model: ModelInfo) -> Plan:
     if req.echo and isinstance(last, AssistantMessage):
         echo = _content_text(last.content)
     param = sources[0].param if sources else ("tools" if tool_constraint else None)
-    return Plan(ids, text, params, json_output, plan, tool_constraint, echo, param)
+    return Plan(ids, text, params, plan, tool_constraint, echo, param)
 
 
 def render_chat(
@@ -215,14 +214,14 @@ def convert_completion(req: CompletionRequest, model: ModelInfo) -> list[Plan]:
     if req.echo and req.logprobs is not None:
         raise bad_request("echo with logprobs (prompt logprobs) is not supported", "echo")
     sources = collect_sources(req, None)
-    constraint, json_output = _single_constraint(req, sources)
+    constraint = _single_constraint(req, sources)
     plans = []
     for ids, text in _prompts(req.prompt, model):
         params = sampling_params(req, len(ids), req.max_tokens, constraint, model)
         params.logprobs = req.logprobs
         echo = text if req.echo else ""
         param = sources[0].param if sources else None
-        plans.append(Plan(ids, text, params, json_output, echo_text=echo, constraint_param=param))
+        plans.append(Plan(ids, text, params, echo_text=echo, constraint_param=param))
     return plans
 
 
@@ -273,7 +272,7 @@ def _check_common(req: SamplingFields) -> None:
 
 def _single_constraint(
     req: SamplingFields, sources: list[Source]
-) -> tuple[Constraint | None, bool]:
+) -> Constraint | None:
     ws = whitespace_options(req)
     if len(sources) > 1:
         names = " and ".join(s.param for s in sources)
@@ -286,11 +285,11 @@ def _single_constraint(
                 "a whitespace option needs a JSON constraint (json schema or json object)",
                 ws.param,
             )
-        return None, False
+        return None
     src = sources[0]
     if ws and src.kind not in ("json", "json_object"):
         raise bad_request(f"{ws.param} applies only to JSON constraints", ws.param)
-    return build_constraint(src, ws), src.kind in ("json", "json_object")
+    return build_constraint(src, ws)
 
 
 def sampling_params(

@@ -47,7 +47,7 @@ def test_plain_chat_renders_template_and_defaults(model):
     assert plan.prompt_text.endswith("<|im_start|>assistant\n")
     assert plan.prompt_ids == model.tokenizer(plan.prompt_text, add_special_tokens=False).input_ids
     assert plan.params.max_tokens == 7 and plan.params.temperature == 0
-    assert plan.params.constraint is None and not plan.json_output
+    assert plan.params.constraint is None
 
 
 def test_sampling_fields_pass_through(model):
@@ -116,7 +116,6 @@ def test_every_constraint_source(model, body, kind):
     plan = chat(model, **body)
     assert plan.params.constraint is not None and plan.params.constraint.kind == kind
     assert plan.params.close_on_length
-    assert plan.json_output == (kind == "json")
 
 
 def test_forced_tool_schema_hoists_defs(model):
