@@ -23,7 +23,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).parent))
 from common import table  # noqa: E402
-from server_bench import stop_server  # noqa: E402
+from serve_process import start_serve  # noqa: E402
 
 PARAGRAPHS = [
     "Paged attention stores the key-value cache in fixed-size blocks, so memory is allocated "
@@ -54,53 +54,23 @@ def workload(tokenizer: Any, n: int, lo: int, hi: int, seed: int) -> list[list[i
     return out
 
 
-def start_server(args) -> tuple[Any, str]:
-    import socket
-    import subprocess
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    cmd = [sys.executable, "-m", "stencil.api.cli", "--log-level", "warning", "serve"]
-    cmd += ["--port", str(port), "--pooling", args.pooling]
-    if args.model:
-        cmd += ["--model", args.model]
-    proc = subprocess.Popen(cmd, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError("stencil serve exited during startup")
-        try:
-            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                return proc, f"{url}/v1"
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.5)
-    stop_server(proc)
-    raise RuntimeError("stencil serve did not become healthy")
-
-
 def server_side(args, inputs: list[list[int]]) -> tuple[dict[str, float], list[list[float]]]:
-    proc, v1 = start_server(args)
-    try:
-        with httpx.Client(base_url=v1, timeout=3600) as http:
+    flags = ["--pooling", args.pooling] + (["--model", args.model] if args.model else [])
+    with start_serve(*flags) as server, httpx.Client(base_url=server.url("/v1"), timeout=3600) as http:
 
-            def post(batch: list[list[int]]) -> list[list[float]]:
-                r = http.post("/embeddings", json={"input": batch, "encoding_format": "base64"})
-                r.raise_for_status()
-                return [_decode(d["embedding"]) for d in r.json()["data"]]
+        def post(batch: list[list[int]]) -> list[list[float]]:
+            r = http.post("/embeddings", json={"input": batch, "encoding_format": "base64"})
+            r.raise_for_status()
+            return [_decode(d["embedding"]) for d in r.json()["data"]]
 
-            post(inputs[:4])  # warm-up
-            start = time.perf_counter()
-            batched = post(inputs)
-            t_batch = time.perf_counter() - start
-            start = time.perf_counter()
-            for x in inputs:
-                post([x])
-            t_single = time.perf_counter() - start
-    finally:
-        stop_server(proc)
+        post(inputs[:4])  # warm-up
+        start = time.perf_counter()
+        batched = post(inputs)
+        t_batch = time.perf_counter() - start
+        start = time.perf_counter()
+        for x in inputs:
+            post([x])
+        t_single = time.perf_counter() - start
     return {"batch": t_batch, "single": t_single}, batched
 
 

@@ -115,6 +115,15 @@ def start_serve(
     cmd += ["--host", "127.0.0.1", "--port", str(port), *flags]
     if api_key:
         cmd += ["--api-key", api_key]
+    return start_process(cmd, port, api_key=api_key, env=env)
+
+
+def start_process(
+    cmd: list[str], port: int, api_key: str | None = None, env: dict | None = None,
+    timeout: float = STARTUP_TIMEOUT,
+) -> ServeProcess:
+    """Start any server command that listens on ``port`` (``stencil serve``, a peer's server);
+    wait until its /health is 200. Its output goes to a log file (tail shown on failure)."""
     log = Path(tempfile.mkstemp(prefix="stencil-serve-", suffix=".log")[1])
     with log.open("wb") as fh:
         proc = subprocess.Popen(
@@ -126,25 +135,26 @@ def start_serve(
         )
     server = ServeProcess(proc, f"http://127.0.0.1:{port}", api_key, log)
     try:
-        _wait_healthy(server)
+        _wait_healthy(server, timeout)
     except BaseException:
         server.stop(10)
         raise
     return server
 
 
-def _wait_healthy(server: ServeProcess) -> None:
-    deadline = time.monotonic() + STARTUP_TIMEOUT
+def _wait_healthy(server: ServeProcess, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    name = " ".join(server.proc.args[:4])
     while time.monotonic() < deadline:
         if server.proc.poll() is not None:
-            raise RuntimeError(f"stencil serve exited during startup:\n{server.log()[-3000:]}")
+            raise RuntimeError(f"{name} exited during startup:\n{server.log()[-3000:]}")
         try:
             if httpx.get(server.url("/health"), timeout=5).status_code == 200:
                 return
         except httpx.HTTPError:
             pass
         time.sleep(0.25)
-    raise RuntimeError("stencil serve did not become healthy in time")
+    raise RuntimeError(f"{name} did not become healthy in time")
 
 
 def _alive(pid: int) -> bool:

