@@ -85,8 +85,8 @@ def _plan(cu_seqlens_q, context_lens, group, kv_heads) -> tuple[torch.Tensor, ..
              for p in range(0, cu_seqlens_q[b + 1] - cu_seqlens_q[b], tile)
              for h in range(kv_heads)]
     units.sort(key=lambda u: -u[3] * context_lens[u[0]])  # longest first: better dynamic balance
-    as_int32 = lambda x: torch.tensor(x, dtype=torch.int32)  # noqa: E731
-    return as_int32(cu_seqlens_q), as_int32(context_lens), as_int32(units).view(-1, 4)
+    cu, ctx, units = (torch.tensor(x, dtype=torch.int32) for x in (cu_seqlens_q, context_lens, units))
+    return cu, ctx, units.view(-1, 4)
 
 
 def load() -> CpuPagedAttention | None:

@@ -13,6 +13,7 @@ import os
 import threading
 import time
 
+import psutil
 import pytest
 
 from stencil.constraints import (
@@ -232,11 +233,7 @@ def _rss(pid: int) -> int:
 
 
 def _children() -> set[int]:
-    out: set[int] = set()
-    for tid in os.listdir("/proc/self/task"):
-        with open(f"/proc/self/task/{tid}/children") as fh:
-            out |= {int(p) for p in fh.read().split()}
-    return out
+    return {c.pid for c in psutil.Process().children()}
 
 
 def _wait_for(condition, timeout_s: float = 10.0) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import time
 
+import psutil
 import pytest
 from engine_helpers import make_llm
 
@@ -186,11 +187,7 @@ def test_shutdown_leaves_no_compile_worker(tiny_models):
 
 
 def _children() -> set[int]:
-    out: set[int] = set()
-    for tid in os.listdir("/proc/self/task"):
-        with open(f"/proc/self/task/{tid}/children") as fh:
-            out |= {int(p) for p in fh.read().split()}
-    return out
+    return {c.pid for c in psutil.Process().children()}
 
 
 def _wait_for(condition, timeout_s: float = 10.0) -> None:
