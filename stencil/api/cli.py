@@ -178,10 +178,14 @@ def serve(args: argparse.Namespace) -> int:
     failed: list[BaseException] = []
 
     def load() -> Any:
+        from stencil.api.memory import freeze_heap
         from stencil.engine.async_engine import AsyncLLMEngine
 
         try:
-            return AsyncLLMEngine.from_config(config)
+            engine = AsyncLLMEngine.from_config(config)
+            engine.engine.guided.start_workers()
+            freeze_heap()
+            return engine
         except BaseException as e:
             failed.append(e)
             server.should_exit = True

@@ -79,7 +79,7 @@ class Constraint:
             raise ConstraintError(f"whitespace must be one of {POLICIES}, not {whitespace!r}")
         if whitespace_pattern is not None and not defer:
             check_regex(whitespace_pattern, limits, "whitespace_pattern")
-        loaded, text = document.load(schema, limits)
+        loaded, text = document.load(schema, limits, shallow=defer)
         options = (
             ("allow_undeclared_properties", allow_undeclared_properties),
             ("whitespace", whitespace),

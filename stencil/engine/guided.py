@@ -56,6 +56,12 @@ class GuidedDecoding:
                                   workers=cfg.constraint_compile_workers,
                                   memory_bytes=cfg.constraint_compile_memory)
 
+    def start_workers(self) -> None:
+        """Build the compiler and start its worker processes now, not on the first compile."""
+        pool = self.compiler.pool
+        if pool is not None:
+            pool.start()
+
     def compile(self, constraint, cancel: threading.Event | None = None):
         """Compile (or fetch from the cache); raises a ConstraintError subclass."""
         t = time.perf_counter()

@@ -188,6 +188,15 @@ def test_flood_of_distinct_schemas_keeps_cache_and_memory_bounded(smol_vocab):
     assert grown[1] < 16 << 20, f"worker RSS grew by {grown[1] >> 20} MiB"
 
 
+def test_start_launches_the_workers_before_any_compile(smol_vocab):
+    with ConstraintCompiler(smol_vocab, workers=2) as compiler:
+        compiler.pool.start()
+        _wait_for(lambda: compiler.pool.idle_workers == 2)
+        compiler.pool.start()  # a full pool starts nothing more
+        assert compiler.compile(GOOD[2]).constraint.kind == "choice"
+        assert compiler.pool.workers_started == 2
+
+
 # ---- helpers ------------------------------------------------------------------------------
 def _expect_timeout(compiler: ConstraintCompiler, failure: list[BaseException]) -> None:
     try:

@@ -112,6 +112,23 @@ class CompileWorkerPool:
             thread.join(timeout=5.0)
         self._launcher.shutdown(wait=False)
 
+    def start(self) -> None:
+        """Start, in the background, the workers that bring the pool to ``size`` (a server
+        calls it at start-up, so that its first compile does not wait for a worker)."""
+        with self._lock:
+            missing = self.size - len(self._idle) - len(self._busy) - len(self._starting)
+            if self._closed or missing <= 0:
+                return
+            threads = [
+                threading.Thread(
+                    target=self._start_spare, daemon=True, name="stencil-compile-spare"
+                )
+                for _ in range(missing)
+            ]
+            self._starting.update(threads)
+        for thread in threads:
+            thread.start()
+
     # ---- internals ----------------------------------------------------------------------
     def _checkout(self) -> WorkerProcess:
         with self._lock:
@@ -127,7 +144,7 @@ class CompileWorkerPool:
                     break
                 self._changed.wait()  # a spare is starting: sooner than a new launch
         worker = self._launch()
-        self._start_spares()  # first use: the rest of the pool starts in the background
+        self.start()  # first use: the rest of the pool starts in the background
         try:
             worker.handshake(self._init, self.startup_timeout_s)
         except CompileWorkerError:
@@ -163,23 +180,7 @@ class CompileWorkerPool:
         if not keep:
             worker.dispose()
         if stopped:
-            self._start_spares()  # replace it now, so the next compile does not wait
-
-    def _start_spares(self) -> None:
-        """Start, in the background, the workers that bring the pool to ``size``."""
-        with self._lock:
-            missing = self.size - len(self._idle) - len(self._busy) - len(self._starting)
-            if self._closed or missing <= 0:
-                return
-            threads = [
-                threading.Thread(
-                    target=self._start_spare, daemon=True, name="stencil-compile-spare"
-                )
-                for _ in range(missing)
-            ]
-            self._starting.update(threads)
-        for thread in threads:
-            thread.start()
+            self.start()  # replace it now, so the next compile does not wait
 
     def _start_spare(self) -> None:
         try:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+from itertools import accumulate
 from typing import Any
 
 import jsonschema
@@ -19,13 +21,18 @@ _DRAFTS = (
     ("2019-09", 2019),
     ("2020-12", 2020),
 )
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+_BRACKET = re.compile(r"[\[\]{}]")
+_NESTING = {"[": 1, "{": 1, "]": -1, "}": -1}
 
 
-def load(schema: dict | str | bool, limits: Limits) -> tuple[Any, str]:
-    """``(document, canonical text)``; property order is kept (it is the generation order)."""
+def load(schema: dict | str | bool, limits: Limits, *, shallow: bool = False) -> tuple[Any, str]:
+    """``(document, canonical text)``; property order is kept (it is the generation order).
+
+    ``shallow`` (a deferred constraint) checks only size and nesting, in C speed, and leaves
+    the walk over every node to the translation, which repeats ``load`` in full."""
     if isinstance(schema, str):
-        if len(schema.encode()) > limits.max_text_bytes:
-            raise ConstraintTooLargeError("schema text is too large", "max_text_bytes")
+        _check_size(schema, limits)
         check_depth_text(schema, limits)
         try:
             schema = json.loads(schema)
@@ -33,54 +40,54 @@ def load(schema: dict | str | bool, limits: Limits) -> tuple[Any, str]:
             raise InvalidSchemaError(f"not valid JSON: {exc}") from None
     if not isinstance(schema, dict | bool):
         raise InvalidSchemaError("a schema must be a JSON object or a boolean")
-    check_depth(schema, limits)
+    if not shallow:
+        check_depth(schema, limits)
     try:
         text = json.dumps(schema, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise InvalidSchemaError(f"not representable as JSON: {exc}") from None
-    if len(text.encode()) > limits.max_text_bytes:
-        raise ConstraintTooLargeError("schema is too large", "max_text_bytes")
+    except RecursionError:
+        raise _too_deep(limits) from None
+    _check_size(text, limits)
+    if shallow:
+        check_depth_text(text, limits)
     return schema, text
 
 
+def _check_size(text: str, limits: Limits) -> None:
+    if len(text) > limits.max_text_bytes or len(text.encode()) > limits.max_text_bytes:
+        raise ConstraintTooLargeError("schema text is too large", "max_text_bytes")
+
+
+def _too_deep(limits: Limits) -> ConstraintTooLargeError:
+    return ConstraintTooLargeError(f"schema nested deeper than {limits.max_depth}", "max_depth")
+
+
 def check_depth_text(text: str, limits: Limits) -> None:
-    """Reject over-deep JSON text before the recursive parser sees it."""
-    depth, in_string, escaped = 0, False, False
-    for ch in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_string = False
-        elif ch == '"':
-            in_string = True
-        elif ch in "[{":
-            depth += 1
-            if depth > limits.max_depth:
-                raise ConstraintTooLargeError(
-                    f"schema nested deeper than {limits.max_depth}", "max_depth"
-                )
-        elif ch in "]}":
-            depth -= 1
+    """Reject over-deep JSON text before the recursive parser sees it (strings removed by a
+    regex, then a running sum over the brackets: no Python loop over every character)."""
+    brackets = _BRACKET.findall(_STRING.sub("", text))
+    if brackets and max(accumulate(map(_NESTING.__getitem__, brackets))) > limits.max_depth:
+        raise _too_deep(limits)
 
 
 def check_depth(document: Any, limits: Limits) -> None:
-    """Iterative depth check (a 10,000-deep dict must not hit Python's recursion limit)."""
+    """Iterative depth check (a 10,000-deep dict must not hit Python's recursion limit); the
+    depth counts objects and arrays, as ``check_depth_text`` does."""
     stack: list[tuple[Any, int]] = [(document, 1)]
     while stack:
         node, depth = stack.pop()
-        if depth > limits.max_depth:
-            raise ConstraintTooLargeError(
-                f"schema nested deeper than {limits.max_depth}", "max_depth"
-            )
         if isinstance(node, dict):
-            stack.extend((v, depth + 1) for v in node.values())
+            children = node.values()
         elif isinstance(node, list):
             if len(node) > limits.max_enum:
                 raise ConstraintTooLargeError(f"schema array of {len(node)} items", "max_enum")
-            stack.extend((v, depth + 1) for v in node)
+            children = node
+        else:
+            continue
+        if depth > limits.max_depth:
+            raise _too_deep(limits)
+        stack.extend((child, depth + 1) for child in children)
 
 
 def draft_of(document: Any) -> int:
