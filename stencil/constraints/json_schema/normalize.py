@@ -15,6 +15,7 @@ from ..errors import ConstraintTooLargeError, InvalidSchemaError, UnsupportedSch
 from ..limits import Limits
 from ..regex_check import check_regex
 from . import logic, objects
+from .ecma_regex import ecma_pattern
 from .keywords import (
     ANNOTATIONS,
     ENFORCED,
@@ -133,11 +134,11 @@ class Normalizer:
             self.unevaluated(key, value, schema, out, here, base)
         elif key in UNSUPPORTED:
             raise UnsupportedSchemaError(key, here)
-        elif key in ("properties", "patternProperties"):
+        elif key == "patternProperties":
             self.out.keyword_pointers.setdefault(key, here)
-            if key == "patternProperties":
-                for pattern in value:
-                    check_regex(pattern, self.limits, "patternProperties pattern")
+            out[key] = self.pattern_properties(value, here, base)
+        elif key == "properties":
+            self.out.keyword_pointers.setdefault(key, here)
             out[key] = {
                 k: self.node(v, f"{here}/{escape(k)}", base, False) for k, v in value.items()
             }
@@ -181,7 +182,7 @@ class Normalizer:
         if key == "enum" and len(value) > self.limits.max_enum:
             raise ConstraintTooLargeError(f"enum at {here!r} has {len(value)} members", "max_enum")
         if key == "pattern":
-            check_regex(value, self.limits, "pattern")
+            value = self.pattern(value, "pattern")
         if key in _MINIMUM_COUNTS and isinstance(value, int | float) and value > self.limits.max_repetition:
             raise ConstraintTooLargeError(
                 f"{key} {value} at {here!r} exceeds the repetition limit "
@@ -189,6 +190,21 @@ class Normalizer:
         if key in _COUNTS and isinstance(value, float) and value.is_integer():
             value = int(value)
         out[key] = value
+
+    def pattern(self, pattern: str, what: str) -> str:
+        """A checked JSON Schema (ECMA-262) pattern, in the syntax llguidance reads."""
+        check_regex(pattern, self.limits, what)
+        return ecma_pattern(pattern)
+
+    def pattern_properties(self, value: dict, here: str, base: str) -> dict[str, Schema]:
+        """Keys as ECMA patterns; two that read the same once rewritten (``\\d`` and
+        ``[0-9]``) both apply to a key they match."""
+        keys = [self.pattern(p, "patternProperties pattern") for p in value]
+        out: dict[str, Schema] = {}
+        for key, (pattern, sub) in zip(keys, value.items(), strict=True):
+            sub = self.node(sub, f"{here}/{escape(pattern)}", base, False)
+            out[key] = {"allOf": [out[key], sub]} if key in out else sub
+        return out
 
     def items_like(
         self, key: str, value: Any, schema: dict, out: dict, here: str, base: str
