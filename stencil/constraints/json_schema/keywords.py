@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from .dates import DATE_TIME, FULL_DATE
+
 # Keywords whose value is one subschema / a list of subschemas / a map of subschemas.
 SCHEMA_VALUE_KEYWORDS = frozenset(
     {
@@ -115,11 +117,11 @@ UNSUPPORTED = frozenset(
 )
 
 # String formats llguidance enforces natively.
-NATIVE_FORMATS = frozenset(
-    {"date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid", "uri"}
-)
+NATIVE_FORMATS = frozenset({"time", "duration", "email", "hostname", "ipv4", "ipv6", "uuid", "uri"})
 # Formats Stencil enforces by a pattern of its own, or by an equivalent native format.
 FORMAT_PATTERNS = {
+    "date": FULL_DATE,  # not llguidance's: see dates.py (year 0000, February 29, second 60)
+    "date-time": DATE_TIME,
     "json-pointer": r"^(/([^~/]|~[01])*)*$",
     "relative-json-pointer": r"^(0|[1-9][0-9]*)(#|(/([^~/]|~[01])*)*)$",
 }
