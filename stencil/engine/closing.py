@@ -2,21 +2,27 @@
 its structure validly instead of stopping mid-structure.
 
 Near the end of the budget, a depth-first search over a small set of "closing" tokens, tried in
-preference order (quotes and brackets first, then a digit, a letter, ...) and following forced
-tokens (a required key), finds a short token path that makes the matcher accepting. Once that path
-is about to stop fitting, it is appended (like jump-forward tokens). A sampled token after which no
-path fits any more (say, one that opens an object with required keys) is undone first.
+preference order (quotes, brackets and their common merges like ``",`` first, then separators, a
+digit, a letter, ..., whitespace last) and following forced tokens (a required key), finds a short token path that makes the matcher accepting. The model goes
+on as long as such a path still fits; the step after which none fits (say, a token that opens an
+object with required keys, or one that runs into the budget mid-structure) is undone and the path
+that fitted before it is appended instead (like jump-forward tokens). So an output that fits the
+budget is kept as it is, unless the search's path (over single closing tokens, so at times longer
+than the model's own) no longer fits before the model's does; one that does not fit ends in a
+short valid close.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-CLOSERS = ('"', "}", "]", ")", "0", "a", " ", ",", ":", ".", "-", "\n", "null", "true", "e", "1")
+from stencil.engine.sequence import SequenceStatus
+
+CLOSERS = ('"', "}", "]", ")", '",', '"}', '":', "},", "}]", '"]', "]}", ",", ":", "0", "a", "null",
+           "true", "1", "e", ".", "-", " ", "\n")
 WINDOW = 32  # start searching when this many tokens are left
 NODE_BUDGET = 400  # matcher probes per search, so a hopeless state costs little
 FALLBACK = 6  # allowed tokens (lowest ids: single bytes first) tried when no closer fits
-MARGIN = 8  # one sampled token (say, an opening quote) can lengthen the closing path this much
 
 
 def closer_token_ids(tokenizer) -> list[int]:
@@ -106,6 +112,7 @@ class Snapshot:
                    seq.matcher.num_tokens, len(seq.logprobs or ()), seq.cumulative_logprob)
 
     def restore(self, seq) -> None:
+        seq.status, seq.finish_reason = SequenceStatus.RUNNING, None  # it was running then
         seq.matcher.rollback(seq.matcher.num_tokens - self.matcher_tokens)
         del seq.token_ids[self.num_tokens :]
         seq.text, seq.prefix_offset, seq.read_offset = self.text, self.prefix_offset, self.read_offset

@@ -9,7 +9,6 @@ import time
 import torch
 
 from stencil.engine.closing import (
-    MARGIN,
     WINDOW,
     CloseSearch,
     Snapshot,
@@ -59,7 +58,7 @@ class OutputProcessor:
             self._push(seq, token)
             if guided:
                 self._jump_forward(seq)
-            if closing and not seq.is_finished:
+            if closing and (not seq.is_finished or seq.finish_reason == "length"):
                 self._close(seq, snapshot)
         except Exception as e:
             logger.exception("post-processing failed for %s", seq.request_id)
@@ -84,13 +83,15 @@ class OutputProcessor:
                     return
 
     def _close(self, seq: Sequence, snapshot: Snapshot) -> None:
-        """close_on_length: append a valid closing path once it is about to stop fitting; undo
-        this step's tokens first when a path fits only without them. When none fits either way
-        (a budget too small for the structure), generate on as plain max_tokens would."""
-        path = shortest_close(seq.matcher, self.close_search, seq.max_len - seq.num_tokens)
-        if path is not None and len(path) + MARGIN < seq.max_len - seq.num_tokens:
+        """close_on_length: the model goes on while a closing path fits the budget; once this
+        step's tokens leave none (or stopped at the budget mid-structure), undo them and append
+        the path that fitted before. When none fits either way (a budget too small for the
+        structure), generate on as plain max_tokens would."""
+        left = seq.max_len - seq.num_tokens
+        if not seq.is_finished and shortest_close(seq.matcher, self.close_search, left) is not None:
             return
-        if path is None and (path := self._close_before_step(seq, snapshot)) is None:
+        path = self._close_before_step(seq, snapshot)
+        if path is None:
             seq.close_hopeless = True
             return
         for token in path:

@@ -210,3 +210,26 @@ def test_close_on_length_finishes_structures_validly(tiny_llm, max_tokens):
         assert c.finish_reason == "stop", (c.finish_reason, c.text)
         assert len(c.token_ids) <= max_tokens
         jsonschema.validate(json.loads(c.text), schema)
+
+
+def test_close_on_length_keeps_an_output_that_fits_the_budget(tiny_llm):
+    """A budget exactly as long as the natural output changes nothing; one token less ends in a
+    valid close that is no longer than the budget."""
+    schema = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 12},
+                                               "age": {"type": "integer", "maximum": 120}},
+              "required": ["name", "age"], "additionalProperties": False}
+
+    def run(max_tokens: list[int], close: bool):
+        params = [SamplingParams(temperature=1.0, seed=s, max_tokens=m, close_on_length=close,
+                                 constraint=Constraint.json_schema(schema))
+                  for s, m in enumerate(max_tokens)]
+        return [o.outputs[0] for o in tiny_llm.generate([[3, 4, 5]] * len(params), params, use_tqdm=False)]
+
+    natural = run([200] * 6, False)
+    assert all(c.finish_reason == "stop" for c in natural)
+    lengths = [len(c.token_ids) for c in natural]
+    for fit, c in zip(run(lengths, True), natural, strict=True):
+        assert fit.token_ids == c.token_ids and fit.finish_reason == "stop"
+    for short, n in zip(run([n - 1 for n in lengths], True), lengths, strict=True):
+        assert short.finish_reason == "stop" and len(short.token_ids) <= n - 1, short.text
+        jsonschema.validate(json.loads(short.text), schema)
