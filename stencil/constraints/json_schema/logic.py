@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import json
 import re
 from collections.abc import Callable
@@ -10,10 +9,16 @@ from typing import Any
 
 import jsonschema
 
+from .branch_index import BranchFacts, candidate_groups, pair_count, pairs
 from .keywords import JSON_TYPES
 
 Schema = dict[str, Any] | bool
 Lookup = Callable[[str], Schema | None]  # "$ref" value -> normalized target (None: unknown yet)
+
+_MAX_PAIRWISE = 5_000_000
+"""Pairwise disjointness proofs one ``oneOf`` may take (~3,160 branches none of which hashing
+tells apart; ~30-45 s here). Past it the ``oneOf`` goes to llguidance, whose own check is
+narrower but fast."""
 
 
 def _value_type(value: Any) -> str:
@@ -61,10 +66,25 @@ def _values(schema: Schema) -> set[str] | None:
     if not isinstance(schema, dict):
         return None
     if "const" in schema:
-        return {json.dumps(schema["const"], sort_keys=True)}
+        return {_canonical_text(schema["const"])}
     if "enum" in schema:
-        return {json.dumps(v, sort_keys=True) for v in schema["enum"]}
+        return {_canonical_text(v) for v in schema["enum"]}
     return None
+
+
+def _canonical_text(value: Any) -> str:
+    """Equal JSON values, equal texts: ``1.0`` is ``1`` (JSON Schema compares numbers by value)."""
+    return json.dumps(_canonical(value), sort_keys=True)
+
+
+def _canonical(value: Any) -> Any:
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, list):
+        return [_canonical(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _canonical(v) for k, v in value.items()}
+    return value
 
 
 def _discriminators(schema: Schema, lookup: Lookup) -> dict[str, set[str]]:
@@ -148,11 +168,30 @@ def one_of_as_any_of(
     """Branches of an equivalent ``anyOf``, or None when equivalence cannot be shown.
 
     ``context``: the types the enclosing schema admits (its ``type`` keyword)."""
-    if all(_disjoint(a, b, lookup, context) for a, b in itertools.combinations(branches, 2)):
+    if _exclusive(branches, lookup, context):
         return branches
     if all(isinstance(b, dict) and set(b) <= {"required"} for b in branches):
         return _required_only(branches)  # type: ignore[arg-type]
     return None
+
+
+def _exclusive(branches: list[Schema], lookup: Lookup, context: frozenset[str]) -> bool:
+    """No two branches overlap: told apart by hashing (``branch_index``), the pairs left
+    proven one by one; False past ``_MAX_PAIRWISE`` proofs (llguidance then decides)."""
+    groups = candidate_groups([_facts(b, lookup, context) for b in branches])
+    if pair_count(groups) > _MAX_PAIRWISE:
+        return False
+    return all(_disjoint(branches[i], branches[j], lookup, context) for i, j in pairs(groups))
+
+
+def _facts(branch: Schema, lookup: Lookup, context: frozenset[str]) -> BranchFacts:
+    target = deref(branch, lookup)
+    values = _values(target)
+    return BranchFacts(
+        types=types_of(branch, lookup) & context,
+        values=None if values is None else frozenset(values),
+        tags={k: frozenset(v) for k, v in _discriminators(target, lookup).items()},
+    )
 
 
 def _required_only(branches: list[dict]) -> list[Schema]:
