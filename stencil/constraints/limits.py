@@ -23,6 +23,9 @@ class Limits:
     max_lexer_states: int = 250_000
     step_lexer_fuel: int = 200_000
     step_max_items: int = 50_000
+    max_items_in_row: int = 10_000
+    """Earley items in one parser row: a union of N alternatives (a ``oneOf`` of N objects)
+    needs N at its first token; as large as ``max_enum`` (llguidance's default is 2,000)."""
     initial_lexer_fuel: int = 1_000_000
 
 

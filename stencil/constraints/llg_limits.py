@@ -13,6 +13,7 @@ def parser_limits(limits: Limits) -> llguidance.LLParserLimits:
         max_lexer_states=limits.max_lexer_states,
         step_lexer_fuel=limits.step_lexer_fuel,
         step_max_items=limits.step_max_items,
+        max_items_in_row=limits.max_items_in_row,
         initial_lexer_fuel=limits.initial_lexer_fuel,
         verbose_errors=False,
     )

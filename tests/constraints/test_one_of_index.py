@@ -123,3 +123,14 @@ def test_rewrite_agrees_with_jsonschema(schema, texts, must_compile, qwen_compil
     for text in texts:
         expected = oracle.is_valid(json.loads(text))
         assert accepts_text(compiled, qwen_tokenizer, text) is expected, text
+
+
+def test_a_3000_branch_union_decodes_end_to_end(smol_compiler, smol_tokenizer):
+    """Its first token has one Earley item per branch: past llguidance's default row limit
+    (2,000) the matcher failed at that token; ``Limits.max_items_in_row`` follows max_enum."""
+    schema = {"oneOf": [tagged(i) for i in range(3000)]}
+    compiled = smol_compiler.compile(Constraint.json_schema(schema))
+    for text in ('{"kind": "k2999"}', '{"kind":"k0"}'):
+        jsonschema.validate(json.loads(text), schema)
+        assert accepts_text(compiled, smol_tokenizer, text)
+    assert not accepts_text(compiled, smol_tokenizer, '{"kind": "k3000"}')
