@@ -1,5 +1,6 @@
 """CPU kernels against their pure-torch references, in one process, medians of repeated calls:
-oneDNN linear vs ``F.linear`` (MKL) on SmolLM2-135M's decode shapes, and the C paged-attention
+oneDNN linear (plain and with the weight packed once) vs ``F.linear`` (MKL) on SmolLM2-135M's
+decode shapes, and the C paged-attention
 kernel vs ``reference.paged_attention`` (block gather + matmul) for decode and prefill.
 
     python bench/cpu_kernels_bench.py [--threads 2] [--rows 64]
@@ -37,11 +38,13 @@ def linear_rows(rows: int, dtype: torch.dtype) -> list[list]:
     out = []
     for name, (k, n) in LINEARS.items():
         x, w = torch.randn(rows, k).to(dtype), torch.randn(n, k).to(dtype)
+        packed = cpu_linear.pack_weight(w)
         mkl = median_ms(lambda: F.linear(x, w))  # noqa: B023
         onednn = median_ms(lambda: cpu_linear.linear(x, w))  # noqa: B023
+        prepacked = median_ms(lambda: cpu_linear.linear(x, packed))  # noqa: B023
         gflop = 2 * rows * k * n / 1e9
-        out.append([f"{name} {k}x{n}", str(dtype).removeprefix("torch."), mkl, onednn,
-                    gflop / onednn * 1000, f"{mkl / onednn:.2f}x"])
+        out.append([f"{name} {k}x{n}", str(dtype).removeprefix("torch."), mkl, onednn, prepacked,
+                    gflop / prepacked * 1000, f"{mkl / onednn:.2f}x", f"{mkl / prepacked:.2f}x"])
     return out
 
 
@@ -71,7 +74,9 @@ def main() -> None:
     kernel = cpu_attention.load()
     print(f"\nLinear, {args.rows} rows, {args.threads} threads (ms, median)\n")
     rows = linear_rows(args.rows, torch.float32) + linear_rows(args.rows, torch.bfloat16)
-    print(table(["layer", "dtype", "F.linear (MKL)", "oneDNN", "oneDNN GFLOP/s", "speed-up"], rows))
+    headers = ["layer", "dtype", "F.linear (MKL)", "oneDNN", "oneDNN packed", "packed GFLOP/s",
+               "oneDNN speed-up", "packed speed-up"]
+    print(table(headers, rows))
     print(f"\nPaged attention per layer, SmolLM2 heads (9 q / 3 kv x 64), {args.threads} threads (ms, median)\n")
     print(table(["shape", "reference (gather + matmul)", "C kernel", "speed-up"], attention_rows(kernel)))
 

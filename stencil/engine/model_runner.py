@@ -22,6 +22,8 @@ class ModelRunner:
         self.device = device
         self.block_size = config.block_size
         self.ops = get_kernels(device, config.attention_backend)
+        if self.ops.pack_weight is not None:
+            model.pack_linear_weights(self.ops.pack_weight)
         mc = model.config
         self.num_layers = mc.num_hidden_layers
         self.kv_heads = getattr(mc, "num_key_value_heads", None) or mc.num_attention_heads

@@ -17,13 +17,16 @@ __all__ = ["Kernels", "get_kernels"]
 
 @dataclass(frozen=True, slots=True)
 class Kernels:
-    """One backend's kernels: ``name`` is ``"triton"``, ``"cpu"`` or ``"reference"``."""
+    """One backend's kernels: ``name`` is ``"triton"``, ``"cpu"`` or ``"reference"``.
+    ``pack_weight`` (or None) turns a linear weight, once at load, into the layout ``linear``
+    reads fastest; a packed weight is for ``linear`` only."""
 
     name: str
     linear: Callable[..., torch.Tensor]
     write_kv: Callable[..., None]
     paged_attention: Callable[..., torch.Tensor]
     apply_token_bitmask_inplace: Callable[..., None]
+    pack_weight: Callable[[torch.Tensor], torch.Tensor] | None = None
 
 
 def get_kernels(device: torch.device | str, backend: str = "auto") -> Kernels:
@@ -43,8 +46,10 @@ def get_kernels(device: torch.device | str, backend: str = "auto") -> Kernels:
 
         attention = cpu_attention.load()
         if attention is not None:
-            linear = cpu_linear.linear if cpu_linear.available() else reference.linear
-            return Kernels("cpu", linear, reference.write_kv, attention, reference.apply_token_bitmask_inplace)
+            onednn = cpu_linear.available()
+            return Kernels("cpu", cpu_linear.linear if onednn else reference.linear, reference.write_kv,
+                           attention, reference.apply_token_bitmask_inplace,
+                           cpu_linear.pack_weight if onednn else None)
     return Kernels("reference", reference.linear, reference.write_kv, reference.paged_attention,
                    reference.apply_token_bitmask_inplace)
 

@@ -41,3 +41,30 @@ def test_inputs_onednn_does_not_take_go_to_f_linear(shape: str) -> None:
 def test_cpu_kernel_set_uses_it() -> None:
     assert get_kernels("cpu").linear is cpu_linear.linear
     assert get_kernels("cpu", "torch").linear is not cpu_linear.linear
+
+
+@pytest.mark.parametrize("rows", [0, 1, 17, 64, 300])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_packed_weight_matches_fp64(rows: int, dtype: torch.dtype) -> None:
+    gen = torch.Generator().manual_seed(rows)
+    x, w = torch.randn(rows, 576, generator=gen), torch.randn(960, 576, generator=gen)
+    b = torch.randn(960, generator=gen).to(dtype)
+    x, w = x.to(dtype), w.to(dtype)
+    packed = cpu_linear.pack_weight(w)
+    assert packed.is_mkldnn and packed.shape == w.shape
+    got = cpu_linear.linear(x, packed, b)
+    expect = F.linear(x.double(), w.double(), b.double())
+    assert got.shape == (rows, 960) and got.dtype == dtype
+    tol = {"atol": 1e-4, "rtol": 1e-5} if dtype == torch.float32 else {"atol": 0.5, "rtol": 2e-2}
+    torch.testing.assert_close(got.double(), expect, **tol)
+
+
+def test_packed_weight_takes_any_input_shape() -> None:
+    w = torch.randn(8, 16)
+    x = torch.randn(16, 6).t()[:, None, :]  # [6, 1, 16], not contiguous
+    torch.testing.assert_close(cpu_linear.linear(x, cpu_linear.pack_weight(w)), F.linear(x, w))
+
+
+def test_cpu_kernel_set_packs_weights() -> None:
+    assert get_kernels("cpu").pack_weight is cpu_linear.pack_weight
+    assert get_kernels("cpu", "torch").pack_weight is None

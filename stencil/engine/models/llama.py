@@ -147,6 +147,18 @@ class LlamaForCausalLM(nn.Module):
             x = layer(x, cos, sin, kv, meta, ops)
         return self.norm(x)  # [T, hidden]
 
+    def pack_linear_weights(self, pack) -> None:
+        """Swap every projection weight for ``pack(weight)`` (a kernel set's own layout); a tied
+        lm_head gets a packed copy of its own, the embedding keeps the plain one."""
+        for module in self.modules():
+            if isinstance(module, nn.Linear):
+                module.weight = nn.Parameter(pack(module.weight), requires_grad=False)
+        if self.tie:
+            self.lm_head = nn.Linear(self.config.hidden_size, self.config.vocab_size, bias=False,
+                                     device="meta")
+            self.lm_head.weight = nn.Parameter(pack(self.embed_tokens.weight), requires_grad=False)
+            self.tie = False
+
     def compute_logits(self, hidden: torch.Tensor, ops: Kernels) -> torch.Tensor:
         weight = self.embed_tokens.weight if self.tie else self.lm_head.weight
         return ops.linear(hidden.contiguous(), weight).float()  # [rows, vocab]
