@@ -32,6 +32,25 @@ static inline const float *cache_row(const void *cache, int bf16, int64_t off, i
     return tmp;
 }
 
+/* exp(x) for x <= 0 (a score minus its running max; -inf gives 0) without a libm call, so the
+ * softmax loops vectorize: x = n ln2 + r, |r| <= ln2 / 2, exp(r) by Cephes' degree-6 polynomial
+ * (relative error < 2e-7), times 2^n built in the exponent bits. */
+static inline float exp_neg(float x) {
+    float c = x < -87.f ? -87.f : x;
+    float n = floorf(c * 1.44269504088896341f + 0.5f);
+    float r = c - n * 0.693359375f + n * 2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.f;
+    union { int32_t i; float f; } e;
+    e.i = ((int32_t)n + 127) << 23;
+    return x < -87.f ? 0.f : p * e.f;
+}
+
 static inline float dot(const float *a, const float *b, int dim) {
     float s = 0.f;
 #pragma omp simd reduction(+ : s)
@@ -81,18 +100,21 @@ static void unit(const Args *a, int b, int h, int p0, int np) {
                 s[r][j - k0] = visible ? dot(qrow[r], krow, dim) * a->scale : -INFINITY;
             }
         }
+        int nk = k1 - k0;
         for (int r = 0; r < rows; r++) {
-            float mx = m[r];
-            for (int j = 0; j < k1 - k0; j++) mx = s[r][j] > mx ? s[r][j] : mx;
+            float mx = m[r], sum = 0.f;
+#pragma omp simd reduction(max : mx)
+            for (int j = 0; j < nk; j++) mx = s[r][j] > mx ? s[r][j] : mx;
             if (mx == -INFINITY) continue;
             float corr = expf(m[r] - mx);
-            l[r] *= corr;
 #pragma omp simd
             for (int d = 0; d < dim; d++) acc[r][d] *= corr;
-            for (int j = 0; j < k1 - k0; j++) {
-                s[r][j] = expf(s[r][j] - mx);
-                l[r] += s[r][j];
+#pragma omp simd reduction(+ : sum)
+            for (int j = 0; j < nk; j++) {
+                s[r][j] = exp_neg(s[r][j] - mx);
+                sum += s[r][j];
             }
+            l[r] = l[r] * corr + sum;
             m[r] = mx;
         }
         for (int j = k0; j < k1; j++) {
