@@ -70,3 +70,14 @@ def test_compiled_formats_agree_with_format_checker(fmt, texts, qwen_compiler, q
     for text in texts:
         expected = oracle.is_valid(text)
         assert accepts_text(compiled, qwen_tokenizer, json.dumps(text)) is expected, text
+
+
+def test_time_agrees_with_the_2020_12_format_checker(qwen_compiler, qwen_tokenizer):
+    """``time`` is RFC 3339 full-time (offset required, no leap second) in drafts 2019-09+."""
+    schema = {"type": "string", "format": "time"}
+    compiled = qwen_compiler.compile(Constraint.json_schema(schema))
+    oracle = jsonschema.Draft202012Validator(
+        schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER
+    )
+    for text in TIMES + ["23:59:60+01:00", "00:00:00.000001-00:00"]:
+        assert accepts_text(compiled, qwen_tokenizer, json.dumps(text)) is oracle.is_valid(text), text

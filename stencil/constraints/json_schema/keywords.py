@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .dates import DATE_TIME, FULL_DATE
+from .dates import DATE_TIME, FULL_DATE, FULL_TIME
 
 # Keywords whose value is one subschema / a list of subschemas / a map of subschemas.
 SCHEMA_VALUE_KEYWORDS = frozenset(
@@ -117,11 +117,13 @@ UNSUPPORTED = frozenset(
 )
 
 # String formats llguidance enforces natively.
-NATIVE_FORMATS = frozenset({"time", "duration", "email", "hostname", "ipv4", "ipv6", "uuid", "uri"})
+NATIVE_FORMATS = frozenset({"duration", "email", "hostname", "ipv4", "ipv6", "uuid", "uri"})
 # Formats Stencil enforces by a pattern of its own, or by an equivalent native format.
 FORMAT_PATTERNS = {
-    "date": FULL_DATE,  # not llguidance's: see dates.py (year 0000, February 29, second 60)
+    # not llguidance's: see dates.py (year 0000, February 29, second 60)
+    "date": FULL_DATE,
     "date-time": DATE_TIME,
+    "time": FULL_TIME,
     "json-pointer": r"^(/([^~/]|~[01])*)*$",
     "relative-json-pointer": r"^(0|[1-9][0-9]*)(#|(/([^~/]|~[01])*)*)$",
 }
