@@ -48,20 +48,25 @@ def linear_rows(rows: int, dtype: torch.dtype) -> list[list]:
     return out
 
 
-def attention_rows(kernel) -> list[list]:
+ATTENTION_SHAPES = (("decode", 1, 300, 64), ("decode", 1, 1000, 16), ("prefill", 256, 256, 4))
+
+
+def attention_rows(kernel, dtype: torch.dtype) -> list[list]:
     out = []
-    for label, q_len, ctx, batch in (("decode", 1, 300, 64), ("decode", 1, 1000, 16), ("prefill", 256, 256, 4)):
+    for label, q_len, ctx, batch in ATTENTION_SHAPES:
         blocks = batch * -(-ctx // 16)
-        k = torch.randn(3, blocks + 1, 16, 64).permute(1, 2, 0, 3)  # the runner's head-major cache
-        v = torch.randn(3, blocks + 1, 16, 64).permute(1, 2, 0, 3)
+        # the runner's head-major cache
+        k = torch.randn(3, blocks + 1, 16, 64).to(dtype).permute(1, 2, 0, 3)
+        v = torch.randn(3, blocks + 1, 16, 64).to(dtype).permute(1, 2, 0, 3)
         tables = torch.randperm(blocks)[: blocks].view(batch, -1).int()
         cu = [i * q_len for i in range(batch + 1)]
-        q = torch.randn(cu[-1], 9, 64)
+        q = torch.randn(cu[-1], 9, 64).to(dtype)
         args = (q, k, v, tables, cu, [ctx] * batch, 0.125)
         plans: tuple[dict, dict] = ({}, {})
         ref = median_ms(lambda: reference.paged_attention(*args, plan=plans[0]))  # noqa: B023
         ours = median_ms(lambda: kernel(*args, plan=plans[1]))  # noqa: B023
-        out.append([f"{label}: {batch} seqs x {q_len} queries, context {ctx}", ref, ours, f"{ref / ours:.2f}x"])
+        shape = f"{label}: {batch} seqs x {q_len} queries, context {ctx}"
+        out.append([shape, str(dtype).removeprefix("torch."), ref, ours, f"{ref / ours:.2f}x"])
     return out
 
 
@@ -78,7 +83,8 @@ def main() -> None:
                "oneDNN speed-up", "packed speed-up"]
     print(table(headers, rows))
     print(f"\nPaged attention per layer, SmolLM2 heads (9 q / 3 kv x 64), {args.threads} threads (ms, median)\n")
-    print(table(["shape", "reference (gather + matmul)", "C kernel", "speed-up"], attention_rows(kernel)))
+    rows = attention_rows(kernel, torch.float32) + attention_rows(kernel, torch.bfloat16)
+    print(table(["shape", "dtype", "reference (gather + matmul)", "C kernel", "speed-up"], rows))
 
 
 if __name__ == "__main__":
