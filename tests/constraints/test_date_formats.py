@@ -16,6 +16,8 @@ from stencil.constraints import Constraint
 from stencil.constraints.json_schema.dates import DATE_TIME, FULL_DATE
 
 CHECKER = jsonschema.FormatChecker()
+# without rfc3339-validator, jsonschema skips date-time / time and every text "conforms"
+assert {"date", "date-time", "time"} <= set(CHECKER.checkers), "install rfc3339-validator"
 YEARS = ["0000", "0001", "0004", "0100", "0400", "1900", "2000", "2023", "2024", "2100", "9999"]
 TIMES = [
     "00:00:00Z",
