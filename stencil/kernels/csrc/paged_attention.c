@@ -13,6 +13,10 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+#if defined(__AVX512F__) && defined(__AVX512DQ__)
+#include <immintrin.h>
+#define HAVE_AVX512 1
+#endif
 
 #define MAX_ROWS 64
 #define MAX_DIM 256
@@ -58,6 +62,35 @@ static inline float dot(const float *a, const float *b, int dim) {
     return s;
 }
 
+#ifdef HAVE_AVX512
+/* [sum(a), sum(b), sum(c), sum(d)]: four horizontal sums for the price of about one. */
+static inline __m128 hsum4(__m512 a, __m512 b, __m512 c, __m512 d) {
+    __m512 ab = _mm512_add_ps(_mm512_unpacklo_ps(a, b), _mm512_unpackhi_ps(a, b));
+    __m512 cd = _mm512_add_ps(_mm512_unpacklo_ps(c, d), _mm512_unpackhi_ps(c, d));
+    __m512 abcd = _mm512_add_ps(
+        _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(ab), _mm512_castps_pd(cd))),
+        _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(ab), _mm512_castps_pd(cd))));
+    __m256 half = _mm256_add_ps(_mm512_castps512_ps256(abcd), _mm512_extractf32x8_ps(abcd, 1));
+    return _mm_add_ps(_mm256_castps256_ps128(half), _mm256_extractf128_ps(half, 1));
+}
+
+/* Scores of rows x four keys (dim a multiple of 16): out[r * stride + i] = q_r . k_i. */
+static inline void dot4(const float *const *qrow, int rows, const float *const k[4], int dim,
+                        float *out, int stride) {
+    for (int r = 0; r < rows; r++) {
+        __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+        for (int d = 0; d < dim; d += 16) {
+            __m512 q = _mm512_loadu_ps(qrow[r] + d);
+            s0 = _mm512_fmadd_ps(q, _mm512_loadu_ps(k[0] + d), s0);
+            s1 = _mm512_fmadd_ps(q, _mm512_loadu_ps(k[1] + d), s1);
+            s2 = _mm512_fmadd_ps(q, _mm512_loadu_ps(k[2] + d), s2);
+            s3 = _mm512_fmadd_ps(q, _mm512_loadu_ps(k[3] + d), s3);
+        }
+        _mm_storeu_ps(out + (int64_t)r * stride, hsum4(s0, s1, s2, s3));
+    }
+}
+#endif
+
 typedef struct {
     const float *q;
     const void *k, *v;
@@ -76,7 +109,7 @@ static void unit(const Args *a, int b, int h, int p0, int np) {
     int group = a->heads / a->kv_heads, rows = group * np, dim = a->dim;
     int q_len = a->cu_q[b + 1] - a->cu_q[b], ctx = a->ctx[b];
     float acc[MAX_ROWS][MAX_DIM], m[MAX_ROWS], l[MAX_ROWS], s[MAX_ROWS][MAX_BLOCK];
-    float ktmp[MAX_DIM], vtmp[MAX_DIM];
+    float ktmp[MAX_DIM], vtmp[MAX_DIM], ktmp4[4][MAX_DIM];
     const float *qrow[MAX_ROWS];
     int qpos[MAX_ROWS];
     for (int r = 0; r < rows; r++) {
@@ -93,13 +126,25 @@ static void unit(const Args *a, int b, int h, int p0, int np) {
     for (int start = lo - lo % a->block_size; start < hi; start += a->block_size) {
         int64_t base = (int64_t)table[start / a->block_size] * a->sb + (int64_t)h * a->sh;
         int k0 = start < lo ? lo : start, k1 = start + a->block_size < hi ? start + a->block_size : hi;
-        for (int j = k0; j < k1; j++) {
-            const float *krow = cache_row(a->k, a->bf16, base + (int64_t)(j - start) * a->ss, dim, ktmp);
-            for (int r = 0; r < rows; r++) {
-                int visible = j <= qpos[r] && (a->window <= 0 || j > qpos[r] - a->window);
-                s[r][j - k0] = visible ? dot(qrow[r], krow, dim) * a->scale : -INFINITY;
-            }
+        int j = k0;
+#ifdef HAVE_AVX512
+        for (; dim % 16 == 0 && j + 4 <= k1; j += 4) {
+            const float *k4[4];
+            for (int i = 0; i < 4; i++)
+                k4[i] = cache_row(a->k, a->bf16, base + (int64_t)(j + i - start) * a->ss, dim, ktmp4[i]);
+            dot4(qrow, rows, k4, dim, &s[0][j - k0], MAX_BLOCK);
         }
+#endif
+        for (; j < k1; j++) {
+            const float *krow = cache_row(a->k, a->bf16, base + (int64_t)(j - start) * a->ss, dim, ktmp);
+            for (int r = 0; r < rows; r++) s[r][j - k0] = dot(qrow[r], krow, dim);
+        }
+        for (int r = 0; r < rows; r++)
+            for (int i = 0; i < k1 - k0; i++) {
+                int key = k0 + i;
+                int visible = key <= qpos[r] && (a->window <= 0 || key > qpos[r] - a->window);
+                s[r][i] = visible ? s[r][i] * a->scale : -INFINITY;
+            }
         int nk = k1 - k0;
         for (int r = 0; r < rows; r++) {
             float mx = m[r], sum = 0.f;
