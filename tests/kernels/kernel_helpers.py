@@ -63,6 +63,8 @@ ATTN_CASES = {
     "decode-only": AttnCase(4, 2, 8, 4, (1, 1, 1), (1, 50, 17)),
     "prefill-only-long": AttnCase(4, 1, 8, 16, (37,), (37,), window=9),
     "empty-row": AttnCase(4, 2, 8, 4, (2, 0, 1), (5, 3, 4)),
+    "gqa3-bs16-dim64": AttnCase(9, 3, 64, 16, MIXED_Q, MIXED_CTX),  # SmolLM2's heads
+    "gqa2-bs16-dim32-window7": AttnCase(4, 2, 32, 16, MIXED_Q, MIXED_CTX, window=7),
 }
 
 

@@ -36,11 +36,18 @@ def test_cpu_attention_matches_naive(kernel, name: str, layout: str) -> None:
     torch.testing.assert_close(got.double(), naive_attention(**args), atol=1e-5, rtol=1e-5)
 
 
-def test_cpu_attention_bfloat16(kernel) -> None:
-    args = make_attn_inputs(ATTN_CASES["gqa2-bs16"], torch.bfloat16)
+@pytest.mark.parametrize("name", ["gqa2-bs16", "gqa3-bs16-dim64", "gqa2-bs16-dim32-window7"])
+def test_cpu_attention_bfloat16(kernel, name: str) -> None:
+    """bf16 caches (dims that are multiples of 32 take the AVX512-BF16 dot products where the
+    CPU has them): the oracle, and the fp32 kernel on the same values to within bf16 rounding."""
+    args = make_attn_inputs(ATTN_CASES[name], torch.bfloat16)
+    args["k_cache"], args["v_cache"] = _head_major(args["k_cache"]), _head_major(args["v_cache"])
     got = kernel(**args)
     assert got.dtype == torch.bfloat16
     torch.testing.assert_close(got.double(), naive_attention(**args), atol=2e-2, rtol=2e-2)
+    wide = {k: v.float() if torch.is_tensor(v) and v.is_floating_point() else v for k, v in args.items()}
+    expect = kernel(**wide).to(torch.bfloat16)
+    torch.testing.assert_close(got.float(), expect.float(), atol=1e-3, rtol=8e-3)
 
 
 def test_cpu_attention_long_prefill_tiles(kernel) -> None:

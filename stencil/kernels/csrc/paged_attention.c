@@ -16,6 +16,9 @@
 #if defined(__AVX512F__) && defined(__AVX512DQ__)
 #include <immintrin.h>
 #define HAVE_AVX512 1
+#if defined(__AVX512BF16__)
+#define HAVE_AVX512_BF16 1
+#endif
 #endif
 
 #define MAX_ROWS 64
@@ -91,6 +94,33 @@ static inline void dot4(const float *const *qrow, int rows, const float *const k
 }
 #endif
 
+#ifdef HAVE_AVX512_BF16
+/* A query row as bf16 (dim a multiple of 32). Exact for a bf16 model, whose queries were bf16
+ * before the wrapper widened them. */
+static inline void to_bf16(const float *src, int dim, uint16_t *dst) {
+    for (int d = 0; d < dim; d += 32) {
+        __m512bh v = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(src + d + 16), _mm512_loadu_ps(src + d));
+        _mm512_storeu_si512(dst + d, (__m512i)v);
+    }
+}
+
+/* dot4 for bf16 keys read in place: AVX512-BF16 pair dot products, fp32 accumulation. */
+static inline void dot4_bf16(const uint16_t (*qb)[MAX_DIM], int rows, const uint16_t *const k[4],
+                             int dim, float *out, int stride) {
+    for (int r = 0; r < rows; r++) {
+        __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+        for (int d = 0; d < dim; d += 32) {
+            __m512bh q = (__m512bh)_mm512_loadu_si512(qb[r] + d);
+            s0 = _mm512_dpbf16_ps(s0, q, (__m512bh)_mm512_loadu_si512(k[0] + d));
+            s1 = _mm512_dpbf16_ps(s1, q, (__m512bh)_mm512_loadu_si512(k[1] + d));
+            s2 = _mm512_dpbf16_ps(s2, q, (__m512bh)_mm512_loadu_si512(k[2] + d));
+            s3 = _mm512_dpbf16_ps(s3, q, (__m512bh)_mm512_loadu_si512(k[3] + d));
+        }
+        _mm_storeu_ps(out + (int64_t)r * stride, hsum4(s0, s1, s2, s3));
+    }
+}
+#endif
+
 typedef struct {
     const float *q;
     const void *k, *v;
@@ -120,6 +150,12 @@ static void unit(const Args *a, int b, int h, int p0, int np) {
         l[r] = 0.f;
         memset(acc[r], 0, sizeof(float) * dim);
     }
+#ifdef HAVE_AVX512_BF16
+    uint16_t qb[MAX_ROWS][MAX_DIM];
+    int bf16_dots = a->bf16 && dim % 32 == 0;
+    if (bf16_dots)
+        for (int r = 0; r < rows; r++) to_bf16(qrow[r], dim, qb[r]);
+#endif
     int hi = qpos[rows - 1] + 1, lo = 0;
     if (a->window > 0 && qpos[0] - a->window + 1 > 0) lo = qpos[0] - a->window + 1;
     const int32_t *table = a->tables + (int64_t)b * a->width;
@@ -127,6 +163,14 @@ static void unit(const Args *a, int b, int h, int p0, int np) {
         int64_t base = (int64_t)table[start / a->block_size] * a->sb + (int64_t)h * a->sh;
         int k0 = start < lo ? lo : start, k1 = start + a->block_size < hi ? start + a->block_size : hi;
         int j = k0;
+#ifdef HAVE_AVX512_BF16
+        for (; bf16_dots && j + 4 <= k1; j += 4) {
+            const uint16_t *k4[4];
+            for (int i = 0; i < 4; i++)
+                k4[i] = (const uint16_t *)a->k + base + (int64_t)(j + i - start) * a->ss;
+            dot4_bf16((const uint16_t (*)[MAX_DIM])qb, rows, k4, dim, &s[0][j - k0], MAX_BLOCK);
+        }
+#endif
 #ifdef HAVE_AVX512
         for (; dim % 16 == 0 && j + 4 <= k1; j += 4) {
             const float *k4[4];
