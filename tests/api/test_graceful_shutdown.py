@@ -101,7 +101,12 @@ def draining_server():
 
 
 def start_compile_workers(server) -> None:
-    """A constrained request, so the server has compile worker processes to leave behind."""
+    """The compile worker processes (2 by default) start with the server, before any constrained
+    request; then a constrained request, so they have worked before the drain."""
+    deadline = time.monotonic() + 30
+    while len(server.children()) < 2:
+        assert time.monotonic() < deadline, "the compile workers did not start with the server"
+        time.sleep(0.1)
     payload = {**body(8, False), "guided_choice": ["yes", "no"]}
     r = httpx.post(
         server.url("/v1/chat/completions"), json=payload, headers=server.headers(), timeout=120
