@@ -2,14 +2,14 @@
 its structure validly instead of stopping mid-structure.
 
 Near the end of the budget, a depth-first search over a small set of "closing" tokens, tried in
-preference order (quotes, brackets and their common merges like ``",`` first, then separators, a
-digit, a letter, ..., whitespace last) and following forced tokens (a required key), finds a short token path that makes the matcher accepting. The model goes
-on as long as such a path still fits; the step after which none fits (say, a token that opens an
-object with required keys, or one that runs into the budget mid-structure) is undone and the path
-that fitted before it is appended instead (like jump-forward tokens). So an output that fits the
-budget is kept as it is, unless the search's path (over single closing tokens, so at times longer
-than the model's own) no longer fits before the model's does; one that does not fit ends in a
-short valid close.
+preference order (quotes and brackets, then their common merges like ``",``, separators, a digit,
+a letter, ..., whitespace last) and following forced tokens (a required key), finds a short token
+path that makes the matcher accepting. The model goes on as long as such a path still fits; the
+step after which none fits (say, a token that opens an object with required keys, or one that
+runs into the budget mid-structure) is undone and the path that fitted before it is appended
+instead (like jump-forward tokens). So an output that fits the budget is kept as it is, unless
+the search's path (over single closing tokens, so at times longer than the model's own) stops
+fitting before the model's does; one that does not fit ends in a short valid close.
 """
 
 from __future__ import annotations
