@@ -31,7 +31,8 @@ def load(schema: dict | str | bool, limits: Limits, *, shallow: bool = False) ->
 
     ``shallow`` (a deferred constraint) checks only size and nesting, in C speed, and leaves
     the walk over every node to the translation, which repeats ``load`` in full."""
-    if isinstance(schema, str):
+    from_text = isinstance(schema, str)
+    if from_text:
         _check_size(schema, limits)
         check_depth_text(schema, limits)
         try:
@@ -49,7 +50,7 @@ def load(schema: dict | str | bool, limits: Limits, *, shallow: bool = False) ->
     except RecursionError:
         raise _too_deep(limits) from None
     _check_size(text, limits)
-    if shallow:
+    if shallow and not from_text:  # text input had its depth checked before parsing
         check_depth_text(text, limits)
     return schema, text
 
