@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib
-import json
 import logging
 import sys
 from collections.abc import Callable
@@ -98,7 +97,11 @@ def build_parser() -> argparse.ArgumentParser:
     gen = sub.add_parser("generate", help="generate from one prompt with the offline engine")
     gen.add_argument("prompt")
     which = gen.add_mutually_exclusive_group()
-    which.add_argument("--json-schema", metavar="FILE", help="constrain to this JSON Schema")
+    which.add_argument(
+        "--json-schema",
+        metavar="FILE|NAME",
+        help="constrain to this JSON Schema (a file, or a library name: stencil extract --list-schemas)",
+    )
     which.add_argument("--regex", metavar="R", help="constrain to this regular expression")
     which.add_argument("--choice", metavar="A,B", help="constrain to one of these strings")
     which.add_argument("--grammar", metavar="FILE", help="constrain to this Lark grammar")
@@ -201,12 +204,13 @@ def serve(args: argparse.Namespace) -> int:
 
 
 def generate(args: argparse.Namespace) -> int:
+    from stencil.api.schema_library import SchemaError
     from stencil.constraints import ConstraintError
     from stencil.engine.sampling_params import SamplingParams
 
     try:
         constraint = _constraint(args)
-    except (ConstraintError, OSError, json.JSONDecodeError) as e:
+    except (ConstraintError, SchemaError, OSError) as e:
         print(f"stencil generate: {e}", file=sys.stderr)
         return 2
     from stencil.engine.llm import LLM
@@ -230,8 +234,9 @@ def _constraint(args: argparse.Namespace) -> Any:
     from stencil.constraints import Constraint
 
     if args.json_schema:
-        with open(args.json_schema, encoding="utf-8") as fh:
-            return Constraint.json_schema(json.load(fh))
+        from stencil.api.schema_library import resolve_schema
+
+        return Constraint.json_schema(resolve_schema(args.json_schema)[1])
     if args.regex:
         return Constraint.regex(args.regex)
     if args.choice:

@@ -1,8 +1,9 @@
-"""The ready-made extraction schemas (``schemas/*.json``) and ``--schema`` resolution.
+"""The ready-made extraction schemas (``stencil/schemas/*.json``, package data) and ``--schema``
+resolution.
 
 ``--schema`` takes a JSON Schema file or the name of a library schema (``invoice``). The library
 is searched in ``$STENCIL_SCHEMAS_DIR`` (``os.pathsep``-separated), then ``./schemas``, then the
-``schemas/`` folder of the source tree stencil was installed from.
+schemas shipped inside the installed package.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ def library_dirs() -> list[Path]:
     candidates = [
         *env,
         Path.cwd() / "schemas",
-        Path(stencil.__file__).resolve().parents[1] / "schemas",
+        Path(stencil.__file__).resolve().parent / "schemas",
     ]
     out: list[Path] = []
     for d in candidates:

@@ -139,3 +139,9 @@ def test_server_flags_are_generated_from_server_config():
 def test_bad_server_config_exits_2(capsys):
     assert cli.main(["serve", "--shutdown-timeout", "-1"]) == 2
     assert "shutdown_timeout" in capsys.readouterr().err
+
+
+def test_generate_names_a_missing_schema(capsys):
+    assert cli.main(["generate", "hi", "--json-schema", "no-such-schema"]) == 2
+    err = capsys.readouterr().err
+    assert "no-such-schema" in err and "person" in err  # the library's names are listed

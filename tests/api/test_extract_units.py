@@ -271,7 +271,7 @@ def test_list_schemas_cli(capsys, monkeypatch) -> None:
 )
 def test_usage_errors_exit_2(argv: list[str], tmp_path: Path, monkeypatch, capsys) -> None:
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("STENCIL_SCHEMAS_DIR", str(REPO / "schemas"))
+    monkeypatch.setenv("STENCIL_SCHEMAS_DIR", str(REPO / "stencil" / "schemas"))
     (tmp_path / "doc.txt").write_text("Ada is 36.")
     (tmp_path / "bad.json").write_text('{"type": "object", "pattern": "("}')
     assert main(argv) == 2
@@ -287,7 +287,7 @@ def test_unreachable_server_is_a_usage_error(tmp_path: Path, capsys) -> None:
         port = s.getsockname()[1]
     (tmp_path / "doc.txt").write_text("Ada is 36.")
     out = tmp_path / "o.jsonl"
-    argv = ["extract", "--schema", str(REPO / "schemas" / "person.json"), "--out", str(out),
+    argv = ["extract", "--schema", str(REPO / "stencil" / "schemas" / "person.json"), "--out", str(out),
             "--server", f"http://127.0.0.1:{port}", str(tmp_path / "doc.txt")]  # fmt: skip
     assert main(argv) == 2
     assert "cannot use the server" in capsys.readouterr().err

@@ -17,7 +17,9 @@ from engine_helpers import make_llm
 from stencil import SamplingParams
 from stencil.constraints import Constraint, ConstraintError
 
-DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "jsonschemabench-dev"
+REPO = Path(__file__).resolve().parents[2]
+DATA = REPO.parent / "shared" / "data" / "jsonschemabench-dev"  # beside the clone, when there
+LIBRARY = REPO / "stencil" / "schemas"  # the shipped extraction schemas: the fallback
 REGEXES = [r"[0-9]{3}-[0-9]{4}", r"[a-z]+@[a-z]+\.(com|org)", r"(yes|no)( indeed)?", r"[A-Z][a-z]{2,8} [0-9]{1,2}"]
 CHOICES = [["red", "green", "blue"], ["positive", "negative", "neutral"], ["A", "BB", "CCC"]]
 GRAMMAR = r"""
@@ -29,10 +31,16 @@ NUMBER: /[0-9]{1,3}/
 
 
 def _bench_schemas(n: int, seed: int) -> list[dict]:
+    """``n`` compilable real-world schemas: JSONSchemaBench-dev's when ../shared/data has it,
+    else the shipped library's (a clone on its own)."""
     rows = []
-    for name in ("Github_easy.jsonl", "Glaiveai2K.jsonl"):
-        with open(DATA / name) as f:
-            rows += [json.loads(line)["schema"] for line in f]
+    if DATA.is_dir():
+        for name in ("Github_easy.jsonl", "Glaiveai2K.jsonl"):
+            with open(DATA / name) as f:
+                rows += [json.loads(line)["schema"] for line in f]
+    else:
+        rows = [json.loads(p.read_text()) for p in sorted(LIBRARY.glob("*.json"))]
+        rows = rows * (n // len(rows) + 1)
     rng = random.Random(seed)
     rng.shuffle(rows)
     picked = []

@@ -1,4 +1,8 @@
-"""GGUF files -> a cached safetensors HF directory (converted once, dequantized to float32)."""
+"""GGUF files -> a cached safetensors HF directory (converted once, dequantized to float32).
+
+The weights are read with the ``gguf`` package (llama.cpp's own reader and dequantizers);
+only the config and the tokenizer come from transformers' GGUF metadata readers, which need
+nothing beyond transformers itself (its GGUF *model* loader needs ``accelerate``: not used)."""
 
 from __future__ import annotations
 
@@ -6,13 +10,38 @@ import hashlib
 import json
 import logging
 import os
+import re
 import shutil
 from pathlib import Path
+
+import numpy as np
 
 from stencil.engine.errors import ConfigError
 from stencil.paths import cache_root
 
 logger = logging.getLogger(__name__)
+
+# llama.cpp tensor names -> HF names (per layer: blk.{i}.<key>)
+_LAYER_NAMES = {
+    "attn_norm": "input_layernorm",
+    "ffn_norm": "post_attention_layernorm",
+    "attn_q": "self_attn.q_proj",
+    "attn_k": "self_attn.k_proj",
+    "attn_v": "self_attn.v_proj",
+    "attn_output": "self_attn.o_proj",
+    "attn_q_norm": "self_attn.q_norm",
+    "attn_k_norm": "self_attn.k_norm",
+    "ffn_gate": "mlp.gate_proj",
+    "ffn_up": "mlp.up_proj",
+    "ffn_down": "mlp.down_proj",
+}
+_GLOBAL_NAMES = {
+    "token_embd": "model.embed_tokens",
+    "output_norm": "model.norm",
+    "output": "lm_head",
+}
+# llama.cpp's converter interleaves the rotary halves of q/k rows for these architectures
+_PERMUTED_ARCHS = ("llama", "mistral")
 
 
 def convert_gguf(gguf_path: Path, out_dir: Path | None = None) -> Path:
@@ -21,7 +50,8 @@ def convert_gguf(gguf_path: Path, out_dir: Path | None = None) -> Path:
     if not gguf_path.is_file():
         raise ConfigError(f"GGUF file not found: {gguf_path}")
     if out_dir is None:
-        digest = hashlib.sha256(f"{gguf_path.resolve()}:{gguf_path.stat().st_size}".encode()).hexdigest()
+        key = f"{gguf_path.resolve()}:{gguf_path.stat().st_size}"
+        digest = hashlib.sha256(key.encode()).hexdigest()
         out_dir = cache_root() / "gguf" / f"{gguf_path.stem}-{digest[:12]}"
     if (out_dir / "config.json").is_file():
         return out_dir
@@ -30,8 +60,12 @@ def convert_gguf(gguf_path: Path, out_dir: Path | None = None) -> Path:
     tmp.mkdir(parents=True)
     try:
         _convert_into(gguf_path, tmp)
+    except ConfigError:
+        raise
     except Exception as e:
-        raise ConfigError(f"cannot convert GGUF file {gguf_path.name}: {type(e).__name__}: {e}") from e
+        raise ConfigError(
+            f"cannot convert GGUF file {gguf_path.name}: {type(e).__name__}: {e}"
+        ) from e
     finally:
         if not (tmp / "config.json").is_file():
             shutil.rmtree(tmp, ignore_errors=True)
@@ -40,24 +74,80 @@ def convert_gguf(gguf_path: Path, out_dir: Path | None = None) -> Path:
     return out_dir
 
 
+def read_gguf_tensors(gguf_path: Path, config) -> dict[str, np.ndarray]:
+    """Every tensor of the file under its HF name, dequantized to float32 (numpy, row-major)."""
+    import gguf
+
+    reader = gguf.GGUFReader(str(gguf_path))
+    arch = str(reader.fields["general.architecture"].contents())
+    out: dict[str, np.ndarray] = {}
+    for t in reader.tensors:
+        name = hf_tensor_name(t.name)
+        if name is None:
+            logger.debug("skipping GGUF tensor %s", t.name)
+            continue
+        shape = tuple(reversed([int(d) for d in t.shape]))  # GGUF lists dims fastest-first
+        try:
+            data = gguf.quants.dequantize(t.data, t.tensor_type)
+        except NotImplementedError as e:
+            raise ConfigError(
+                f"GGUF tensor {t.name} has type {t.tensor_type.name}, which cannot be read: {e}"
+            ) from e
+        # a copy: the file is mapped read-only
+        data = np.array(data, dtype=np.float32).reshape(shape)
+        if arch in _PERMUTED_ARCHS and name.endswith(("q_proj.weight", "k_proj.weight")):
+            heads = config.num_attention_heads if "q_proj" in name else config.num_key_value_heads
+            data = unpermute_rotary(data, heads)
+        out[name] = data
+    return out
+
+
+def hf_tensor_name(gguf_name: str) -> str | None:
+    """``blk.3.attn_q.weight`` -> ``model.layers.3.self_attn.q_proj.weight`` (None: not a weight we use)."""
+    m = re.fullmatch(r"blk\.(\d+)\.(\w+)\.(weight|bias)", gguf_name)
+    if m:
+        key = _LAYER_NAMES.get(m[2])
+        return f"model.layers.{m[1]}.{key}.{m[3]}" if key else None
+    m = re.fullmatch(r"(\w+)\.(weight|bias)", gguf_name)
+    key = _GLOBAL_NAMES.get(m[1]) if m else None
+    return f"{key}.{m[2]}" if key else None
+
+
+def unpermute_rotary(w: np.ndarray, heads: int) -> np.ndarray:
+    """Undo llama.cpp's q/k row permutation (per head: interleaved pairs -> two halves)."""
+    half = w.shape[0] // heads // 2
+    return w.reshape(heads, half, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
 def _convert_into(gguf_path: Path, out: Path) -> None:
     import torch
     from safetensors.torch import save_file
-    from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
+    from transformers import AutoConfig, AutoTokenizer, GenerationConfig
 
     logger.info("converting %s to safetensors (once) ...", gguf_path.name)
     folder, name = str(gguf_path.parent), gguf_path.name
+    config = AutoConfig.from_pretrained(folder, gguf_file=name)
     tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
-    model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32)
-    config = model.config.to_dict()
-    config.pop("quantization_config", None)
-    config["architectures"] = [type(model).__name__]
-    config["torch_dtype"] = "float32"
-    state = {k: v.contiguous() for k, v in model.state_dict().items()}
-    if config.get("tie_word_embeddings"):
-        state.pop("lm_head.weight", None)
+    state = {
+        k: torch.from_numpy(v).contiguous() for k, v in read_gguf_tensors(gguf_path, config).items()
+    }
+    tied = "lm_head.weight" not in state
+    config.tie_word_embeddings = tied
+    raw = config.to_dict()
+    raw.pop("quantization_config", None)
+    raw["architectures"] = [_architecture(raw.get("model_type", ""))]
+    raw["torch_dtype"] = "float32"
     save_file(state, str(out / "model.safetensors"), metadata={"format": "pt"})
-    (out / "config.json").write_text(json.dumps(config, indent=2))
+    (out / "config.json").write_text(json.dumps(raw, indent=2))
     tokenizer.save_pretrained(str(out))
-    gen = GenerationConfig.from_model_config(model.config)
-    gen.save_pretrained(str(out))
+    GenerationConfig.from_model_config(config).save_pretrained(str(out))
+
+
+def _architecture(model_type: str) -> str:
+    from stencil.engine.models.loader import MODEL_TYPES
+
+    if model_type not in MODEL_TYPES:
+        raise ConfigError(
+            f"unsupported GGUF architecture {model_type!r}; supported: {', '.join(MODEL_TYPES)}"
+        )
+    return MODEL_TYPES[model_type]

@@ -21,7 +21,7 @@ SUPPORTED_ARCHITECTURES = (
     "MistralForCausalLM",
 )
 
-_MODEL_TYPES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
+MODEL_TYPES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
                 "mistral": "MistralForCausalLM"}
 
 
@@ -57,7 +57,7 @@ def load_config(path: Path):
     from transformers import AutoConfig
 
     raw = json.loads((path / "config.json").read_text())
-    archs = raw.get("architectures") or [_MODEL_TYPES.get(raw.get("model_type"), "")]
+    archs = raw.get("architectures") or [MODEL_TYPES.get(raw.get("model_type"), "")]
     if not any(a in SUPPORTED_ARCHITECTURES for a in archs):
         raise ConfigError(f"unsupported architecture {archs}; supported: {', '.join(SUPPORTED_ARCHITECTURES)}")
     return AutoConfig.from_pretrained(str(path))
