@@ -25,8 +25,8 @@ from extract_quality import prompts  # noqa: E402
 
 def run_stencil(llm: Any, texts: list[str], max_tokens: int) -> dict[str, float]:
     """``stencil extract`` over a folder of ``len(texts)`` files (in-process, model preloaded)."""
-    from stencil.api.cli import build_parser
-    from stencil.api.extract import run
+    from stencil.cli import build_parser
+    from stencil.extract.command import run
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)

@@ -20,13 +20,13 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from extract_data import FIELDS, SCHEMA, field_correct, make_documents  # noqa: E402
 
-from stencil.api.extract_prompt import PromptTemplate  # noqa: E402
-from stencil.api.records import make_validator  # noqa: E402
+from stencil.extract.prompt import PromptTemplate  # noqa: E402
+from stencil.extract.records import make_validator  # noqa: E402
 
 
 def prompts(llm: Any, texts: list[str]) -> list[list[int]]:
     """The exact prompts ``stencil extract`` sends (default template, chat template)."""
-    from stencil.api.extract_engine import EngineExtractor, ExtractSpec
+    from stencil.extract.engine_backend import EngineExtractor, ExtractSpec
 
     extractor = EngineExtractor(llm, ExtractSpec(SCHEMA, PromptTemplate.load(None)))
     out = []

@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 from hostile_corpus import Payload
 
-from stencil.api.sanitize import is_sanitized
+from stencil.api.middleware.sanitize import is_sanitized
 
 CANARY_TOPICS = (
     "the sea",

@@ -111,7 +111,7 @@ def start_serve(
 ) -> ServeProcess:
     """Start ``stencil serve`` with ``flags`` on a free loopback port; wait until /health is 200."""
     port = free_port()
-    cmd = [sys.executable, "-m", "stencil.api.cli", "--log-level", log_level, "serve"]
+    cmd = [sys.executable, "-m", "stencil.cli", "--log-level", log_level, "serve"]
     cmd += ["--host", "127.0.0.1", "--port", str(port), *flags]
     if api_key:
         cmd += ["--api-key", api_key]

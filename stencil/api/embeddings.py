@@ -20,10 +20,11 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
-from stencil.api.convert import ModelInfo, prompt_ids
-from stencil.api.generation import EngineRunner
+from stencil.api.engine_client import EngineClient
+from stencil.api.errors import APIError, bad_request
+from stencil.api.openai.convert import ModelInfo, prompt_ids
+from stencil.api.openai.protocol import EmbeddingRequest
 from stencil.api.openapi import json_body
-from stencil.api.protocol import APIError, EmbeddingRequest, bad_request
 from stencil.api.routes import (
     ClientGone,
     _body,
@@ -135,7 +136,7 @@ def _hidden_size(engine: Any) -> int | None:
         return None
 
 
-async def embed_all(runner: EngineRunner, items: list[Item], request_id: str) -> list[list[float]]:
+async def embed_all(runner: EngineClient, items: list[Item], request_id: str) -> list[list[float]]:
     """Every item's embedding, in order; the items are in the engine at the same time (up to
     ``MAX_IN_FLIGHT``). On any error or cancellation the unfinished ones are aborted."""
     gate = asyncio.Semaphore(MAX_IN_FLIGHT)

@@ -12,23 +12,24 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from pydantic import BaseModel, ValidationError
 
-from stencil.api.convert import (
+from stencil.api.errors import APIError, bad_request
+from stencil.api.middleware.surrogates import lone_surrogate_path
+from stencil.api.openai.convert import (
     ModelInfo,
     convert_chat,
     convert_completion,
     prompt_ids,
     render_chat,
 )
-from stencil.api.openapi import json_body
-from stencil.api.protocol import (
-    APIError,
+from stencil.api.openai.protocol import (
     ChatCompletionRequest,
     CompletionRequest,
     DetokenizeRequest,
     TokenizeRequest,
-    bad_request,
 )
-from stencil.api.serving import (
+from stencil.api.openai.validation import describe_validation_error
+from stencil.api.openapi import json_body
+from stencil.api.responses import (
     Context,
     Timing,
     all_events,
@@ -40,8 +41,6 @@ from stencil.api.serving import (
 )
 from stencil.api.state import AppState
 from stencil.api.state import version as stencil_version
-from stencil.api.surrogates import lone_surrogate_path
-from stencil.api.validation import describe_validation_error
 
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)

@@ -7,9 +7,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from stencil.api.admission import Admission
-from stencil.api.convert import ModelInfo
 from stencil.api.metrics import ServerMetrics
+from stencil.api.middleware.admission import Admission
+from stencil.api.openai.convert import ModelInfo
 from stencil.engine.errors import ConfigError
 
 
@@ -77,10 +77,10 @@ class AppState:
         return self.runner.fail_all(error) if self.runner is not None else 0
 
     def attach(self, engine: Any) -> None:
-        from stencil.api.generation import EngineRunner
+        from stencil.api.engine_client import EngineClient
 
         self.engine = engine
-        self.runner = EngineRunner(engine, self.metrics)
+        self.runner = EngineClient(engine, self.metrics)
         self.model = ModelInfo(engine.tokenizer, int(engine.max_model_len), int(engine.vocab_size))
         self.model_name = self.config.served_model_name or str(engine.model_name)
         digest = hashlib.sha1(f"{engine.model_name}:{version()}".encode()).hexdigest()

@@ -55,8 +55,8 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="session")
 def live_server() -> LiveServer:
-    from stencil.api.http_server import StencilServer
-    from stencil.api.server import ServerConfig, create_app
+    from stencil.api.uvicorn_server import StencilServer
+    from stencil.api.app import ServerConfig, create_app
     from stencil.engine.async_engine import AsyncLLMEngine
     from stencil.engine.config import EngineConfig
 

@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from stencil.api import cli
+from stencil import cli
 from stencil.engine.config import EngineConfig
 
 
@@ -65,7 +65,7 @@ def test_bad_engine_config_exits_2(capsys):
 def test_extract_hook(monkeypatch, capsys):
     monkeypatch.setattr(cli, "_extract_module", lambda: None)
     assert cli.main(["extract"]) == 2
-    assert "stencil.api.extract" in capsys.readouterr().err
+    assert "stencil.extract.command" in capsys.readouterr().err
 
 
 def test_generate_runs_the_offline_engine(capsys):
@@ -93,7 +93,7 @@ def test_serve_exits_1_when_the_model_cannot_load():
         [
             sys.executable,
             "-m",
-            "stencil.api.cli",
+            "stencil.cli",
             "serve",
             "--model",
             "/nonexistent/model",
@@ -113,8 +113,8 @@ def test_extract_arguments_load_lazily():
     import sys
 
     code = (
-        "import sys; from stencil.api import cli; cli.build_parser().parse_args(['serve']); "
-        "print('stencil.api.extract' in sys.modules)"
+        "import sys; from stencil import cli; cli.build_parser().parse_args(['serve']); "
+        "print('stencil.extract.command' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "False", out.stderr

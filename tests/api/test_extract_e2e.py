@@ -17,8 +17,8 @@ import jsonschema
 import pytest
 from test_extract_fixtures import BAD_FILES, TEST_SCHEMA, write_sample_folder
 
-from stencil.api.cli import build_parser
-from stencil.api.extract import run
+from stencil.cli import build_parser
+from stencil.extract.command import run
 
 MAX_TOKENS = "48"  # TEST_SCHEMA outputs close well inside this: every readable file is ok
 RECORD_KEYS = {"file", "sha256", "ok", "tokens", "finish_reason"}
@@ -103,7 +103,7 @@ def test_sigkilled_run_resumes_to_one_record_per_file(
 ) -> None:
     folder, schema, _ = sample
     out = folder.parent / "killed.jsonl"
-    cmd = [sys.executable, "-m", "stencil.api.cli", "--log-level", "warning",
+    cmd = [sys.executable, "-m", "stencil.cli", "--log-level", "warning",
            *_argv(schema, out, "--concurrency", "2", "--num-threads", "1", str(folder))]  # fmt: skip
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
@@ -152,7 +152,7 @@ def test_server_gives_records_of_the_same_shape(
 
     folder, schema, _ = sample
     port, key = _free_port(), "sk-extract-test"
-    cmd = [sys.executable, "-m", "stencil.api.cli", "--log-level", "warning", "serve",
+    cmd = [sys.executable, "-m", "stencil.cli", "--log-level", "warning", "serve",
            "--host", "127.0.0.1", "--port", str(port), "--api-key", key, "--num-threads", "1",
            "--max-model-len", "1024", "--num-kv-blocks", "128"]  # fmt: skip
     server = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

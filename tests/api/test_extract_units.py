@@ -10,13 +10,13 @@ import jsonschema
 import pytest
 from test_extract_fixtures import BAD_FILES, TEST_SCHEMA, write_sample_folder
 
-from stencil.api.cli import main
-from stencil.api.doc_formats import csv_to_text, decode_text, html_to_text
-from stencil.api.documents import InputError, discover, read_document
-from stencil.api.extract_prompt import PromptBuilder, PromptTemplate, TemplateError
-from stencil.api.records import Outcome, make_validator, outcome_record
-from stencil.api.results import ResultsError, ResultsFile
-from stencil.api.schema_library import SchemaError, list_schemas, resolve_schema
+from stencil.cli import main
+from stencil.extract.formats import csv_to_text, decode_text, html_to_text
+from stencil.extract.documents import InputError, discover, read_document
+from stencil.extract.prompt import PromptBuilder, PromptTemplate, TemplateError
+from stencil.extract.records import Outcome, make_validator, outcome_record
+from stencil.extract.results import ResultsError, ResultsFile
+from stencil.extract.schema_library import SchemaError, list_schemas, resolve_schema
 from stencil.constraints import Constraint
 
 REPO = Path(__file__).resolve().parents[2]
@@ -157,7 +157,7 @@ def test_duplicate_records_keep_the_last(tmp_path: Path) -> None:
     ],
 )
 def test_outcome_records(text: str | None, finish: str, ok: bool, error: str | None) -> None:
-    from stencil.api.documents import Document
+    from stencil.extract.documents import Document
 
     doc = Document("f.txt", sha256="h", text="t", warnings=["decoded as cp1252"])
     outcome = Outcome(0, text, 5, 7, finish, "boom" if text is None else None)
@@ -271,7 +271,7 @@ def test_list_schemas_cli(capsys, monkeypatch) -> None:
 )
 def test_usage_errors_exit_2(argv: list[str], tmp_path: Path, monkeypatch, capsys) -> None:
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("STENCIL_SCHEMAS_DIR", str(REPO / "stencil" / "schemas"))
+    monkeypatch.setenv("STENCIL_SCHEMAS_DIR", str(REPO / "stencil" / "extract" / "schemas"))
     (tmp_path / "doc.txt").write_text("Ada is 36.")
     (tmp_path / "bad.json").write_text('{"type": "object", "pattern": "("}')
     assert main(argv) == 2
@@ -287,7 +287,7 @@ def test_unreachable_server_is_a_usage_error(tmp_path: Path, capsys) -> None:
         port = s.getsockname()[1]
     (tmp_path / "doc.txt").write_text("Ada is 36.")
     out = tmp_path / "o.jsonl"
-    argv = ["extract", "--schema", str(REPO / "stencil" / "schemas" / "person.json"), "--out", str(out),
+    argv = ["extract", "--schema", str(REPO / "stencil" / "extract" / "schemas" / "person.json"), "--out", str(out),
             "--server", f"http://127.0.0.1:{port}", str(tmp_path / "doc.txt")]  # fmt: skip
     assert main(argv) == 2
     assert "cannot use the server" in capsys.readouterr().err

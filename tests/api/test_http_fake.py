@@ -9,7 +9,7 @@ from fake_engine import FakeEngine
 from fastapi.testclient import TestClient
 from transformers import AutoTokenizer
 
-from stencil.api.server import ServerConfig, create_app
+from stencil.api.app import ServerConfig, create_app
 from stencil.engine.models.default_model import default_model_path
 
 KEY = "sk-test"

@@ -19,7 +19,7 @@ from stencil.constraints import Constraint, ConstraintError
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = REPO.parent / "shared" / "data" / "jsonschemabench-dev"  # beside the clone, when there
-LIBRARY = REPO / "stencil" / "schemas"  # the shipped extraction schemas: the fallback
+LIBRARY = REPO / "stencil" / "extract" / "schemas"  # the shipped extraction schemas: the fallback
 REGEXES = [r"[0-9]{3}-[0-9]{4}", r"[a-z]+@[a-z]+\.(com|org)", r"(yes|no)( indeed)?", r"[A-Z][a-z]{2,8} [0-9]{1,2}"]
 CHOICES = [["red", "green", "blue"], ["positive", "negative", "neutral"], ["A", "BB", "CCC"]]
 GRAMMAR = r"""

@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from stencil.api.documents import Document
+from stencil.extract.documents import Document
 
 
 @dataclass(slots=True)

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from stencil.api.extract_engine import EngineExtractor, ExtractSpec
-from stencil.api.records import Job, Outcome
+from stencil.extract.engine_backend import EngineExtractor, ExtractSpec
+from stencil.extract.records import Job, Outcome
 
 LOCAL = "local"
 _OUTCOME_FIELDS = Outcome.__slots__

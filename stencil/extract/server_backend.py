@@ -15,9 +15,9 @@ from collections.abc import Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any
 
-from stencil.api.extract_engine import ExtractSpec
-from stencil.api.extract_prompt import CharTokenCounter, PromptBuilder
-from stencil.api.records import Job, Outcome
+from stencil.extract.engine_backend import ExtractSpec
+from stencil.extract.prompt import CharTokenCounter, PromptBuilder
+from stencil.extract.records import Job, Outcome
 
 _NAME = re.compile(r"[^a-zA-Z0-9_-]")
 _CHAT_OVERHEAD_TOKENS = 32

@@ -15,7 +15,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from stencil.api.protocol import AssistantMessage, NamedToolChoice, Tool, bad_request
+from stencil.api.errors import bad_request
+from stencil.api.openai.protocol import AssistantMessage, NamedToolChoice, Tool
 
 TOOL_CALL_OPEN = "<tool_call>"
 TOOL_CALL_CLOSE = "</tool_call>"

@@ -2,7 +2,7 @@
 
     stencil extract --schema invoice docs/ 'mail/**/*.html' --out results.jsonl
 
-Each file gets one JSONL record (see ``stencil.api.records``); a rerun skips files whose path and
+Each file gets one JSONL record (see ``stencil.extract.records``); a rerun skips files whose path and
 content hash already have a record (``--retry-errors`` redoes failed ones, ``--overwrite`` starts
 over). Exit code: 0 all ok, 1 some files failed (listed), 2 usage errors.
 """
@@ -14,14 +14,15 @@ import logging
 import sys
 from typing import Any
 
-from stencil.api.documents import InputError, discover
-from stencil.api.extract_engine import ExtractSpec
-from stencil.api.extract_prompt import PromptTemplate, TemplateError
-from stencil.api.extract_ray import LOCAL, RayUnavailable
-from stencil.api.extract_run import Run, scan_hashes
-from stencil.api.extract_server import ServerUnavailable
-from stencil.api.results import ResultsError, ResultsFile
-from stencil.api.schema_library import SchemaError, list_schemas, resolve_schema
+from stencil.engine.flags import add_engine_flags, engine_kwargs
+from stencil.extract.documents import InputError, discover
+from stencil.extract.engine_backend import ExtractSpec
+from stencil.extract.prompt import PromptTemplate, TemplateError
+from stencil.extract.ray_backend import LOCAL, RayUnavailable
+from stencil.extract.results import ResultsError, ResultsFile
+from stencil.extract.run_loop import Run, scan_hashes
+from stencil.extract.schema_library import SchemaError, list_schemas, resolve_schema
+from stencil.extract.server_backend import ServerUnavailable
 
 
 class UsageError(ValueError):
@@ -41,8 +42,6 @@ USAGE_ERRORS = (
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``extract`` subcommand's flags (engine flags included, as ``serve`` has them)."""
-    from stencil.api.cli import add_engine_flags
-
     parser.add_argument(
         "files",
         nargs="*",
@@ -151,18 +150,16 @@ def _spec(args: argparse.Namespace, schema: dict[str, Any]) -> ExtractSpec:
 
 def _backend(args: argparse.Namespace, spec: ExtractSpec, llm: Any) -> Any:
     """The extractor: ``run(jobs) -> Iterator[Outcome]``. Models load lazily here."""
-    from stencil.api.cli import engine_kwargs
-
     kwargs = engine_kwargs(args)
     if args.server:
-        from stencil.api.extract_server import ServerExtractor
+        from stencil.extract.server_backend import ServerExtractor
 
         _quiet("httpx", "openai")  # one INFO line per request drowns the progress bar
 
         return ServerExtractor(args.server, spec, kwargs.get("model"), args.concurrency or 8,
                                args.timeout)  # fmt: skip
     if args.ray:
-        from stencil.api.extract_ray import RayExtractor
+        from stencil.extract.ray_backend import RayExtractor
 
         _quiet("ray", "ray.data")
 
@@ -181,8 +178,8 @@ class _LazyEngine:
     def run(self, jobs: list) -> Any:
         if not jobs:
             return iter(())
-        from stencil.api.extract_engine import EngineExtractor
         from stencil.engine.llm import LLM
+        from stencil.extract.engine_backend import EngineExtractor
 
         llm = self.llm if self.llm is not None else LLM(**self.kwargs)
         return EngineExtractor(llm, self.spec, self.window).run(jobs)

@@ -11,14 +11,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from stencil.api.guided import (
-    Source,
-    build_constraint,
-    collect_sources,
-    whitespace_options,
-)
-from stencil.api.prompt_size import PromptTooLong, tokenize_bounded
-from stencil.api.protocol import (
+from stencil.api.errors import bad_request
+from stencil.api.middleware.prompt_size import PromptTooLong, tokenize_bounded
+from stencil.api.openai.protocol import (
     KNOWN_BACKENDS,
     AssistantMessage,
     ChatCompletionRequest,
@@ -26,9 +21,14 @@ from stencil.api.protocol import (
     SamplingFields,
     SystemMessage,
     ToolMessage,
-    bad_request,
 )
-from stencil.api.tools import ToolPlan, plan_tools, render_tool_calls, tools_system_prompt
+from stencil.api.openai.structured_output import (
+    Source,
+    build_constraint,
+    collect_sources,
+    whitespace_options,
+)
+from stencil.api.openai.tools import ToolPlan, plan_tools, render_tool_calls, tools_system_prompt
 from stencil.constraints import Constraint
 from stencil.engine.errors import RequestError
 from stencil.engine.sampling_params import SamplingParams

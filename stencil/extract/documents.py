@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from stencil.api.doc_formats import (
+from stencil.extract.formats import (
     DocumentError,
     csv_to_text,
     decode_text,

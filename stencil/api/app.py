@@ -19,21 +19,20 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from stencil.api.admission import AdmissionMiddleware
-from stencil.api.auth import APIKeyMiddleware, route_paths, undecided_routes
 from stencil.api.embeddings import embedding_routes
-from stencil.api.header_limits import HeaderLimitMiddleware
-from stencil.api.memory import TrimAfterLargeBodies
-from stencil.api.openapi import install_openapi
-from stencil.api.protocol import (
-    APIError,
+from stencil.api.errors import APIError, bad_request
+from stencil.api.middleware.admission import AdmissionMiddleware
+from stencil.api.middleware.auth import APIKeyMiddleware, route_paths, undecided_routes
+from stencil.api.middleware.header_limits import HeaderLimitMiddleware
+from stencil.api.middleware.memory import TrimAfterLargeBodies
+from stencil.api.openai.protocol import (
     ChatCompletionRequest,
     CompletionRequest,
     DetokenizeRequest,
     EmbeddingRequest,
     TokenizeRequest,
-    bad_request,
 )
+from stencil.api.openapi import install_openapi
 from stencil.api.routes import api_routes, public_routes
 from stencil.api.state import AppState, ServerConfig, version
 

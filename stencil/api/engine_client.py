@@ -13,10 +13,10 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from stencil.api.convert import ModelInfo, Plan, with_constraint
+from stencil.api.errors import APIError
 from stencil.api.metrics import ServerMetrics
-from stencil.api.protocol import APIError
-from stencil.api.tools import TOOL_CALL_OPEN, parse_calls, split_tool_text
+from stencil.api.openai.convert import ModelInfo, Plan, with_constraint
+from stencil.api.openai.tools import TOOL_CALL_OPEN, parse_calls, split_tool_text
 from stencil.constraints import ConstraintError
 from stencil.engine.errors import EngineError, QueueFullError
 from stencil.engine.outputs import CompletionOutput, PositionLogprobs, RequestOutput
@@ -48,7 +48,7 @@ class Finish:
 Event = Delta | ToolCalls | Finish
 
 
-class EngineRunner:
+class EngineClient:
     """The app's handle on the engine: opens generations and aborts them off the request path."""
 
     def __init__(self, engine: Any, metrics: ServerMetrics) -> None:
@@ -102,7 +102,7 @@ class Generation:
     the HTTP response begins; leaving the iteration early aborts the request."""
 
     def __init__(
-        self, runner: EngineRunner, prompt_ids: list[int], params: Any, rid: str, param: str | None
+        self, runner: EngineClient, prompt_ids: list[int], params: Any, rid: str, param: str | None
     ) -> None:
         self.runner = runner
         self.param = param
@@ -184,7 +184,7 @@ def _param_for(e: Exception) -> str | None:
 
 
 async def events(
-    plan: Plan, gen: Generation, runner: EngineRunner, model: ModelInfo, offset: int = 0
+    plan: Plan, gen: Generation, runner: EngineClient, model: ModelInfo, offset: int = 0
 ) -> AsyncIterator[Event]:
     """Per-choice events for one plan; choice indices are shifted by ``offset``."""
     if plan.tools is not None and plan.tools.mode == "auto":
@@ -234,7 +234,7 @@ def _reason(c: CompletionOutput) -> str:
 
 
 async def _auto_tool_events(
-    plan: Plan, gen: Generation, runner: EngineRunner, model: ModelInfo
+    plan: Plan, gen: Generation, runner: EngineClient, model: ModelInfo
 ) -> AsyncIterator[Event]:
     """``tool_choice: auto``: free text until the model writes ``<tool_call>``, then the call
     list is generated under the tools' constraint in a second request."""
@@ -263,7 +263,7 @@ async def _auto_tool_events(
 
 
 async def _constrained_call(
-    plan: Plan, first: CompletionOutput, runner: EngineRunner, model: ModelInfo, rid: str
+    plan: Plan, first: CompletionOutput, runner: EngineClient, model: ModelInfo, rid: str
 ) -> AsyncIterator[Event]:
     used = len(first.token_ids)
     prefix = first.text[: first.text.find(TOOL_CALL_OPEN)] + TOOL_CALL_OPEN

@@ -10,8 +10,6 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from stencil.api.sanitize import sanitize_message
-
 KNOWN_BACKENDS = (
     "auto",
     "stencil",
@@ -243,42 +241,3 @@ class TokenizeRequest(Strict):
 class DetokenizeRequest(Strict):
     model: str | None = None
     tokens: list[int]
-
-
-# ---- errors -----------------------------------------------------------------------------------
-
-
-class APIError(Exception):
-    """An error answered as OpenAI's error body with an HTTP status."""
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        status: int = 400,
-        type: str = "invalid_request_error",
-        param: str | None = None,
-        code: str | None = None,
-        headers: dict[str, str] | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.message = message
-        self.status = status
-        self.type = type
-        self.param = param
-        self.code = code
-        self.headers = headers or {}
-
-    def body(self) -> dict[str, Any]:
-        return {
-            "error": {
-                "message": sanitize_message(self.message),
-                "type": self.type,
-                "param": sanitize_message(self.param, 120) if self.param else self.param,
-                "code": self.code,
-            }
-        }
-
-
-def bad_request(message: str, param: str | None = None, code: str | None = None) -> APIError:
-    return APIError(message, status=400, param=param, code=code)

@@ -14,27 +14,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from stencil.engine.config import EngineConfig
 from stencil.engine.errors import ConfigError
-
-_SCALARS = {"int": int, "float": float, "str": str}
-
-
-def add_engine_flags(parser: argparse.ArgumentParser) -> None:
-    """One ``--flag`` per EngineConfig field (default None: the dataclass default applies)."""
-    group = parser.add_argument_group("engine")
-    for f in dataclasses.fields(EngineConfig):
-        flag = "--" + f.name.replace("_", "-")
-        type_name = str(f.type).replace(" | None", "").strip()
-        help_ = f"EngineConfig.{f.name} (default: {f.default!r})"
-        if type_name == "bool":
-            group.add_argument(
-                flag, dest=f.name, action=argparse.BooleanOptionalAction, default=None, help=help_
-            )
-        else:
-            group.add_argument(
-                flag, dest=f.name, type=_SCALARS.get(type_name, str), default=None, help=help_
-            )
+from stencil.engine.flags import SCALARS, add_engine_flags, engine_config, engine_kwargs
 
 
 def add_server_flags(parser: argparse.ArgumentParser) -> None:
@@ -49,7 +30,7 @@ def add_server_flags(parser: argparse.ArgumentParser) -> None:
         group.add_argument(
             "--" + f.name.replace("_", "-"),
             dest=f.name,
-            type=_SCALARS.get(type_name, str),
+            type=SCALARS.get(type_name, str),
             default=f.default,
             help=f"{f.metadata.get('help', '')} (default: {f.default!r})",
         )
@@ -65,20 +46,6 @@ def server_config(args: argparse.Namespace) -> Any:
         if f.name != "log_level"
     }
     return ServerConfig(**fields, log_level=args.log_level)
-
-
-def engine_config(args: argparse.Namespace) -> EngineConfig:
-    """The EngineConfig the flags describe (only the flags that were given)."""
-    return EngineConfig(**engine_kwargs(args))
-
-
-def engine_kwargs(args: argparse.Namespace) -> dict[str, Any]:
-    """The EngineConfig fields given on the command line."""
-    return {
-        f.name: getattr(args, f.name)
-        for f in dataclasses.fields(EngineConfig)
-        if getattr(args, f.name, None) is not None
-    }
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -119,7 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 class _LazyParser(argparse.ArgumentParser):
     """A subcommand parser that adds its arguments on first use, so that ``stencil serve`` does
-    not import ``stencil.api.extract`` (and its document readers)."""
+    not import ``stencil.extract.command`` (and its document readers)."""
 
     loader: Callable[[argparse.ArgumentParser], None] | None = None
 
@@ -147,9 +114,9 @@ def _add_extract_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _extract_module() -> Any:
     try:
-        return importlib.import_module("stencil.api.extract")
+        return importlib.import_module("stencil.extract.command")
     except ModuleNotFoundError as e:
-        if e.name != "stencil.api.extract":
+        if e.name != "stencil.extract.command":
             raise
         return None
 
@@ -173,15 +140,15 @@ def main(argv: list[str] | None = None) -> int:
 def serve(args: argparse.Namespace) -> int:
     """Run uvicorn at once (``/health`` says 503 while the model loads); exit 1 if loading fails.
     SIGTERM drains (``--shutdown-timeout``) and exits 0."""
-    from stencil.api.http_server import StencilServer
-    from stencil.api.server import create_app
+    from stencil.api.app import create_app
+    from stencil.api.uvicorn_server import StencilServer
 
     config = engine_config(args)
     settings = server_config(args)
     failed: list[BaseException] = []
 
     def load() -> Any:
-        from stencil.api.memory import freeze_heap
+        from stencil.api.middleware.memory import freeze_heap
         from stencil.engine.async_engine import AsyncLLMEngine
 
         try:
@@ -204,9 +171,9 @@ def serve(args: argparse.Namespace) -> int:
 
 
 def generate(args: argparse.Namespace) -> int:
-    from stencil.api.schema_library import SchemaError
     from stencil.constraints import ConstraintError
     from stencil.engine.sampling_params import SamplingParams
+    from stencil.extract.schema_library import SchemaError
 
     try:
         constraint = _constraint(args)
@@ -234,7 +201,7 @@ def _constraint(args: argparse.Namespace) -> Any:
     from stencil.constraints import Constraint
 
     if args.json_schema:
-        from stencil.api.schema_library import resolve_schema
+        from stencil.extract.schema_library import resolve_schema
 
         return Constraint.json_schema(resolve_schema(args.json_schema)[1])
     if args.regex:
@@ -251,7 +218,7 @@ def extract(args: argparse.Namespace) -> int:
     module = _extract_module()
     if module is None:
         print(
-            "stencil extract: not available in this build (stencil.api.extract is missing)",
+            "stencil extract: not available in this build (stencil.extract.command is missing)",
             file=sys.stderr,
         )
         return 2

@@ -10,17 +10,17 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from stencil.api.convert import ModelInfo, Plan
-from stencil.api.generation import (
+from stencil.api.engine_client import (
     Delta,
-    EngineRunner,
+    EngineClient,
     Event,
     Finish,
     Generation,
     ToolCalls,
     events,
 )
-from stencil.api.protocol import APIError
+from stencil.api.errors import APIError
+from stencil.api.openai.convert import ModelInfo, Plan
 from stencil.engine.outputs import PositionLogprobs
 
 _MIN_LOGPROB = -9999.0
@@ -47,7 +47,7 @@ class Context:
             self.id = f"{prefix}-{uuid.uuid4().hex}"
 
 
-async def open_all(runner: EngineRunner, ctx: Context) -> list[Generation]:
+async def open_all(runner: EngineClient, ctx: Context) -> list[Generation]:
     """Start every plan's engine request; on any failure abort those already started."""
     gens: list[Generation] = []
     try:
@@ -62,7 +62,7 @@ async def open_all(runner: EngineRunner, ctx: Context) -> list[Generation]:
 
 
 async def all_events(
-    runner: EngineRunner, ctx: Context, gens: list[Generation], model: ModelInfo
+    runner: EngineClient, ctx: Context, gens: list[Generation], model: ModelInfo
 ) -> AsyncIterator[Event]:
     streams = [
         events(plan, gen, runner, model, offset=k * ctx.n)
@@ -119,7 +119,7 @@ class ChoiceState:
 class Timing:
     """Feeds the server's latency histograms from the event stream of one request."""
 
-    def __init__(self, runner: EngineRunner) -> None:
+    def __init__(self, runner: EngineClient) -> None:
         self.metrics = runner.metrics
         self.start = time.perf_counter()
         self.last: float | None = None

@@ -11,13 +11,13 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from stencil.api.protocol import (
+from stencil.api.errors import bad_request
+from stencil.api.openai.protocol import (
     ResponseFormatJsonObject,
     ResponseFormatJsonSchema,
     SamplingFields,
-    bad_request,
 )
-from stencil.api.tools import ToolPlan
+from stencil.api.openai.tools import ToolPlan
 from stencil.constraints import Constraint, ConstraintError
 
 

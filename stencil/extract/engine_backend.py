@@ -1,7 +1,7 @@
 """The in-process backend of ``stencil extract``: every job through one engine as one continuous
 batch, outcomes streamed back as each request finishes (so results are written as they come).
 
-Also what each Ray worker actor runs (``stencil.api.extract_ray``).
+Also what each Ray worker actor runs (``stencil.extract.ray_backend``).
 """
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from stencil.api.extract_prompt import HFTokenCounter, PromptBuilder, PromptTemplate
-from stencil.api.records import Job, Outcome
 from stencil.constraints import Constraint, ConstraintError
 from stencil.engine.errors import RequestError
 from stencil.engine.sampling_params import SamplingParams
+from stencil.extract.prompt import HFTokenCounter, PromptBuilder, PromptTemplate
+from stencil.extract.records import Job, Outcome
 
 
 @dataclass(frozen=True, slots=True)

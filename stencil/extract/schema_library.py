@@ -1,4 +1,4 @@
-"""The ready-made extraction schemas (``stencil/schemas/*.json``, package data) and ``--schema``
+"""The ready-made extraction schemas (``stencil/extract/schemas/*.json``, package data) and ``--schema``
 resolution.
 
 ``--schema`` takes a JSON Schema file or the name of a library schema (``invoice``). The library
@@ -13,8 +13,6 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-import stencil
 
 
 class SchemaError(ValueError):
@@ -35,7 +33,7 @@ def library_dirs() -> list[Path]:
     candidates = [
         *env,
         Path.cwd() / "schemas",
-        Path(stencil.__file__).resolve().parent / "schemas",
+        Path(__file__).resolve().parent / "schemas",
     ]
     out: list[Path] = []
     for d in candidates:

@@ -8,15 +8,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from stencil.api.documents import Document, file_sha256, read_document
-from stencil.api.records import (
+from stencil.extract.documents import Document, file_sha256, read_document
+from stencil.extract.records import (
     Job,
     Outcome,
     document_error_record,
     make_validator,
     outcome_record,
 )
-from stencil.api.results import ResultsFile
+from stencil.extract.results import ResultsFile
 
 
 def scan_hashes(paths: list[str]) -> dict[str, str | None]:

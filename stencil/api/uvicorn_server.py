@@ -20,8 +20,8 @@ import h11
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from stencil.api.admission import shutting_down
-from stencil.api.header_limits import parser_buffer_bytes, too_large
+from stencil.api.middleware.admission import shutting_down
+from stencil.api.middleware.header_limits import parser_buffer_bytes, too_large
 from stencil.api.state import AppState, ServerConfig
 
 logger = logging.getLogger(__name__)
