@@ -25,15 +25,12 @@ import json
 import os
 import random
 import statistics
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import pct, table  # noqa: E402
-from constraints_bench import CATEGORIES, DATA, VOCAB_SIZE, qwen_tokenizer  # noqa: E402
+from common import pct, table
+from constraints_bench import CATEGORIES, DATA, VOCAB_SIZE, qwen_tokenizer
 
-from stencil.constraints import (  # noqa: E402
+from stencil.constraints import (
     CompileMemoryError,
     CompileTimeoutError,
     Constraint,
@@ -41,6 +38,7 @@ from stencil.constraints import (  # noqa: E402
     ConstraintError,
     TokenVocab,
 )
+from stencil.testing.pathological import pathological
 
 MODES = ("in-thread", "isolated, deferred", "isolated, eager")
 
@@ -86,19 +84,6 @@ def measure_latency(
             if kept == per_category * len(CATEGORIES):
                 break
     return times
-
-
-def pathological() -> Constraint:
-    branches = [
-        {
-            "type": "object",
-            "properties": {f"k{i}": {"type": "integer"}},
-            "required": [f"k{i}"],
-            "additionalProperties": False,
-        }
-        for i in range(3000)
-    ]
-    return Constraint.json_schema({"oneOf": branches}, defer=True)
 
 
 def measure_kill(vocab: TokenVocab, workers: int) -> list:

@@ -16,14 +16,12 @@ import random
 import sys
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 import httpx
+from common import table
 
-sys.path.insert(0, str(Path(__file__).parent))
-from common import table  # noqa: E402
-from serve_process import start_serve  # noqa: E402
+from stencil.testing.serve_process import start_serve
 
 PARAGRAPHS = [
     "Paged attention stores the key-value cache in fixed-size blocks, so memory is allocated "

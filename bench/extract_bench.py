@@ -17,10 +17,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-from extract_data import SCHEMA, make_documents  # noqa: E402
-from extract_quality import prompts  # noqa: E402
+from extract_data import SCHEMA, make_documents
+from extract_quality import prompts
 
 
 def run_stencil(llm: Any, texts: list[str], max_tokens: int) -> dict[str, float]:

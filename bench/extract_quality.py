@@ -13,15 +13,12 @@ import json
 import re
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).parent))
+from extract_data import FIELDS, SCHEMA, field_correct, make_documents
 
-from extract_data import FIELDS, SCHEMA, field_correct, make_documents  # noqa: E402
-
-from stencil.extract.prompt import PromptTemplate  # noqa: E402
-from stencil.extract.records import make_validator  # noqa: E402
+from stencil.extract.prompt import PromptTemplate
+from stencil.extract.records import make_validator
 
 
 def prompts(llm: Any, texts: list[str]) -> list[list[int]]:

@@ -18,15 +18,13 @@ import statistics
 import sys
 import time
 from collections import Counter
-from pathlib import Path
 
 import httpx
+from common import table
 
-sys.path.insert(0, str(Path(__file__).parent))
-from common import table  # noqa: E402
-from hostile_corpus import build_corpus  # noqa: E402
-from hostile_runner import CorpusRun, canary_body, over_budget, run_corpus  # noqa: E402
-from serve_process import start_serve  # noqa: E402
+from stencil.testing.hostile_corpus import build_corpus
+from stencil.testing.hostile_runner import CorpusRun, canary_body, over_budget, run_corpus
+from stencil.testing.serve_process import start_serve
 
 KEY = "sk-reliability"
 MIB = 1 << 20

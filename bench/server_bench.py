@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
-from serve_process import ServeProcess, free_port, start_process, start_serve
+
+from stencil.testing.serve_process import ServeProcess, free_port, start_process, start_serve
 
 NAMES = [
     "Ada Lovelace",

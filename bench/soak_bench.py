@@ -17,14 +17,12 @@ import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import httpx
 import jsonschema
+from common import table
 
-sys.path.insert(0, str(Path(__file__).parent))
-from common import table  # noqa: E402
-from serve_process import ServeProcess, start_serve  # noqa: E402
+from stencil.testing.serve_process import ServeProcess, start_serve
 
 KEY = "sk-soak"
 MIB = 1 << 20

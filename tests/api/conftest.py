@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import socket
-import sys
 import threading
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
+from stencil.testing.serve_process import free_port
 
 API_KEY = "sk-stencil-test"
 
@@ -47,21 +44,15 @@ class LiveServer:
         return out
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="session")
 def live_server() -> LiveServer:
-    from stencil.api.uvicorn_server import StencilServer
     from stencil.api.app import ServerConfig, create_app
+    from stencil.api.uvicorn_server import StencilServer
     from stencil.engine.async_engine import AsyncLLMEngine
     from stencil.engine.config import EngineConfig
 
     engine = AsyncLLMEngine.from_config(EngineConfig(model=None, seed=0))
-    port = _free_port()
+    port = free_port()
     settings = ServerConfig(api_key=API_KEY, port=port, log_level="warning")
     server = StencilServer(create_app(engine, settings), settings)
     thread = threading.Thread(target=server.run, name="uvicorn", daemon=True)

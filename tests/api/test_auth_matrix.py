@@ -14,8 +14,8 @@ from urllib.parse import urlsplit
 import pytest
 from fastapi.testclient import TestClient
 
-from stencil.api.middleware.auth import KEY, PUBLIC, ROUTE_AUTH, route_paths, undecided_routes
 from stencil.api.app import ServerConfig, create_app
+from stencil.api.middleware.auth import KEY, PUBLIC, ROUTE_AUTH, route_paths, undecided_routes
 
 POSTS = {"/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/tokenize", "/detokenize"}
 PROTECTED = sorted(p for p, who in ROUTE_AUTH.items() if who == KEY)

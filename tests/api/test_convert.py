@@ -7,9 +7,9 @@ import json
 import pytest
 from transformers import AutoTokenizer
 
+from stencil.api.errors import APIError
 from stencil.api.openai.convert import ModelInfo, convert_chat, convert_completion
 from stencil.api.openai.protocol import ChatCompletionRequest, CompletionRequest
-from stencil.api.errors import APIError
 from stencil.engine.models.default_model import default_model_path
 
 PERSON = {

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -19,6 +18,7 @@ from test_extract_fixtures import BAD_FILES, TEST_SCHEMA, write_sample_folder
 
 from stencil.cli import build_parser
 from stencil.extract.command import run
+from stencil.testing.serve_process import start_serve
 
 MAX_TOKENS = "48"  # TEST_SCHEMA outputs close well inside this: every readable file is ok
 RECORD_KEYS = {"file", "sha256", "ok", "tokens", "finish_reason"}
@@ -134,12 +134,6 @@ def _count_ok(out: Path) -> int:
     return out.read_bytes().count(b'"ok": true')
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _subset(folder: Path) -> list[str]:
     names = ["doc00.txt", "doc02.html", "doc05.pdf", "doc07_utf16.txt", "empty.txt"]
     return [str(folder / n) for n in names]
@@ -148,33 +142,14 @@ def _subset(folder: Path) -> list[str]:
 def test_server_gives_records_of_the_same_shape(
     sample: tuple[Path, Path, dict[str, str]], monkeypatch
 ) -> None:
-    import httpx
-
     folder, schema, _ = sample
-    port, key = _free_port(), "sk-extract-test"
-    cmd = [sys.executable, "-m", "stencil.cli", "--log-level", "warning", "serve",
-           "--host", "127.0.0.1", "--port", str(port), "--api-key", key, "--num-threads", "1",
-           "--max-model-len", "1024", "--num-kv-blocks", "128"]  # fmt: skip
-    server = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline and server.poll() is None:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.5)
-        else:
-            pytest.fail("stencil serve did not become healthy")
+    key = "sk-extract-test"
+    flags = ("--num-threads", "1", "--max-model-len", "1024", "--num-kv-blocks", "128")
+    with start_serve(*flags, api_key=key) as server:
         monkeypatch.setenv("OPENAI_API_KEY", key)
         out = folder.parent / "server.jsonl"
-        url = f"http://127.0.0.1:{port}"
-        assert _extract(_argv(schema, out, "--server", url, "--concurrency", "4",
-                              *_subset(folder))) == 1  # fmt: skip
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
+        argv = _argv(schema, out, "--server", server.base_url, "--concurrency", "4", *_subset(folder))
+        assert _extract(argv) == 1
     records = _records(out)
     assert len(records) == 5 and sum(r["ok"] for r in records) == 4
     _check_shape(records, folder)

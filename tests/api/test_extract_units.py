@@ -11,13 +11,13 @@ import pytest
 from test_extract_fixtures import BAD_FILES, TEST_SCHEMA, write_sample_folder
 
 from stencil.cli import main
-from stencil.extract.formats import csv_to_text, decode_text, html_to_text
+from stencil.constraints import Constraint
 from stencil.extract.documents import InputError, discover, read_document
+from stencil.extract.formats import csv_to_text, decode_text, html_to_text
 from stencil.extract.prompt import PromptBuilder, PromptTemplate, TemplateError
 from stencil.extract.records import Outcome, make_validator, outcome_record
 from stencil.extract.results import ResultsError, ResultsFile
 from stencil.extract.schema_library import SchemaError, list_schemas, resolve_schema
-from stencil.constraints import Constraint
 
 REPO = Path(__file__).resolve().parents[2]
 LIBRARY = {

@@ -7,16 +7,13 @@ from __future__ import annotations
 
 import json
 import signal
-import sys
 import threading
 import time
-from pathlib import Path
 
 import httpx
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-from serve_process import start_serve  # noqa: E402
+from stencil.testing.serve_process import start_serve
 
 KEY = "sk-drain"
 MESSAGES = [{"role": "user", "content": "Count from one to one hundred in words."}]

@@ -9,9 +9,9 @@ from urllib.parse import urlsplit
 
 from fastapi.testclient import TestClient
 
+from stencil.api.app import ServerConfig, create_app
 from stencil.api.middleware.header_limits import parser_buffer_bytes
 from stencil.api.uvicorn_server import uvicorn_config
-from stencil.api.app import ServerConfig, create_app
 
 DEFAULTS = ServerConfig()
 

@@ -10,16 +10,13 @@ two cores. ``python bench/reliability_bench.py --only corpus`` prints the real f
 from __future__ import annotations
 
 import asyncio
-import sys
-from pathlib import Path
 
 import httpx
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-from hostile_corpus import build_corpus  # noqa: E402
-from hostile_runner import over_budget, run_corpus, send  # noqa: E402
-from serve_process import start_serve  # noqa: E402
+from stencil.testing.hostile_corpus import build_corpus
+from stencil.testing.hostile_runner import over_budget, run_corpus, send
+from stencil.testing.serve_process import start_serve
 
 KEY = "sk-hostile"
 COMPILE_TIMEOUT = 2.0

@@ -6,15 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 from collections import Counter
-from pathlib import Path
 
 import httpx
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-from serve_process import start_serve  # noqa: E402
+from stencil.testing.serve_process import start_serve
 
 SENT = 256
 QUEUE = 8

@@ -6,9 +6,14 @@ from __future__ import annotations
 import pytest
 from fastapi.testclient import TestClient
 
-from stencil.api.errors import APIError
-from stencil.api.middleware.sanitize import MAX_MESSAGE_CHARS, MAX_TOKEN_CHARS, is_sanitized, sanitize_message
 from stencil.api.app import ServerConfig, create_app
+from stencil.api.errors import APIError
+from stencil.api.middleware.sanitize import (
+    MAX_MESSAGE_CHARS,
+    MAX_TOKEN_CHARS,
+    is_sanitized,
+    sanitize_message,
+)
 
 CASES = [
     ("compile failed: <stencil.constraints.Matcher object at 0x7f3a2b1c9d40>", "<Matcher>"),

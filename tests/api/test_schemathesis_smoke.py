@@ -4,15 +4,11 @@ full 200 examples per operation plus the coverage phase."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
 pytest.importorskip("schemathesis")
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-from schemathesis_bench import KEY, run_schemathesis, tiny_model  # noqa: E402
-from serve_process import start_serve  # noqa: E402
+from stencil.testing.schemathesis_run import KEY, run_schemathesis, tiny_model
+from stencil.testing.serve_process import start_serve
 
 EXAMPLES = 10
 

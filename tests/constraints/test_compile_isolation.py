@@ -32,6 +32,7 @@ from stencil.constraints import (
     UnsupportedSchemaError,
     allocate_token_bitmask,
 )
+from stencil.testing.pathological import pathological
 
 BUDGET_S = 1.0
 SLACK_S = 0.5
@@ -50,19 +51,6 @@ GOOD = [
     Constraint.grammar('start: "(" NUM ("+" NUM)* ")"\nNUM: /[0-9]{1,3}/\n', defer=True),
 ]
 TEXTS = ['{"name": "Ada", "age": 36}', "555-1234", "green", "(1+22+333)"]
-
-
-def pathological() -> Constraint:
-    branches = [
-        {
-            "type": "object",
-            "properties": {f"k{i}": {"type": "integer"}},
-            "required": [f"k{i}"],
-            "additionalProperties": False,
-        }
-        for i in range(3000)
-    ]
-    return Constraint.json_schema({"oneOf": branches}, defer=True)
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from engine_helpers import ARCH_BUILDERS, build_tiny_model, make_llm
+
+from stencil.testing.tiny_models import ARCH_BUILDERS, build_tiny_model, make_llm
 
 
 @pytest.fixture(scope="session")

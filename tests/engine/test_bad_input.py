@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from engine_helpers import VOCAB, make_llm
 
 from stencil import SamplingParams
 from stencil.engine.errors import ConfigError, RequestError
+from stencil.testing.tiny_models import VOCAB, make_llm
 
 GOOD = SamplingParams(temperature=0, max_tokens=4, ignore_eos=True)
 

@@ -10,26 +10,13 @@ import time
 
 import psutil
 import pytest
-from engine_helpers import make_llm
 
 from stencil import SamplingParams
 from stencil.constraints import Constraint
+from stencil.testing.pathological import pathological
+from stencil.testing.tiny_models import make_llm
 
 BUDGET_S = 1.0
-
-
-def _pathological() -> Constraint:
-    """~25 s of front-end work (pairwise oneOf disjointness of 3,000 closed objects)."""
-    branches = [
-        {
-            "type": "object",
-            "properties": {f"k{i}": {"type": "integer"}},
-            "required": [f"k{i}"],
-            "additionalProperties": False,
-        }
-        for i in range(3000)
-    ]
-    return Constraint.json_schema({"oneOf": branches}, defer=True)
 
 
 def _requests() -> list[tuple[str, list[int], SamplingParams]]:
@@ -70,7 +57,7 @@ def _run(engine, requests, hostile: bool) -> tuple[dict, dict]:
     facts: dict = {}
     if hostile:
         engine.add_request(
-            "hostile", [5, 6, 7], SamplingParams(max_tokens=8, constraint=_pathological())
+            "hostile", [5, 6, 7], SamplingParams(max_tokens=8, constraint=pathological())
         )
         facts["added"] = time.perf_counter()
     for rid, prompt, params in _requests():
@@ -121,7 +108,7 @@ def test_abort_kills_the_running_compile(llm):
     engine = llm.engine
     _run(engine, _requests()[:1], hostile=False)
     engine.add_request(
-        "doomed", [5, 6, 7], SamplingParams(max_tokens=8, constraint=_pathological())
+        "doomed", [5, 6, 7], SamplingParams(max_tokens=8, constraint=pathological())
     )
     _wait_for(lambda: len(engine.guided.worker_pids()) >= 1)
     time.sleep(0.2)  # the compile is running
@@ -152,7 +139,7 @@ def test_async_caller_gone_kills_its_precompile(tiny_models):
     before = set(llm.engine.guided.worker_pids())
 
     async def consume() -> None:
-        params = SamplingParams(max_tokens=8, constraint=_pathological())
+        params = SamplingParams(max_tokens=8, constraint=pathological())
         async for _ in front.generate([5, 6, 7], params):
             pass
 

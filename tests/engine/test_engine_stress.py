@@ -8,9 +8,9 @@ from __future__ import annotations
 import random
 
 import pytest
-from engine_helpers import make_llm
 
 from stencil import SamplingParams
+from stencil.testing.tiny_models import make_llm
 
 SHARED = [[], [1, 11, 21, 31, 41, 51, 61, 71], [1, 11, 21, 31, 41, 51, 61, 71, 81, 91, 3, 5]]
 

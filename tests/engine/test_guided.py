@@ -12,10 +12,10 @@ from pathlib import Path
 import jsonschema
 import lark
 import pytest
-from engine_helpers import make_llm
 
 from stencil import SamplingParams
 from stencil.constraints import Constraint, ConstraintError
+from stencil.testing.tiny_models import make_llm
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = REPO.parent / "shared" / "data" / "jsonschemabench-dev"  # beside the clone, when there

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 import torch
-from engine_helpers import ARCHS, EXTRA_ARCHS, hf_greedy, make_llm
 
 from stencil import SamplingParams
+from stencil.testing.tiny_models import ARCHS, EXTRA_ARCHS, hf_greedy, make_llm
 
 ATOL = 1e-4
 GEN = 32

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 import torch
-from engine_helpers import make_llm
 
 from stencil import LLM, EngineConfig, SamplingParams
+from stencil.testing.tiny_models import make_llm
 
 METRICS = (
     "num_requests_running",

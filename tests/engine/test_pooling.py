@@ -8,10 +8,10 @@ import random
 
 import pytest
 import torch
-from engine_helpers import ARCHS, VOCAB, make_llm
 
 from stencil import SamplingParams
 from stencil.engine.errors import RequestError
+from stencil.testing.tiny_models import ARCHS, VOCAB, make_llm
 
 LENGTHS = (1, 3, 9, 17, 30)
 TOL = 1e-4

@@ -7,9 +7,9 @@ from __future__ import annotations
 import math
 
 import pytest
-from engine_helpers import make_llm
 
 from stencil import SamplingParams
+from stencil.testing.tiny_models import make_llm
 
 PROMPT = [1, 2, 3, 4, 5]
 EOS = 2

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
-from hostile_corpus import Payload
 
 from stencil.api.middleware.sanitize import is_sanitized
+from stencil.testing.hostile_corpus import Payload
 
 CANARY_TOPICS = (
     "the sea",

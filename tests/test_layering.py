@@ -1,0 +1,171 @@
+"""Every import arrow of the package, read from the source with ``ast`` (lazy imports included):
+
+    cli -> {api, extract} -> engine -> {constraints, kernels}
+
+``extract`` uses only the public engine API (and the server over HTTP); ``constraints`` and
+``kernels`` import neither each other nor anything above them; nothing imports ``stencil.testing``
+(support for the tests and benchmarks) but itself; no two modules import each other in a cycle."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1] / "stencil"
+
+# area -> the areas it may import (its own always allowed)
+ALLOWED = {
+    "paths": set(),
+    "constraints": {"paths"},
+    "kernels": {"paths"},
+    "engine": {"constraints", "kernels", "paths"},
+    "api": {"engine", "constraints", "paths"},
+    "extract": {"engine", "constraints", "root"},
+    "root": {"engine", "constraints"},
+    "cli": {"api", "extract", "engine", "constraints", "root"},
+    "testing": {"api", "extract", "engine", "constraints", "kernels", "paths", "root", "cli"},
+}
+# what ``extract`` may use of the engine: the public API
+PUBLIC_ENGINE = {
+    "stencil",
+    "stencil.constraints",
+    "stencil.engine.config",
+    "stencil.engine.errors",
+    "stencil.engine.flags",
+    "stencil.engine.llm",
+    "stencil.engine.outputs",
+    "stencil.engine.sampling_params",
+}
+
+# lazy imports among the model loaders (default model -> GGUF conversion -> loader registry);
+# left to the loader rework in progress there
+KNOWN_CYCLES = [
+    [
+        "stencil.engine.models.default_model",
+        "stencil.engine.models.gguf",
+        "stencil.engine.models.loader",
+    ]
+]
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _modules() -> dict[str, Path]:
+    return {_module_name(p): p for p in sorted(ROOT.rglob("*.py"))}
+
+
+MODULES = _modules()
+
+
+def _imports(name: str, path: Path) -> set[str]:
+    """The stencil modules ``name`` imports (``from pkg import mod`` resolves to ``pkg.mod``)."""
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names if a.name.split(".")[0] == "stencil"}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                target = f"{base}.{node.module}" if node.module else base
+            else:
+                target = node.module or ""
+            if target.split(".")[0] != "stencil":
+                continue
+            for alias in node.names:
+                sub = f"{target}.{alias.name}"
+                out.add(sub if sub in MODULES else target)
+    return out
+
+
+def _area(module: str) -> str:
+    parts = module.split(".")
+    if len(parts) == 1:
+        return "root"
+    return parts[1]
+
+
+GRAPH = {name: _imports(name, path) for name, path in MODULES.items()}
+
+
+def test_every_module_is_in_an_area() -> None:
+    assert {_area(m) for m in MODULES} <= set(ALLOWED)
+
+
+@pytest.mark.parametrize("area", sorted(ALLOWED))
+def test_imports_follow_the_arrows(area: str) -> None:
+    bad = [
+        f"{m} -> {t}"
+        for m, targets in GRAPH.items()
+        if _area(m) == area
+        for t in sorted(targets)
+        if _area(t) != area and _area(t) not in ALLOWED[area]
+    ]
+    assert not bad, "imports against the layering:\n" + "\n".join(bad)
+
+
+def test_extract_uses_only_the_public_engine_api() -> None:
+    bad = [
+        f"{m} -> {t}"
+        for m, targets in GRAPH.items()
+        if _area(m) == "extract"
+        for t in sorted(targets)
+        if _area(t) != "extract" and t not in PUBLIC_ENGINE
+    ]
+    assert not bad, "extract reaches past the public API:\n" + "\n".join(bad)
+
+
+def test_no_import_cycles() -> None:
+    """Tarjan's strongly connected components over module -> module imports."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in GRAPH.get(v, ()):
+            if w not in GRAPH or w == v or _is_package_of(w, v):
+                continue
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for v in GRAPH:
+        if v not in index:
+            visit(v)
+    cycles = [c for c in cycles if c not in KNOWN_CYCLES]
+    assert not cycles, f"import cycles: {cycles}"
+
+
+def _is_package_of(package: str, module: str) -> bool:
+    """``pkg/__init__.py`` re-exporting its own modules is not a cycle."""
+    return module.startswith(package + ".") and MODULES[package].name == "__init__.py"
+
+
+def test_the_graph_is_read() -> None:
+    """Guards the reader itself: known arrows are found."""
+    assert "stencil.api.app" in GRAPH["stencil.cli"]
+    assert "stencil.extract.command" not in GRAPH["stencil.cli"]  # loaded by name, lazily
+    assert "stencil.engine.llm" in GRAPH["stencil.extract.command"]
+    assert "stencil.constraints.bitmask" in GRAPH["stencil.constraints"]
