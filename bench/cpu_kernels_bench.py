@@ -19,8 +19,13 @@ from common import table
 from stencil.kernels import cpu_attention, cpu_linear, reference
 
 # SmolLM2-135M: hidden 576, 9 heads / 3 kv heads of 64, MLP 1536, vocabulary 49,152
-LINEARS = {"qkv_proj": (576, 960), "o_proj": (576, 576), "gate_up_proj": (576, 3072),
-           "down_proj": (1536, 576), "lm_head": (576, 49152)}
+LINEARS = {
+    "qkv_proj": (576, 960),
+    "o_proj": (576, 576),
+    "gate_up_proj": (576, 3072),
+    "down_proj": (1536, 576),
+    "lm_head": (576, 49152),
+}
 
 
 def median_ms(fn: Callable[[], object], reps: int = 15) -> float:
@@ -43,8 +48,18 @@ def linear_rows(rows: int, dtype: torch.dtype) -> list[list]:
         onednn = median_ms(lambda: cpu_linear.linear(x, w))  # noqa: B023
         prepacked = median_ms(lambda: cpu_linear.linear(x, packed))  # noqa: B023
         gflop = 2 * rows * k * n / 1e9
-        out.append([f"{name} {k}x{n}", str(dtype).removeprefix("torch."), mkl, onednn, prepacked,
-                    gflop / prepacked * 1000, f"{mkl / onednn:.2f}x", f"{mkl / prepacked:.2f}x"])
+        out.append(
+            [
+                f"{name} {k}x{n}",
+                str(dtype).removeprefix("torch."),
+                mkl,
+                onednn,
+                prepacked,
+                gflop / prepacked * 1000,
+                f"{mkl / onednn:.2f}x",
+                f"{mkl / prepacked:.2f}x",
+            ]
+        )
     return out
 
 
@@ -58,7 +73,7 @@ def attention_rows(kernel, dtype: torch.dtype) -> list[list]:
         # the runner's head-major cache
         k = torch.randn(3, blocks + 1, 16, 64).to(dtype).permute(1, 2, 0, 3)
         v = torch.randn(3, blocks + 1, 16, 64).to(dtype).permute(1, 2, 0, 3)
-        tables = torch.randperm(blocks)[: blocks].view(batch, -1).int()
+        tables = torch.randperm(blocks)[:blocks].view(batch, -1).int()
         cu = [i * q_len for i in range(batch + 1)]
         q = torch.randn(cu[-1], 9, 64).to(dtype)
         args = (q, k, v, tables, cu, [ctx] * batch, 0.125)
@@ -79,10 +94,20 @@ def main() -> None:
     kernel = cpu_attention.load()
     print(f"\nLinear, {args.rows} rows, {args.threads} threads (ms, median)\n")
     rows = linear_rows(args.rows, torch.float32) + linear_rows(args.rows, torch.bfloat16)
-    headers = ["layer", "dtype", "F.linear (MKL)", "oneDNN", "oneDNN packed", "packed GFLOP/s",
-               "oneDNN speed-up", "packed speed-up"]
+    headers = [
+        "layer",
+        "dtype",
+        "F.linear (MKL)",
+        "oneDNN",
+        "oneDNN packed",
+        "packed GFLOP/s",
+        "oneDNN speed-up",
+        "packed speed-up",
+    ]
     print(table(headers, rows))
-    print(f"\nPaged attention per layer, SmolLM2 heads (9 q / 3 kv x 64), {args.threads} threads (ms, median)\n")
+    print(
+        f"\nPaged attention per layer, SmolLM2 heads (9 q / 3 kv x 64), {args.threads} threads (ms, median)\n"
+    )
     rows = attention_rows(kernel, torch.float32) + attention_rows(kernel, torch.bfloat16)
     print(table(["shape", "dtype", "reference (gather + matmul)", "C kernel", "speed-up"], rows))
 

@@ -54,7 +54,10 @@ def workload(tokenizer: Any, n: int, lo: int, hi: int, seed: int) -> list[list[i
 
 def server_side(args, inputs: list[list[int]]) -> tuple[dict[str, float], list[list[float]]]:
     flags = ["--pooling", args.pooling] + (["--model", args.model] if args.model else [])
-    with start_serve(*flags) as server, httpx.Client(base_url=server.url("/v1"), timeout=3600) as http:
+    with (
+        start_serve(*flags) as server,
+        httpx.Client(base_url=server.url("/v1"), timeout=3600) as http,
+    ):
 
         def post(batch: list[list[int]]) -> list[list[float]]:
             r = http.post("/embeddings", json={"input": batch, "encoding_format": "base64"})

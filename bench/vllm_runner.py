@@ -12,19 +12,28 @@ def main() -> None:
     from vllm.inputs import TokensPrompt
     from vllm.sampling_params import StructuredOutputsParams
 
-    llm = LLM(model=job["model"], dtype=job.get("dtype", "float32"), max_model_len=job.get("max_model_len", 2048),
-              seed=0, max_num_seqs=job.get("max_num_seqs", 64))
+    llm = LLM(
+        model=job["model"],
+        dtype=job.get("dtype", "float32"),
+        max_model_len=job.get("max_model_len", 2048),
+        seed=0,
+        max_num_seqs=job.get("max_num_seqs", 64),
+    )
+
     def sampling(item, max_tokens):
         extra = {}
         if item.get("schema") is not None:
             extra["structured_outputs"] = StructuredOutputsParams(json=item["schema"])
-        return SamplingParams(temperature=0, max_tokens=max_tokens, ignore_eos=item.get("ignore_eos", True),
-                              **extra)
+        return SamplingParams(
+            temperature=0, max_tokens=max_tokens, ignore_eos=item.get("ignore_eos", True), **extra
+        )
 
     prompts = [TokensPrompt(prompt_token_ids=i["prompt_ids"]) for i in job["items"]]
     # vLLM refuses a whole batch for one constraint it rejects (say a schema with format "binary"):
     # probe each request alone with one token, time only the ones it accepts
-    kept = [i for i, item in enumerate(job["items"]) if _accepts(llm, prompts[i], sampling(item, 1))]
+    kept = [
+        i for i, item in enumerate(job["items"]) if _accepts(llm, prompts[i], sampling(item, 1))
+    ]
     prompts = [prompts[i] for i in kept]
     params = [sampling(job["items"][i], job["items"][i]["max_tokens"]) for i in kept]
     llm.generate(prompts[:2], params[:2], use_tqdm=False)  # warm-up (compile)
@@ -33,8 +42,17 @@ def main() -> None:
     dt = time.perf_counter() - t
     tokens = sum(len(o.outputs[0].token_ids) for o in outs)
     texts = [o.outputs[0].text for o in outs]
-    print("RESULT " + json.dumps({"seconds": dt, "output_tokens": tokens, "texts": texts,
-                                  "rejected": len(job["items"]) - len(kept)}))
+    print(
+        "RESULT "
+        + json.dumps(
+            {
+                "seconds": dt,
+                "output_tokens": tokens,
+                "texts": texts,
+                "rejected": len(job["items"]) - len(kept),
+            }
+        )
+    )
 
 
 def _accepts(llm, prompt, probe) -> bool:

@@ -12,12 +12,16 @@ class Item:
     max_tokens: int
 
 
-def make_workload(tokenizer, n: int = 64, seed: int = 0, prompt_range=(32, 256), output_range=(16, 256)) -> list[Item]:
+def make_workload(
+    tokenizer, n: int = 64, seed: int = 0, prompt_range=(32, 256), output_range=(16, 256)
+) -> list[Item]:
     """Prompts cut from a fixed English text (real tokens, not random ids)."""
     rng = random.Random(seed)
-    words = ("the quick brown fox jumps over a lazy dog while seven wizards quietly judge "
-             "boxing matches in the old town hall and every student writes a short report about "
-             "invoices dates names and amounts for the quarterly meeting of the committee").split()
+    words = (
+        "the quick brown fox jumps over a lazy dog while seven wizards quietly judge "
+        "boxing matches in the old town hall and every student writes a short report about "
+        "invoices dates names and amounts for the quarterly meeting of the committee"
+    ).split()
     items = []
     for _ in range(n):
         plen = rng.randint(*prompt_range)

@@ -35,6 +35,7 @@ from stencil.api.openai.protocol import (
 from stencil.api.openapi import install_openapi
 from stencil.api.routes import api_routes, public_routes
 from stencil.api.state import AppState, ServerConfig, version
+from stencil.engine.serving_engine import ServingEngine
 
 __all__ = ["AppState", "ServerConfig", "create_app"]
 
@@ -49,10 +50,12 @@ REQUEST_MODELS = [
 ]
 
 
-def create_app(engine: Any, config: ServerConfig | None = None) -> FastAPI:
+def create_app(
+    engine: ServingEngine | Callable[[], ServingEngine], config: ServerConfig | None = None
+) -> FastAPI:
     """Build the app around an engine (or a factory that builds one after startup)."""
     state = AppState(config or ServerConfig())
-    factory: Callable[[], Any] | None = None
+    factory: Callable[[], ServingEngine] | None = None
     if callable(engine) and not hasattr(engine, "generate"):
         factory, state.owns_engine = engine, True
     else:

@@ -20,6 +20,7 @@ from stencil.api.openai.tools import TOOL_CALL_OPEN, parse_calls, split_tool_tex
 from stencil.constraints import ConstraintError
 from stencil.engine.errors import EngineError, QueueFullError
 from stencil.engine.outputs import CompletionOutput, PositionLogprobs, RequestOutput
+from stencil.engine.serving_engine import ServingEngine
 
 logger = logging.getLogger(__name__)
 
@@ -51,7 +52,7 @@ Event = Delta | ToolCalls | Finish
 class EngineClient:
     """The app's handle on the engine: opens generations and aborts them off the request path."""
 
-    def __init__(self, engine: Any, metrics: ServerMetrics) -> None:
+    def __init__(self, engine: ServingEngine, metrics: ServerMetrics) -> None:
         self.engine = engine
         self.metrics = metrics
         self._background: set[asyncio.Task[Any]] = set()

@@ -11,6 +11,7 @@ from stencil.api.metrics import ServerMetrics
 from stencil.api.middleware.admission import Admission
 from stencil.api.openai.convert import ModelInfo
 from stencil.engine.errors import ConfigError
+from stencil.engine.serving_engine import ServingEngine
 
 
 def _opt(default: Any, help: str) -> Any:
@@ -63,7 +64,7 @@ class AppState:
     config: ServerConfig
     metrics: ServerMetrics = field(default_factory=ServerMetrics)
     admission: Admission = field(default_factory=Admission)
-    engine: Any = None
+    engine: ServingEngine | None = None
     runner: Any = None
     model: ModelInfo | None = None
     model_name: str = ""
@@ -76,7 +77,7 @@ class AppState:
         """End every open generation with ``error`` (shutdown); how many there were."""
         return self.runner.fail_all(error) if self.runner is not None else 0
 
-    def attach(self, engine: Any) -> None:
+    def attach(self, engine: ServingEngine) -> None:
         from stencil.api.engine_client import EngineClient
 
         self.engine = engine

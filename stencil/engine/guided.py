@@ -13,13 +13,21 @@ import torch
 
 from stencil.engine.config import EngineConfig
 from stencil.engine.errors import EngineError
+from stencil.engine.metrics import EngineMetrics
 from stencil.engine.sequence import Sequence
 
 logger = logging.getLogger(__name__)
 
 
 class GuidedDecoding:
-    def __init__(self, tokenizer, vocab_size: int, eos_token_ids: set[int], config: EngineConfig) -> None:
+    def __init__(
+        self,
+        tokenizer,
+        vocab_size: int,
+        eos_token_ids: set[int],
+        config: EngineConfig,
+        metrics: EngineMetrics | None = None,
+    ) -> None:
         self.tokenizer = tokenizer
         self.vocab_size = vocab_size
         self.eos_token_ids = eos_token_ids
@@ -31,10 +39,7 @@ class GuidedDecoding:
         threads = max(1, config.constraint_compile_workers)
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="stencil-compile")
         self._cancels: dict[Future, threading.Event] = {}
-        self.compile_seconds_total = 0.0
-        self.compiles_total = 0
-        self.mask_seconds_total = 0.0
-        self.mask_rows_total = 0
+        self.metrics = metrics if metrics is not None else EngineMetrics()
 
     @property
     def compiler(self):
@@ -49,12 +54,16 @@ class GuidedDecoding:
         from stencil.constraints import ConstraintCompiler, TokenVocab
 
         cfg = self.config
-        vocab = TokenVocab.from_hf(self.tokenizer, vocab_size=self.vocab_size,
-                                   eos_token_ids=sorted(self.eos_token_ids))
-        return ConstraintCompiler(vocab, cache_bytes=cfg.constraint_cache_bytes,
-                                  timeout_s=cfg.constraint_compile_timeout,
-                                  workers=cfg.constraint_compile_workers,
-                                  memory_bytes=cfg.constraint_compile_memory)
+        vocab = TokenVocab.from_hf(
+            self.tokenizer, vocab_size=self.vocab_size, eos_token_ids=sorted(self.eos_token_ids)
+        )
+        return ConstraintCompiler(
+            vocab,
+            cache_bytes=cfg.constraint_cache_bytes,
+            timeout_s=cfg.constraint_compile_timeout,
+            workers=cfg.constraint_compile_workers,
+            memory_bytes=cfg.constraint_compile_memory,
+        )
 
     def start_workers(self) -> None:
         """Build the compiler and start its worker processes now, not on the first compile."""
@@ -66,8 +75,8 @@ class GuidedDecoding:
         """Compile (or fetch from the cache); raises a ConstraintError subclass."""
         t = time.perf_counter()
         compiled = self.compiler.compile(constraint, cancel=cancel)
-        self.compile_seconds_total += time.perf_counter() - t
-        self.compiles_total += 1
+        self.metrics.constraint_compile_seconds_total += time.perf_counter() - t
+        self.metrics.constraint_compiles_total += 1
         return compiled
 
     def submit(self, constraint) -> Future:
@@ -110,10 +119,13 @@ class GuidedDecoding:
             except Exception as e:  # ends this sequence only; its row is not sampled
                 logger.exception("mask fill failed for %s", seqs[i].request_id)
                 seqs[i].finish("error", error=f"constraint mask failed: {type(e).__name__}")
-        ops.apply_token_bitmask_inplace(logits, bitmask.to(logits.device),
-                                        torch.tensor(rows, dtype=torch.int32, device=logits.device))
-        self.mask_seconds_total += time.perf_counter() - t
-        self.mask_rows_total += len(rows)
+        ops.apply_token_bitmask_inplace(
+            logits,
+            bitmask.to(logits.device),
+            torch.tensor(rows, dtype=torch.int32, device=logits.device),
+        )
+        self.metrics.guided_mask_seconds_total += time.perf_counter() - t
+        self.metrics.guided_mask_rows_total += len(rows)
 
     def shutdown(self) -> None:
         """Stop compiling: queued compiles are cancelled, running ones fail (their workers are

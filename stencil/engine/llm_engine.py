@@ -11,6 +11,7 @@ from stencil.engine.block_manager import BlockManager
 from stencil.engine.config import EngineConfig
 from stencil.engine.errors import ConfigError, QueueFullError, RequestError
 from stencil.engine.guided import GuidedDecoding
+from stencil.engine.metrics import EngineMetrics
 from stencil.engine.model_runner import ModelRunner
 from stencil.engine.models.loader import load_config, load_model, resolve_dtype, resolve_model_path
 from stencil.engine.output_processor import OutputProcessor
@@ -42,22 +43,31 @@ class LLMEngine:
         model = load_model(self.model_path, self.hf_config, dtype, self.device, self.max_model_len)
         self.vocab_size = self.hf_config.vocab_size
         self.runner = ModelRunner(config, model, self.device, dtype)
-        self.block_manager = BlockManager(self.runner.num_blocks, config.block_size, config.enable_prefix_caching)
-        self.scheduler = Scheduler(self.block_manager, config.max_num_seqs, config.max_num_batched_tokens)
+        self.block_manager = BlockManager(
+            self.runner.num_blocks, config.block_size, config.enable_prefix_caching
+        )
+        self.metrics = EngineMetrics()  # one owner: every component below adds to it
+        self.scheduler = Scheduler(
+            self.block_manager, config.max_num_seqs, config.max_num_batched_tokens, self.metrics
+        )
         self.eos_token_ids = _eos_ids(self.model_path, self.tokenizer)
         self.sampler = Sampler(self.eos_token_ids, self._token_text)
-        self.guided = GuidedDecoding(self.tokenizer, self.vocab_size, self.eos_token_ids, config)
+        self.guided = GuidedDecoding(
+            self.tokenizer, self.vocab_size, self.eos_token_ids, config, self.metrics
+        )
         self.requests: dict[str, Request] = {}
         self.rng = random.Random(config.seed)
         self._next_seq_id = 0
-        self.counters = {"prompt_tokens_total": 0.0, "generation_tokens_total": 0.0,
-                         "jump_forward_tokens_total": 0.0, "requests_finished_total": 0.0}
-        self.output = OutputProcessor(self.tokenizer, self.vocab_size, self.eos_token_ids,
-                                      config.reasoning_end, self.counters)
+        self.output = OutputProcessor(
+            self.tokenizer, self.vocab_size, self.eos_token_ids, config.reasoning_end, self.metrics
+        )
 
     # ---- requests ----------------------------------------------------------------------
     def add_request(
-        self, request_id: str, prompt: str | list[int], params: SamplingParams | None = None,
+        self,
+        request_id: str,
+        prompt: str | list[int],
+        params: SamplingParams | None = None,
         pooling: str | None = None,
     ) -> None:
         """Validate and enqueue; raises RequestError (or ConstraintError) before scheduling.
@@ -76,7 +86,7 @@ class LLMEngine:
         req.seqs[0].pending_forks = req.seqs[1:]
         req.seqs[0].pooling = pooling
         self.requests[request_id] = req
-        self.counters["prompt_tokens_total"] += len(ids)
+        self.metrics.prompt_tokens_total += len(ids)
         if params.constraint is not None:
             req.compile_future = self.guided.submit(params.constraint)
             for s in req.seqs:
@@ -84,7 +94,9 @@ class LLMEngine:
         else:
             self.scheduler.add(req.seqs[0])
 
-    def validate(self, prompt: str | list[int], params: SamplingParams) -> tuple[str | None, list[int]]:
+    def validate(
+        self, prompt: str | list[int], params: SamplingParams
+    ) -> tuple[str | None, list[int]]:
         """Tokenize and check a request without adding it; raises RequestError."""
         if params.n > self.config.max_num_seqs:
             raise RequestError(f"n={params.n} exceeds max_num_seqs={self.config.max_num_seqs}")
@@ -98,27 +110,44 @@ class LLMEngine:
         ids = list(prompt)
         for i in ids:
             if not isinstance(i, int) or not 0 <= i < self.vocab_size:
-                raise RequestError(f"prompt token id {i!r} is outside the vocabulary [0, {self.vocab_size})")
+                raise RequestError(
+                    f"prompt token id {i!r} is outside the vocabulary [0, {self.vocab_size})"
+                )
         return None, ids
 
     def _check(self, ids: list[int], params: SamplingParams) -> None:
         if not ids:
             raise RequestError("the prompt is empty")
         if len(ids) >= self.max_model_len:
-            raise RequestError(f"the prompt has {len(ids)} tokens; max_model_len is {self.max_model_len}")
+            raise RequestError(
+                f"the prompt has {len(ids)} tokens; max_model_len is {self.max_model_len}"
+            )
         params.check_token_ids(self.vocab_size)
         total = min(len(ids) + (params.max_tokens or self.max_model_len), self.max_model_len)
         if self.block_manager.blocks_for(total) > self.block_manager.num_blocks:
-            raise RequestError(f"prompt + max_tokens ({total} tokens) exceed the whole KV cache "
-                               f"({self.block_manager.num_blocks * self.config.block_size} tokens)")
+            raise RequestError(
+                f"prompt + max_tokens ({total} tokens) exceed the whole KV cache "
+                f"({self.block_manager.num_blocks * self.config.block_size} tokens)"
+            )
 
     def _new_seq(self, req: Request, index: int, max_len: int) -> Sequence:
         seed = req.params.seed
         gen = torch.Generator().manual_seed(
-            (seed * 1_000_003 + index) % (1 << 63) if seed is not None else self.rng.randrange(1 << 63))
+            (seed * 1_000_003 + index) % (1 << 63)
+            if seed is not None
+            else self.rng.randrange(1 << 63)
+        )
         self._next_seq_id += 1
-        seq = Sequence(self._next_seq_id, req.request_id, index, list(req.prompt_token_ids),
-                       len(req.prompt_token_ids), req.params, max_len, gen)
+        seq = Sequence(
+            self._next_seq_id,
+            req.request_id,
+            index,
+            list(req.prompt_token_ids),
+            len(req.prompt_token_ids),
+            req.params,
+            max_len,
+            gen,
+        )
         seq.reasoning_done = self.config.reasoning_end is None
         return seq
 
@@ -150,7 +179,7 @@ class LLMEngine:
             with torch.inference_mode():
                 logits, seqs = self.runner.execute(sched)
                 self.guided.apply(logits, seqs, self.runner.ops)
-                tokens, lps = self.sampler(logits, seqs)
+                rows = self.sampler(logits, seqs)
         except Exception as e:  # a batch-wide failure (the forward): fail the batch, keep serving
             logger.exception("step failed")
             for s in sched.scheduled:
@@ -160,9 +189,9 @@ class LLMEngine:
         for s in sched.scheduled:
             if s.seq.pooling is not None and s.seq.num_computed_tokens >= s.seq.num_tokens:
                 self.output.finish_embedding(s.seq)
-        for seq, token, lp in zip(seqs, tokens, lps, strict=True):
-            if not seq.is_finished:
-                self.output.append(seq, token, lp)
+        for seq, row in zip(seqs, rows, strict=True):
+            if not row.failed and not seq.is_finished:
+                self.output.append(seq, row.token, row.logprobs)
         return {s.seq.request_id for s in sched.scheduled}
 
     def _admit_compiled(self) -> set[str]:
@@ -191,42 +220,33 @@ class LLMEngine:
             req = self.requests.get(rid)
             if req is None:
                 continue
-            for seq in req.seqs:
-                if seq.is_finished and (seq.block_table or seq in self.scheduler.running):
-                    self._release(seq)
+            for seq in self.scheduler.free_finished(req.seqs):
+                self.output.flush(seq)  # the final detokenization (a trailing partial character)
             outs.append(req.output())
             if req.finished:
                 del self.requests[rid]
-                self.counters["requests_finished_total"] += 1
+                self.metrics.requests_finished_total += 1
         return outs
-
-    def _release(self, seq: Sequence) -> None:
-        self.output.flush(seq)
-        self.scheduler.finish(seq)
 
     # ---- introspection ------------------------------------------------------------------
     def _token_text(self, token_id: int) -> str:
         return self.tokenizer.decode([token_id])
 
     def get_metrics(self) -> dict[str, float]:
-        running = {s.request_id for s in self.scheduler.running}
-        return {
-            "num_requests_running": float(len(running)),
-            "num_requests_waiting": float(len(self.requests) - len(running)),
-            "kv_cache_usage": self.block_manager.usage(),
-            "num_preemptions_total": float(self.scheduler.num_preemptions),
-            "prefix_cache_hits_total": float(self.block_manager.prefix_hits),
-            "constraint_compile_seconds_total": self.guided.compile_seconds_total,
-            "constraint_compiles_total": float(self.guided.compiles_total),
-            "guided_mask_seconds_total": self.guided.mask_seconds_total,
-            "guided_mask_rows_total": float(self.guided.mask_rows_total),
-            **self.counters,
-        }
+        running = len({s.request_id for s in self.scheduler.running})
+        return self.metrics.snapshot(
+            running=running,
+            waiting=len(self.requests) - running,
+            kv_cache_usage=self.block_manager.usage(),
+            prefix_cache_hits=self.block_manager.prefix_hits,
+        )
 
     def kv_slot_utilization(self) -> tuple[int, int]:
         """(slots holding real tokens, slots allocated) over the running sequences, now."""
         used = sum(min(s.num_computed_tokens, s.num_tokens) for s in self.scheduler.running)
-        alloc = (self.block_manager.num_blocks - self.block_manager.num_free_blocks) * self.config.block_size
+        alloc = (
+            self.block_manager.num_blocks - self.block_manager.num_free_blocks
+        ) * self.config.block_size
         return used, alloc
 
     def shutdown(self) -> None:
@@ -240,8 +260,9 @@ def _device(name: str) -> torch.device:
         device = torch.device(name)
     except RuntimeError as e:
         raise ConfigError(f"invalid device {name!r}") from e
-    if device.type == "cuda" and (not torch.cuda.is_available()
-                                  or (device.index or 0) >= torch.cuda.device_count()):
+    if device.type == "cuda" and (
+        not torch.cuda.is_available() or (device.index or 0) >= torch.cuda.device_count()
+    ):
         raise ConfigError(f"device {name!r} is not available on this machine")
     if device.type not in ("cpu", "cuda"):
         raise ConfigError(f"unsupported device {name!r} (cpu or cuda)")

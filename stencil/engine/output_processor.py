@@ -16,21 +16,27 @@ from stencil.engine.closing import (
     shortest_close,
 )
 from stencil.engine.detokenizer import Detokenizer, find_stop
+from stencil.engine.metrics import EngineMetrics
 from stencil.engine.outputs import PositionLogprobs
 from stencil.engine.sequence import Sequence
-from stencil.kernels.reference import unpack_bitmask
 
 logger = logging.getLogger(__name__)
 
 
 class OutputProcessor:
-    def __init__(self, tokenizer, vocab_size: int, eos_token_ids: set[int], reasoning_end: str | None,
-                 counters: dict[str, float]) -> None:
+    def __init__(
+        self,
+        tokenizer,
+        vocab_size: int,
+        eos_token_ids: set[int],
+        reasoning_end: str | None,
+        metrics: EngineMetrics,
+    ) -> None:
         self.tokenizer = tokenizer
         self.vocab_size = vocab_size
         self.eos_token_ids = eos_token_ids
         self.reasoning_end = reasoning_end
-        self.counters = counters
+        self.metrics = metrics
         self.detokenizer = Detokenizer(tokenizer)
         self.close_search = CloseSearch(closer_token_ids(tokenizer), self._encode, self._allowed)
 
@@ -49,8 +55,12 @@ class OutputProcessor:
             if seq.first_token_time is None:
                 seq.first_token_time = time.monotonic()
             guided = seq.matcher is not None and seq.reasoning_done
-            closing = (guided and seq.params.close_on_length and not seq.close_hopeless
-                       and seq.max_len - seq.num_tokens <= WINDOW)
+            closing = (
+                guided
+                and seq.params.close_on_length
+                and not seq.close_hopeless
+                and seq.max_len - seq.num_tokens <= WINDOW
+            )
             snapshot = Snapshot.take(seq) if closing else None
             if lp is not None:
                 seq.logprobs.append(lp)
@@ -77,7 +87,7 @@ class OutputProcessor:
             if not forced:
                 return
             for t in forced:
-                self.counters["jump_forward_tokens_total"] += 1
+                self.metrics.jump_forward_tokens_total += 1
                 self._push(seq, t)
                 if seq.is_finished:
                     return
@@ -103,7 +113,9 @@ class OutputProcessor:
     def _close_before_step(self, seq: Sequence, snapshot: Snapshot) -> list[int] | None:
         """A closing path from before this step's tokens, which are then undone; None (and the
         step kept) when there is none."""
-        step = seq.token_ids[len(seq.token_ids) - (seq.matcher.num_tokens - snapshot.matcher_tokens):]
+        step = seq.token_ids[
+            len(seq.token_ids) - (seq.matcher.num_tokens - snapshot.matcher_tokens) :
+        ]
         seq.matcher.rollback(len(step))
         path = shortest_close(seq.matcher, self.close_search, seq.max_len - snapshot.num_tokens)
         if path is None:
@@ -116,10 +128,12 @@ class OutputProcessor:
     def _push(self, seq: Sequence, token: int) -> None:
         p = seq.params
         seq.token_ids.append(token)
-        self.counters["generation_tokens_total"] += 1
+        self.metrics.generation_tokens_total += 1
         guided = seq.matcher is not None and seq.reasoning_done
         if guided and not seq.matcher.accept_token(token):
-            seq.finish("error", error=f"token {token} rejected by the constraint: {seq.matcher.error()}")
+            seq.finish(
+                "error", error=f"token {token} rejected by the constraint: {seq.matcher.error()}"
+            )
             return
         if token in p.stop_token_ids:
             return self._finish_on_token(seq, token, keep_text=p.include_stop_str_in_output)
@@ -147,11 +161,11 @@ class OutputProcessor:
 
     def _allowed(self, matcher) -> list[int]:
         """Token ids the matcher allows next, ascending, EOS excluded."""
-        from stencil.constraints import allocate_token_bitmask
+        from stencil.constraints import allocate_token_bitmask, bitmask_to_bool
 
         bitmask = allocate_token_bitmask(1, self.vocab_size)
         matcher.fill_next_token_bitmask(bitmask, 0)
-        ids = unpack_bitmask(bitmask, self.vocab_size)[0].nonzero().flatten().tolist()
+        ids = bitmask_to_bool(bitmask, self.vocab_size)[0].nonzero().flatten().tolist()
         return [i for i in ids if i not in self.eos_token_ids]
 
     def _encode(self, text: str) -> list[int]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 import torch
 
@@ -12,32 +13,43 @@ from stencil.engine.sequence import Sequence
 logger = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True, slots=True)
+class SampledRow:
+    """One row's sample: the token and its logprobs, or ``failed`` (the sequence has finished with
+    an error in the guided stage or the sampler; there is no token)."""
+
+    token: int = 0
+    logprobs: PositionLogprobs | None = None
+    failed: bool = False
+
+
+FAILED = SampledRow(failed=True)
+
+
 class Sampler:
     def __init__(self, eos_token_ids: set[int], decode_token) -> None:
         self.eos_token_ids = sorted(eos_token_ids)
         self.decode_token = decode_token  # id -> str, for logprobs
 
-    def __call__(self, logits: torch.Tensor, seqs: list[Sequence]) -> tuple[list[int], list[PositionLogprobs | None]]:
-        """``logits [rows, vocab]`` (already masked by the guided stage) -> one token per row."""
+    def __call__(self, logits: torch.Tensor, seqs: list[Sequence]) -> list[SampledRow]:
+        """``logits [rows, vocab]`` (already masked by the guided stage) -> one result per row."""
         want_lp = [s.params.logprobs is not None for s in seqs]
         raw = torch.log_softmax(logits, dim=-1) if any(want_lp) else None
-        tokens: list[int] = []
-        lps: list[PositionLogprobs | None] = []
+        out: list[SampledRow] = []
         for i, seq in enumerate(seqs):
             if seq.is_finished:  # its mask fill failed: nothing to sample
-                tokens.append(-1)
-                lps.append(None)
+                out.append(FAILED)
                 continue
             try:  # one row's failure ends only its own sequence
                 self._process(logits[i], seq)
-                tokens.append(self._sample_row(logits[i], seq))
-                lps.append(self._logprobs(raw[i], tokens[-1], seq.params.logprobs) if want_lp[i] else None)
+                token = self._sample_row(logits[i], seq)
+                lp = self._logprobs(raw[i], token, seq.params.logprobs) if want_lp[i] else None
+                out.append(SampledRow(token, lp))
             except Exception as e:
                 logger.exception("sampling failed for %s", seq.request_id)
                 seq.finish("error", error=f"internal error while sampling: {type(e).__name__}")
-                tokens.append(-1)
-                lps.append(None)
-        return tokens, lps
+                out.append(FAILED)
+        return out
 
     # ---- processing -------------------------------------------------------------------
     def _process(self, row: torch.Tensor, seq: Sequence) -> None:
@@ -60,7 +72,9 @@ class Sampler:
         if p.repetition_penalty != 1.0:
             seen = torch.tensor(sorted(set(seq.token_ids)), dtype=torch.long)
             vals = row[seen]
-            row[seen] = torch.where(vals > 0, vals / p.repetition_penalty, vals * p.repetition_penalty)
+            row[seen] = torch.where(
+                vals > 0, vals / p.repetition_penalty, vals * p.repetition_penalty
+            )
         if out.numel() and (p.presence_penalty or p.frequency_penalty):
             counts = torch.bincount(out, minlength=row.shape[0]).to(row.dtype)
             row -= p.frequency_penalty * counts + p.presence_penalty * (counts > 0).to(row.dtype)
@@ -91,5 +105,8 @@ class Sampler:
         top = []
         if k:
             vals, ids = torch.topk(raw, k)
-            top = [Logprob(int(i), self.decode_token(int(i)), float(v)) for v, i in zip(vals, ids, strict=True)]
+            top = [
+                Logprob(int(i), self.decode_token(int(i)), float(v))
+                for v, i in zip(vals, ids, strict=True)
+            ]
         return PositionLogprobs(chosen, top)

@@ -8,9 +8,11 @@ out, the most recently admitted running sequence is preempted (freed; recomputed
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from stencil.engine.block_manager import BlockManager
+from stencil.engine.metrics import EngineMetrics
 from stencil.engine.sequence import Sequence, SequenceStatus
 
 
@@ -41,13 +43,19 @@ class SchedulerOutput:
 
 
 class Scheduler:
-    def __init__(self, block_manager: BlockManager, max_num_seqs: int, max_num_batched_tokens: int) -> None:
+    def __init__(
+        self,
+        block_manager: BlockManager,
+        max_num_seqs: int,
+        max_num_batched_tokens: int,
+        metrics: EngineMetrics | None = None,
+    ) -> None:
         self.bm = block_manager
         self.max_num_seqs = max_num_seqs
         self.max_num_batched_tokens = max_num_batched_tokens
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
-        self.num_preemptions = 0
+        self.metrics = metrics if metrics is not None else EngineMetrics()
 
     def add(self, seq: Sequence) -> None:
         seq.status = SequenceStatus.WAITING
@@ -93,7 +101,9 @@ class Scheduler:
             start = len(matched) * self.bm.block_size
             n = min(seq.num_tokens - start, budget)
             need = self.bm.blocks_for(start + n) - len(matched)
-            if not self.bm.can_allocate(need + sum(self.bm.blocks[b].ref_count == 0 for b in matched)):
+            if not self.bm.can_allocate(
+                need + sum(self.bm.blocks[b].ref_count == 0 for b in matched)
+            ):
                 break
             self.waiting.popleft()
             self.bm.take_prefix(seq, matched)
@@ -122,7 +132,7 @@ class Scheduler:
         self.bm.free(seq)
         seq.status = SequenceStatus.WAITING
         self.waiting.appendleft(seq)
-        self.num_preemptions += 1
+        self.metrics.num_preemptions_total += 1
         out.preempted.append(seq)
 
     def after_step(self, out: SchedulerOutput) -> None:
@@ -134,6 +144,14 @@ class Scheduler:
             else:
                 s.seq.num_computed_tokens += s.num_new_tokens
             self.bm.commit(s.seq)
+
+    def free_finished(self, seqs: Iterable[Sequence]) -> list[Sequence]:
+        """Free the finished sequences among ``seqs`` that still hold blocks or a running slot
+        (the one rule for releasing finished work); returns them."""
+        freed = [s for s in seqs if s.is_finished and (s.block_table or s in self.running)]
+        for seq in freed:
+            self.finish(seq)
+        return freed
 
     def finish(self, seq: Sequence) -> None:
         """Drop a finished or aborted sequence from the queues and free its blocks."""

@@ -119,7 +119,10 @@ def start_serve(
 
 
 def start_process(
-    cmd: list[str], port: int, api_key: str | None = None, env: dict | None = None,
+    cmd: list[str],
+    port: int,
+    api_key: str | None = None,
+    env: dict | None = None,
     timeout: float = STARTUP_TIMEOUT,
 ) -> ServeProcess:
     """Start any server command that listens on ``port`` (``stencil serve``, a peer's server);

@@ -1,8 +1,10 @@
-"""A tiny stand-in for AsyncLLMEngine (same surface) for fast HTTP-layer tests."""
+"""A tiny stand-in for AsyncLLMEngine for fast HTTP-layer tests: a ``ServingEngine``
+(``stencil/engine/serving_engine.py``; ``test_serving_engine.py`` checks the match)."""
 
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -26,7 +28,7 @@ class FakeEngine:
         self.fail_with: Exception | None = None
 
     async def generate(
-        self, prompt: list[int], params: Any, request_id: str | None = None
+        self, prompt: str | list[int], params: Any, request_id: str | None = None
     ) -> AsyncIterator[RequestOutput]:
         if self.fail_with is not None:
             raise self.fail_with
@@ -55,6 +57,13 @@ class FakeEngine:
         return CompletionOutput(
             index, text, list(range(step + 1)), "stop" if last else None, logprobs=lps
         )
+
+    async def embed(self, prompt: str | list[int], request_id: str | None = None) -> list[float]:
+        """A deterministic unit vector from the prompt's token ids."""
+        ids = prompt if isinstance(prompt, list) else self.tokenizer(prompt).input_ids
+        vec = [float((sum(ids) + i) % 7 + 1) for i in range(8)]
+        norm = math.sqrt(sum(v * v for v in vec))
+        return [v / norm for v in vec]
 
     async def abort(self, request_id: str) -> None:
         self.aborted.append(request_id)

@@ -148,7 +148,9 @@ def test_server_gives_records_of_the_same_shape(
     with start_serve(*flags, api_key=key) as server:
         monkeypatch.setenv("OPENAI_API_KEY", key)
         out = folder.parent / "server.jsonl"
-        argv = _argv(schema, out, "--server", server.base_url, "--concurrency", "4", *_subset(folder))
+        argv = _argv(
+            schema, out, "--server", server.base_url, "--concurrency", "4", *_subset(folder)
+        )
         assert _extract(argv) == 1
     records = _records(out)
     assert len(records) == 5 and sum(r["ok"] for r in records) == 4

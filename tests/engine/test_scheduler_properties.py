@@ -113,9 +113,7 @@ class Harness:
             self._check_kv(seq)
             self._sample(seq)
         for req in self.requests:
-            for seq in req.seqs:
-                if seq.is_finished and (seq.block_table or seq in self.sched.running):
-                    self.sched.finish(seq)
+            self.sched.free_finished(req.seqs)
         self.bm.check_integrity(self.live_seqs())
 
     def _sample(self, seq: Sequence) -> None:
@@ -235,7 +233,7 @@ def test_any_interleaving_keeps_integrity_and_finishes(
         )
         h.step()
     assert not h.sched.running and not h.sched.waiting
-    event(f"preemptions>0: {h.sched.num_preemptions > 0}")
+    event(f"preemptions>0: {h.sched.metrics.num_preemptions_total > 0}")
     event(f"requests: {min(len(h.requests), 4)}")
     event(f"prefix hits>0: {bm.prefix_hits > 0}")
     event(f"cow copies>0: {h.copies > 0}")

@@ -270,9 +270,7 @@ def _check_common(req: SamplingFields) -> None:
         )
 
 
-def _single_constraint(
-    req: SamplingFields, sources: list[Source]
-) -> Constraint | None:
+def _single_constraint(req: SamplingFields, sources: list[Source]) -> Constraint | None:
     ws = whitespace_options(req)
     if len(sources) > 1:
         names = " and ".join(s.param for s in sources)
