@@ -169,3 +169,17 @@ def test_the_graph_is_read() -> None:
     assert "stencil.extract.command" not in GRAPH["stencil.cli"]  # loaded by name, lazily
     assert "stencil.engine.llm" in GRAPH["stencil.extract.command"]
     assert "stencil.constraints.bitmask" in GRAPH["stencil.constraints"]
+
+
+def test_tests_and_benchmarks_do_not_edit_sys_path() -> None:
+    """Shared helpers live in ``stencil.testing``; nothing reaches across folders by path."""
+    repo = ROOT.parent
+    edits = ("sys.path.insert", "sys.path.append")
+    offenders = [
+        str(p.relative_to(repo))
+        for folder in ("tests", "bench")
+        for p in sorted((repo / folder).rglob("*.py"))
+        if p.resolve() != Path(__file__).resolve()
+        and any(e in p.read_text(encoding="utf-8") for e in edits)
+    ]
+    assert offenders == []
