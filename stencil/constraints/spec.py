@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from . import json_schema, text_grammars
+from . import grounding, json_schema, text_grammars
 from .errors import ConstraintError, ConstraintTooLargeError, InvalidGrammarError, InvalidRegexError
 from .json_schema import document
 from .limits import DEFAULT_LIMITS, Limits
@@ -71,10 +71,16 @@ class Constraint:
         whitespace_pattern: str | None = None,
         limits: Limits = DEFAULT_LIMITS,
         defer: bool = False,
+        source_text: str | None = None,
+        ground_strings: bool = False,
     ) -> Constraint:
         """JSON matching ``schema``. Objects with declared ``properties`` and no
         ``additionalProperties`` admit only the declared keys unless
-        ``allow_undeclared_properties`` (exact JSON Schema semantics)."""
+        ``allow_undeclared_properties`` (exact JSON Schema semantics).
+
+        Grounding: with ``source_text``, every string subschema marked ``"x-grounded": true``
+        (with ``ground_strings``, every string without ``format``, ``pattern``, ``enum`` or
+        ``const``) only admits a verbatim span of ``source_text`` (see ``grounding``)."""
         if whitespace not in POLICIES:
             raise ConstraintError(f"whitespace must be one of {POLICIES}, not {whitespace!r}")
         if whitespace_pattern is not None and not defer:
@@ -85,11 +91,21 @@ class Constraint:
             ("whitespace", whitespace),
             ("whitespace_pattern", whitespace_pattern),
         )
+        if source_text is not None or ground_strings:
+            _check_grounding_source(source_text, limits)
+            options += (("source_text", source_text), ("ground_strings", ground_strings))
+        elif not defer and grounding.uses_grounding(loaded):
+            raise ConstraintError(
+                "the schema marks strings x-grounded but no source text was given"
+            )
         if defer:
             return cls("json", text, options, limits=limits)
+        marked, grounded = loaded, 0
+        if source_text is not None:
+            marked, grounded = grounding.mark_grounded(loaded, ground_strings=ground_strings)
         try:
             prepared = json_schema.prepare(
-                loaded,
+                marked,
                 closed=not allow_undeclared_properties,
                 guidance=guidance_options(whitespace, whitespace_pattern),
                 limits=limits,
@@ -98,7 +114,11 @@ class Constraint:
             raise ConstraintTooLargeError(
                 "schema nesting exceeds the translator's recursion depth", "max_depth"
             ) from None
-        return cls("json", text, options, prepared.grammar, prepared.warnings, limits)
+        llg = prepared.grammar
+        if grounded:
+            lark = grounding.grounded_lark(prepared.schema, source_text)
+            llg = text_grammars.validated_lark(lark, limits, "grounded schema")
+        return cls("json", text, options, llg, prepared.warnings, limits)
 
     @classmethod
     def json_object(
@@ -148,6 +168,13 @@ class Constraint:
             _check_text(text, limits.max_text_bytes, "max_text_bytes", InvalidGrammarError)
             return cls("grammar", text, (), limits=limits)
         return cls("grammar", text, (), text_grammars.lark_grammar(text, limits), (), limits)
+
+
+def _check_grounding_source(source_text: object, limits: Limits) -> None:
+    if not isinstance(source_text, str):
+        raise ConstraintError("grounding needs a source text (a string)")
+    if len(source_text.encode("utf-8", "surrogatepass")) > limits.max_text_bytes:
+        raise ConstraintTooLargeError("the grounding source text is too long", "max_text_bytes")
 
 
 def _check_text(text: object, max_bytes: int, budget: str, error: type[ConstraintError]) -> None:

@@ -71,6 +71,11 @@ def lark_grammar(text: str, limits: Limits) -> str:
     )
 
 
+def validated_lark(text: str, limits: Limits, what: str) -> str:
+    """An llguidance grammar for Lark ``text`` written by Stencil itself (no GBNF translation)."""
+    return _validated(llguidance.LLMatcher.grammar_from_lark(text), limits, what)
+
+
 def _validated(grammar: str, limits: Limits, what: str) -> str:
     message = llguidance.LLMatcher.validate_grammar(grammar, limits=parser_limits(limits))
     if message:

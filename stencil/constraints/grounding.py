@@ -1,0 +1,226 @@
+"""Grounded JSON: string values that can only be verbatim spans of a source text.
+
+A grounded string (a subschema with ``"x-grounded": true``, or with ``ground_strings`` every plain
+string: no ``format``, ``pattern``, ``enum`` or ``const``) is marked with a sentinel ``const``
+before the usual JSON Schema translation, so everything else keeps its exact semantics. The
+translated schema is then written as a Lark grammar: the objects, arrays and unions on the way
+to a grounded string become rules, every other subtree stays an inline ``%json { ... }`` block,
+and each grounded string is an llguidance substring lexeme over the JSON-escaped source, cut into
+chunks at word boundaries (words, single punctuation and whitespace characters, escapes), so a
+value starts and ends on a chunk boundary and never at whitespace.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from .errors import ConstraintError, UnsupportedSchemaError
+
+SENTINEL = "\u0000stencil-grounded:"
+_CHUNK = re.compile(r"\w+|\s|[^\w\s]")
+# one JSON string character (raw, or one escape); edges exclude whitespace and its escapes
+_CHAR = r'(?:[^"\\\x00-\x1f]|\\["\\\x2fbfnrt]|\\u[0-9a-fA-F]{4})'
+_EDGE = r'(?:[^"\\\x00-\x20]|\\["\\\x2fbfu]|\\u[0-9a-fA-F]{4})'
+_FREE_STRING_KEYS = ("format", "pattern", "enum", "const", "contentEncoding")
+
+
+def mark_grounded(schema: Any, *, ground_strings: bool) -> tuple[Any, int]:
+    """A copy of ``schema`` with each grounded string replaced by a sentinel ``const`` (length
+    bounds kept), and how many there are."""
+    count = 0
+
+    def walk(node: Any) -> Any:
+        nonlocal count
+        if isinstance(node, list):
+            return [walk(v) for v in node]
+        if not isinstance(node, dict):
+            return node
+        flag = node.get("x-grounded")
+        if flag is not None and not isinstance(flag, bool):
+            raise ConstraintError("x-grounded must be true or false")
+        if flag or (flag is None and ground_strings and _plain_string(node)):
+            if node.get("type") != "string":
+                raise ConstraintError('x-grounded applies to {"type": "string"} subschemas only')
+            count += 1
+            bounds = {k: node[k] for k in ("minLength", "maxLength") if k in node}
+            return {"type": "string", "const": f"{SENTINEL}{count}", **bounds}
+        return {k: walk(v) for k, v in node.items() if k != "x-grounded"}
+
+    return walk(schema), count
+
+
+def _plain_string(node: dict) -> bool:
+    return node.get("type") == "string" and not any(k in node for k in _FREE_STRING_KEYS)
+
+
+def uses_grounding(schema: Any) -> bool:
+    """Whether any subschema says ``"x-grounded": true``."""
+    if isinstance(schema, dict):
+        return schema.get("x-grounded") is True or any(uses_grounding(v) for v in schema.values())
+    if isinstance(schema, list):
+        return any(uses_grounding(v) for v in schema)
+    return False
+
+
+def source_chunks(source: str) -> list[str]:
+    """The JSON-escaped source cut at word boundaries (the units a grounded value is made of)."""
+    return [json.dumps(m.group(), ensure_ascii=False)[1:-1] for m in _CHUNK.finditer(source)]
+
+
+def grounded_lark(translated: dict[str, Any], source: str) -> str:
+    """The Lark grammar for a translated schema whose grounded strings carry sentinels."""
+    return _LarkWriter(translated, source_chunks(source)).grammar()
+
+
+class _LarkWriter:
+    def __init__(self, root: dict[str, Any], chunks: list[str]) -> None:
+        self.root = root
+        self.defs = root.get("$defs", {})
+        self.guidance = root.get("x-guidance", {})
+        self.chunks = chunks
+        self.rules: dict[str, str] = {}
+        self.ref_rules: dict[str, str] = {}
+        self.grounded_defs = _grounded_defs(self.defs)
+        self.ws = _whitespace(self.guidance)
+
+    def grammar(self) -> str:
+        body = {k: v for k, v in self.root.items() if k not in ("$defs", "x-guidance")}
+        start = self.expr(body, "")
+        lines = [f"start: {start}", *(f"{name}: {body}" for name, body in self.rules.items())]
+        if self.ws:
+            lines.append(f"WS: /{self.ws}/")
+        return "\n".join(lines) + "\n"
+
+    def expr(self, node: Any, pointer: str) -> str:
+        if not _has_sentinel(node, self.grounded_defs):
+            return self.json_block(node)
+        if "$ref" in node and len(node) == 1:
+            return self.ref(node["$ref"], pointer)
+        if "const" in node:
+            return self.grounded(node)
+        if "anyOf" in node and set(node) <= {"anyOf"}:
+            alts = [self.expr(s, f"{pointer}/anyOf/{i}") for i, s in enumerate(node["anyOf"])]
+            return "(" + " | ".join(alts) + ")"
+        kind = node.get("type")
+        if kind == "object" and set(node) <= {
+            "type",
+            "properties",
+            "required",
+            "additionalProperties",
+        }:
+            if node.get("additionalProperties", True) is False:
+                return self.obj(node, pointer)
+        if kind == "array" and set(node) <= {"type", "items", "minItems", "maxItems"}:
+            return self.array(node, pointer)
+        raise UnsupportedSchemaError(
+            "x-grounded",
+            pointer,
+            "a grounded string must sit under closed objects, "
+            "arrays with `items`, `anyOf` or `$ref` (not under " + ", ".join(sorted(node)) + ")",
+        )
+
+    def json_block(self, node: Any) -> str:
+        block = node if isinstance(node, dict) else {"anyOf": [node]} if node is False else {}
+        block = {**block, "x-guidance": self.guidance}
+        if self.defs:
+            block["$defs"] = self.defs
+        return "%json " + json.dumps(block, ensure_ascii=False)
+
+    def ref(self, ref: str, pointer: str) -> str:
+        if not ref.startswith("#/$defs/"):
+            raise UnsupportedSchemaError("$ref", pointer, f"{ref!r} around a grounded string")
+        name = f"def{len(self.rules)}_" + re.sub(r"[^a-z0-9_]", "_", ref[8:].lower())
+        name = self.ref_rules.setdefault(ref, name)
+        if name not in self.rules:
+            self.rules[name] = ""  # reserved: a recursive reference refers to the rule by name
+            self.rules[name] = self.expr(self.defs[ref[8:]], ref[1:])
+        return name
+
+    def grounded(self, node: dict[str, Any]) -> str:
+        name = f"GROUNDED_{node['const'][len(SENTINEL) :]}"
+        low, high = node.get("minLength", 1), node.get("maxLength")
+        spec = json.dumps({"substring_chunks": self.chunks}, ensure_ascii=False)
+        body = f"%regex {spec} & /{_EDGE}(?:{_CHAR}*{_EDGE})?/"
+        if low > 1 or high is not None:
+            body += f" & /{_CHAR}{{{low},{'' if high is None else high}}}/"
+        self.rules[name] = body
+        return f'"\\"" {name} "\\""'
+
+    def obj(self, node: dict[str, Any], pointer: str) -> str:
+        required = set(node.get("required", ()))
+        members = [
+            (
+                f'{_literal(json.dumps(k, ensure_ascii=False))} {self.gap()}":" {self.gap()}'
+                f"{self.expr(v, f'{pointer}/properties/{k}')}",
+                k in required,
+            )
+            for k, v in node.get("properties", {}).items()
+        ]
+        # first: the members from here on when none is written yet; after: when one is
+        first, after = "", ""
+        for text, needed in reversed(members):
+            new_first, new_after = f"{text} {after}", f'"," {self.gap()}{text} {after}'
+            if not needed:
+                new_first, new_after = _optional(new_first, first), _optional(new_after, after)
+            first, after = self.rule(new_first), self.rule(new_after)
+        return f'"{{" {self.gap()}{first} {self.gap()}"}}"'
+
+    def array(self, node: dict[str, Any], pointer: str) -> str:
+        item = self.rule(self.expr(node.get("items", {}), f"{pointer}/items"))
+        low, high = node.get("minItems", 0), node.get("maxItems")
+        if high == 0:
+            return f'"[" {self.gap()}"]"'
+        more = f'("," {self.gap()}{item}){{{max(low - 1, 0)},{"" if high is None else high - 1}}}'
+        body = f"{item} {more}"
+        if low == 0:
+            body = f"({body})?"
+        return f'"[" {self.gap()}{body} {self.gap()}"]"'
+
+    def rule(self, body: str) -> str:
+        name = f"g{len(self.rules)}"
+        self.rules[name] = body
+        return name
+
+    def gap(self) -> str:
+        return "WS? " if self.ws else ""
+
+
+def _optional(expr: str, rest: str) -> str:
+    """``expr`` or else ``rest`` (which may be empty)."""
+    return f"{expr} | {rest}" if rest else f"({expr})?"
+
+
+def _whitespace(guidance: dict[str, Any]) -> str:
+    if "whitespace_pattern" in guidance:
+        return f"(?:{guidance['whitespace_pattern']})"
+    return r"[ \t\n\r]+" if guidance.get("whitespace_flexible", True) else ""
+
+
+def _literal(text: str) -> str:
+    """A Lark string literal for ``text``."""
+    return json.dumps(text, ensure_ascii=False)
+
+
+def _has_sentinel(node: Any, grounded_defs: frozenset[str] = frozenset()) -> bool:
+    """Whether a grounded string is reachable from ``node`` (through ``$ref``s to grounded_defs)."""
+    if isinstance(node, str):
+        return node.startswith(SENTINEL)
+    if isinstance(node, dict):
+        if node.get("$ref") in grounded_defs:
+            return True
+        return any(_has_sentinel(v, grounded_defs) for k, v in node.items() if k != "$defs")
+    if isinstance(node, list):
+        return any(_has_sentinel(v, grounded_defs) for v in node)
+    return False
+
+
+def _grounded_defs(defs: dict[str, Any]) -> frozenset[str]:
+    """The ``#/$defs/...`` references from which a grounded string is reachable (a fixpoint)."""
+    found: frozenset[str] = frozenset()
+    while True:
+        more = frozenset(f"#/$defs/{k}" for k, v in defs.items() if _has_sentinel(v, found))
+        if more == found:
+            return found
+        found = more

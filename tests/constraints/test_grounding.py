@@ -1,0 +1,175 @@
+"""Grounded JSON: every grounded string value is a verbatim span of the source text (compared
+after JSON decoding), everything else keeps its schema; checked with jsonschema on random walks
+over random documents (Unicode, quotes, backslashes, control characters that JSON escapes)."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import jsonschema
+import pytest
+from constraint_helpers import accepts_text, random_walk
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from stencil.constraints import Constraint, ConstraintError
+from stencil.constraints.errors import UnsupportedSchemaError
+
+SETTINGS = settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))
+INVOICE = """INVOICE  No. INV-2024-0193
+From: Acme Cloud Services Ltd.
+Bill to: "Globex" Corporation \\ Dept. Zürich 東京
+Total due (USD): 1,580.00
+"""
+PERSON = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "x-grounded": True},
+        "nick": {"anyOf": [{"type": "string", "x-grounded": True}, {"type": "null"}]},
+        "age": {"type": "integer", "minimum": 0},
+        "tags": {"type": "array", "items": {"type": "string", "x-grounded": True}, "maxItems": 3},
+        "note": {"type": "string", "maxLength": 5},
+    },
+    "required": ["name", "age"],
+    "additionalProperties": False,
+}
+TREE = {
+    "$defs": {
+        "node": {
+            "type": "object",
+            "properties": {
+                "label": {"type": "string", "x-grounded": True, "maxLength": 40},
+                "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}, "maxItems": 2},
+            },
+            "required": ["label"],
+        }
+    },
+    "$ref": "#/$defs/node",
+}
+PIECES = [*'abc XYZ"\\\n\t.,:-é東😀\x01', "Ada", "Lovelace", "1,580.00"]
+DOC_TEXT = st.lists(st.sampled_from(PIECES), min_size=1, max_size=30).map("".join).filter(str.strip)
+
+
+def grounded_values(value, schema, root):
+    """Every value at a grounded position of ``schema`` (follows $ref, anyOf, items, properties)."""
+    if isinstance(schema, dict) and "$ref" in schema:
+        schema = root["$defs"][schema["$ref"].split("/")[-1]]
+    if not isinstance(schema, dict):
+        return
+    if schema.get("x-grounded") and isinstance(value, str):
+        yield value
+    for sub in schema.get("anyOf", ()):
+        yield from grounded_values(value, sub, root)
+    if isinstance(value, dict):
+        for key, sub in schema.get("properties", {}).items():
+            if key in value:
+                yield from grounded_values(value[key], sub, root)
+    if isinstance(value, list) and "items" in schema:
+        for item in value:
+            yield from grounded_values(item, schema["items"], root)
+
+
+def check_walks(compiler, schema, source, seed, n=3):
+    compiled = compiler.compile(Constraint.json_schema(schema, source_text=source))
+    rng = random.Random(seed)
+    done = 0
+    for _ in range(n):
+        raw, ended = random_walk(compiled, rng, max_tokens=120)
+        if not ended:
+            continue
+        done += 1
+        value = json.loads(raw.decode("utf-8"))
+        jsonschema.validate(value, schema)
+        for text in grounded_values(value, schema, schema):
+            assert text and text in source, (text, source)
+            assert text == text.strip(), text
+    return done
+
+
+@pytest.mark.parametrize("schema", [PERSON, TREE], ids=["person", "tree"])
+@SETTINGS
+@given(doc=DOC_TEXT, seed=st.integers(0, 2**32 - 1))
+def test_walks_over_random_documents_stay_in_the_document(smol_compiler, schema, doc, seed):
+    check_walks(smol_compiler, schema, doc, seed)
+
+
+def test_walks_over_an_invoice_finish_and_stay_grounded(smol_compiler):
+    assert check_walks(smol_compiler, PERSON, INVOICE, seed=7, n=12) >= 3
+
+
+@pytest.mark.parametrize(
+    ("text", "ok"),
+    [
+        ('{"name": "Acme Cloud Services Ltd.", "age": 3}', True),
+        ('{"name": "\\"Globex\\" Corporation \\\\ Dept. Zürich 東京", "age": 3}', True),
+        ('{"name": "Acme Cloud Services Ltd.\\nBill", "age": 3}', True),
+        ('{"name": "Acme Cloud Services Inc.", "age": 3}', False),  # not in the document
+        ('{"name": "cme Cloud", "age": 3}', False),  # starts inside a word
+        ('{"name": " Acme", "age": 3}', False),  # starts at whitespace
+        ('{"name": "Acme", "age": 3, "note": "free!"}', True),  # not grounded
+        ('{"name": "Acme", "nick": null, "age": 3, "tags": ["INV-2024-0193", "Ltd"]}', True),
+        ('{"name": "Acme", "age": 3, "tags": ["Ltd", "Inc"]}', False),
+    ],
+)
+def test_spans_are_accepted_and_inventions_refused(smol_compiler, smol_tokenizer, text, ok):
+    compiled = smol_compiler.compile(Constraint.json_schema(PERSON, source_text=INVOICE))
+    assert accepts_text(compiled, smol_tokenizer, text) is ok
+
+
+def test_ground_strings_grounds_plain_strings_only(smol_compiler, smol_tokenizer):
+    schema = {
+        "type": "object",
+        "properties": {
+            "seller": {"type": "string"},
+            "date": {"type": "string", "format": "date"},
+            "code": {"type": "string", "pattern": "^[A-Z]{3}$"},
+        },
+        "required": ["seller", "date", "code"],
+    }
+    c = Constraint.json_schema(schema, source_text=INVOICE, ground_strings=True)
+    compiled = smol_compiler.compile(c)
+    good = '{"seller": "Acme Cloud Services Ltd.", "date": "2031-01-02", "code": "EUR"}'
+    bad = '{"seller": "Initech", "date": "2031-01-02", "code": "EUR"}'
+    assert accepts_text(compiled, smol_tokenizer, good)
+    assert not accepts_text(compiled, smol_tokenizer, bad)
+
+
+def test_the_source_is_part_of_the_cache_key():
+    a = Constraint.json_schema(PERSON, source_text="Ada Lovelace")
+    b = Constraint.json_schema(PERSON, source_text="Grace Hopper")
+    assert a.key != b.key
+
+
+def test_deferred_grounded_constraints_translate_later(smol_compiler, smol_tokenizer):
+    c = Constraint.json_schema(PERSON, source_text=INVOICE, defer=True)
+    assert not c.is_translated
+    compiled = smol_compiler.compile(c)
+    assert accepts_text(compiled, smol_tokenizer, '{"name": "Globex", "age": 1}')
+    assert not accepts_text(compiled, smol_tokenizer, '{"name": "Initech", "age": 1}')
+
+
+@pytest.mark.parametrize(
+    ("schema", "kwargs", "error"),
+    [
+        (PERSON, {}, "no source text"),
+        (PERSON, {"source_text": 3}, "source text"),
+        ({"type": "integer", "x-grounded": True}, {"source_text": "1"}, "string"),
+        ({"type": "string", "x-grounded": "yes"}, {"source_text": "1"}, "true or false"),
+        (
+            {"type": "object", "patternProperties": {"^a": {"type": "string", "x-grounded": True}}},
+            {"source_text": "abc"},
+            "x-grounded",
+        ),
+    ],
+)
+def test_bad_grounding_is_a_constraint_error(schema, kwargs, error):
+    with pytest.raises(ConstraintError, match=error):
+        Constraint.json_schema(schema, **kwargs)
+
+
+def test_unsupported_position_names_the_pointer():
+    schema = {"type": "object", "patternProperties": {"^a": {"type": "string", "x-grounded": True}}}
+    with pytest.raises(UnsupportedSchemaError) as info:
+        Constraint.json_schema(schema, source_text="abc")
+    assert info.value.keyword == "x-grounded"
