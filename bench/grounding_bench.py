@@ -73,15 +73,19 @@ def main() -> None:
             compiled = compiler.compile(c)
             compile_ms.append((time.perf_counter() - start) * 1e3)
             grounded_us += mask_times(compiled, tokenizer, value)
-            free_us += mask_times(compiler.compile(Constraint.json_schema(SCHEMA)), tokenizer, value)
+            free_us += mask_times(
+                compiler.compile(Constraint.json_schema(SCHEMA)), tokenizer, value
+            )
         g, f = statistics.median(grounded_us), statistics.median(free_us)
         rows.append(
             f"| {kib} | {statistics.median(compile_ms):.1f} | {max(compile_ms):.1f} "
             f"| {g:.1f} | {f:.1f} | {g / f:.2f}x |"
         )
     print(f"load average {os.getloadavg()[0]:.2f}")
-    print("| document KiB | compile ms p50 | max | grounded mask µs p50 | free string mask µs p50 "
-          "| ratio |")
+    print(
+        "| document KiB | compile ms p50 | max | grounded mask µs p50 | free string mask µs p50 "
+        "| ratio |"
+    )
     print("|---|---|---|---|---|---|")
     print("\n".join(rows))
 
