@@ -24,11 +24,17 @@ _CHUNK = re.compile(r"\w+|\s|[^\w\s]")
 _CHAR = r'(?:[^"\\\x00-\x1f]|\\["\\\x2fbfnrt]|\\u[0-9a-fA-F]{4})'
 _EDGE = r'(?:[^"\\\x00-\x20]|\\["\\\x2fbfu]|\\u[0-9a-fA-F]{4})'
 _FREE_STRING_KEYS = ("format", "pattern", "enum", "const", "contentEncoding")
+# formats a verbatim span can keep, by a regex whose language is inside the format's
+_SPAN_FORMATS = {"email": r"[A-Za-z0-9._%+\-]+@[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)+"}
+_NUMBER = re.compile(r"(?<![\w.,\-])-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?![\w,]*\d)")
 
 
-def mark_grounded(schema: Any, *, ground_strings: bool) -> tuple[Any, int]:
+def mark_grounded(
+    schema: Any, *, ground_strings: bool, numbers: list[float] | None = None
+) -> tuple[Any, int]:
     """A copy of ``schema`` with each grounded string replaced by a sentinel ``const`` (length
-    bounds kept), and how many there are."""
+    bounds and a span-safe format kept), and how many there are. With ``numbers``, every
+    ``number`` / ``integer`` subschema without ``enum`` or ``const`` is narrowed to them."""
     count = 0
 
     def walk(node: Any) -> Any:
@@ -40,19 +46,37 @@ def mark_grounded(schema: Any, *, ground_strings: bool) -> tuple[Any, int]:
         flag = node.get("x-grounded")
         if flag is not None and not isinstance(flag, bool):
             raise ConstraintError("x-grounded must be true or false")
-        if flag or (flag is None and ground_strings and _plain_string(node)):
+        if flag or (flag is None and ground_strings and _groundable_string(node)):
             if node.get("type") != "string":
                 raise ConstraintError('x-grounded applies to {"type": "string"} subschemas only')
             count += 1
-            bounds = {k: node[k] for k in ("minLength", "maxLength") if k in node}
-            return {"type": "string", "const": f"{SENTINEL}{count}", **bounds}
-        return {k: walk(v) for k, v in node.items() if k != "x-grounded"}
+            kept = {k: node[k] for k in ("minLength", "maxLength") if k in node}
+            tag = f"{SENTINEL}{count}:{node.get('format', '')}"  # a span-safe format rides along
+            return {"type": "string", "const": tag, **kept}
+        out = {k: walk(v) for k, v in node.items() if k != "x-grounded"}
+        if numbers and node.get("type") in ("number", "integer") and not _fixed(node):
+            wanted = [v for v in numbers if node["type"] == "number" or v == int(v)]
+            out["enum"] = [int(v) if node["type"] == "integer" else v for v in wanted]
+        return out
 
     return walk(schema), count
 
 
-def _plain_string(node: dict) -> bool:
-    return node.get("type") == "string" and not any(k in node for k in _FREE_STRING_KEYS)
+def numbers_in(source: str) -> list[float]:
+    """The numbers a text states (``1,580.00`` -> 1580.0), each once, in order."""
+    found = (float(m.group().replace(",", "")) for m in _NUMBER.finditer(source))
+    return list(dict.fromkeys(found))
+
+
+def _groundable_string(node: dict) -> bool:
+    if node.get("type") != "string":
+        return False
+    free = [k for k in _FREE_STRING_KEYS if k in node]
+    return not free or (free == ["format"] and node["format"] in _SPAN_FORMATS)
+
+
+def _fixed(node: dict) -> bool:
+    return "enum" in node or "const" in node
 
 
 def uses_grounding(schema: Any) -> bool:
@@ -139,10 +163,13 @@ class _LarkWriter:
         return name
 
     def grounded(self, node: dict[str, Any]) -> str:
-        name = f"GROUNDED_{node['const'][len(SENTINEL) :]}"
+        number, fmt = node["const"][len(SENTINEL) :].split(":")
+        name = f"GROUNDED_{number}"
         low, high = node.get("minLength", 1), node.get("maxLength")
         spec = json.dumps({"substring_chunks": self.chunks}, ensure_ascii=False)
         body = f"%regex {spec} & /{_EDGE}(?:{_CHAR}*{_EDGE})?/"
+        if fmt:
+            body += f" & /{_SPAN_FORMATS[fmt]}/"
         if low > 1 or high is not None:
             body += f" & /{_CHAR}{{{low},{'' if high is None else high}}}/"
         self.rules[name] = body

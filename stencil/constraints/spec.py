@@ -73,6 +73,7 @@ class Constraint:
         defer: bool = False,
         source_text: str | None = None,
         ground_strings: bool = False,
+        ground_numbers: bool = False,
     ) -> Constraint:
         """JSON matching ``schema``. Objects with declared ``properties`` and no
         ``additionalProperties`` admit only the declared keys unless
@@ -80,7 +81,9 @@ class Constraint:
 
         Grounding: with ``source_text``, every string subschema marked ``"x-grounded": true``
         (with ``ground_strings``, every string without ``format``, ``pattern``, ``enum`` or
-        ``const``) only admits a verbatim span of ``source_text`` (see ``grounding``)."""
+        ``const``; ``format: email`` included) only admits a verbatim span of ``source_text``;
+        with ``ground_numbers`` every free number is one that ``source_text`` states
+        (see ``grounding``)."""
         if whitespace not in POLICIES:
             raise ConstraintError(f"whitespace must be one of {POLICIES}, not {whitespace!r}")
         if whitespace_pattern is not None and not defer:
@@ -91,9 +94,13 @@ class Constraint:
             ("whitespace", whitespace),
             ("whitespace_pattern", whitespace_pattern),
         )
-        if source_text is not None or ground_strings:
+        if source_text is not None or ground_strings or ground_numbers:
             _check_grounding_source(source_text, limits)
-            options += (("source_text", source_text), ("ground_strings", ground_strings))
+            options += (
+                ("source_text", source_text),
+                ("ground_strings", ground_strings),
+                ("ground_numbers", ground_numbers),
+            )
         elif not defer and grounding.uses_grounding(loaded):
             raise ConstraintError(
                 "the schema marks strings x-grounded but no source text was given"
@@ -102,7 +109,10 @@ class Constraint:
             return cls("json", text, options, limits=limits)
         marked, grounded = loaded, 0
         if source_text is not None:
-            marked, grounded = grounding.mark_grounded(loaded, ground_strings=ground_strings)
+            numbers = grounding.numbers_in(source_text) if ground_numbers else None
+            marked, grounded = grounding.mark_grounded(
+                loaded, ground_strings=ground_strings, numbers=numbers
+            )
         try:
             prepared = json_schema.prepare(
                 marked,

@@ -61,6 +61,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-tokens", type=int, default=256, help="output tokens per document")
     parser.add_argument("--temperature", type=float, default=0.0)
     parser.add_argument(
+        "--grounded",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="string fields without format/pattern/enum/const only take verbatim spans of the "
+        "document (x-grounded in the schema grounds a field either way)",
+    )
+    parser.add_argument(
         "--concurrency",
         type=int,
         default=None,
@@ -139,7 +146,7 @@ def _spec(args: argparse.Namespace, schema: dict[str, Any]) -> ExtractSpec:
 
     spec = ExtractSpec(
         schema, PromptTemplate.load(args.prompt_template), args.instructions, args.max_tokens,
-        args.temperature,
+        args.temperature, args.grounded,
     )  # fmt: skip
     try:
         spec.constraint()  # unsupported schemas are usage errors, before any model loads

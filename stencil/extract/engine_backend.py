@@ -7,10 +7,11 @@ Also what each Ray worker actor runs (``stencil.extract.ray_backend``).
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from stencil.constraints import Constraint, ConstraintError
+from stencil.constraints.grounding import uses_grounding
 from stencil.engine.errors import RequestError
 from stencil.engine.sampling_params import SamplingParams
 from stencil.extract.prompt import HFTokenCounter, PromptBuilder, PromptTemplate
@@ -26,9 +27,30 @@ class ExtractSpec:
     instructions: str = ""
     max_tokens: int = 256
     temperature: float = 0.0
+    grounded: bool = False
+    """Plain string fields (no format but email, no pattern, enum, const) only take verbatim
+    spans of the document; ``"x-grounded": true`` in the schema grounds a field either way."""
+    ground_numbers: bool = False
+    """Free number fields only take numbers the document states."""
 
-    def constraint(self) -> Constraint:
-        return Constraint.json_schema(self.schema, whitespace="compact")
+    def constraint(self, document: str | None = None) -> Constraint:
+        """The constraint for one document (``None``: the document-independent check)."""
+        if document is None:
+            document = "x" if self.per_document else None
+        if document is None:
+            return Constraint.json_schema(self.schema, whitespace="compact")
+        return Constraint.json_schema(
+            self.schema,
+            whitespace="compact",
+            source_text=document,
+            ground_strings=self.grounded,
+            ground_numbers=self.ground_numbers,
+        )
+
+    @property
+    def per_document(self) -> bool:
+        """Whether each document gets its own constraint (grounding)."""
+        return self.grounded or self.ground_numbers or uses_grounding(self.schema)
 
 
 class EngineExtractor:
@@ -51,7 +73,7 @@ class EngineExtractor:
         self.params = SamplingParams(
             max_tokens=spec.max_tokens,
             temperature=spec.temperature,
-            constraint=spec.constraint(),
+            constraint=None if spec.per_document else spec.constraint(),
             close_on_length=True,
         )
         room = self.engine.config.max_waiting_requests
@@ -91,7 +113,10 @@ class EngineExtractor:
         try:
             prompt = self.builder.build(job.path, job.text)
             ids = self._prompt_ids(prompt.messages)
-            self.engine.add_request(rid, ids, self.params)
+            params = self.params
+            if self.spec.per_document:
+                params = replace(params, constraint=self.spec.constraint(prompt.document))
+            self.engine.add_request(rid, ids, params)
         except (ValueError, RequestError, ConstraintError) as e:
             return Outcome(job.key, error=str(e))
         inflight[rid] = (job, prompt.warnings)

@@ -80,6 +80,8 @@ class PromptTemplate:
 class Prompt:
     messages: list[dict[str, str]]
     warnings: list[str]
+    document: str
+    """The document text as the model sees it (cut to fit the context window)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +108,7 @@ class PromptBuilder:
             "document": document,
         }
         if self.context is None:
-            return Prompt(self.template.messages(values), [])
+            return Prompt(self.template.messages(values), [], document)
         room = self.context - self.max_tokens - SAFETY_TOKENS
         overhead = self.measure(self.template.messages({**values, "document": ""}))
         budget = room - overhead
@@ -117,13 +119,13 @@ class PromptBuilder:
             )
         total = self.counter.count(document)
         if total <= budget:
-            return Prompt(self.template.messages(values), [])
+            return Prompt(self.template.messages(values), [], document)
         values["document"] = self.counter.cut(document, budget)
         warning = (
             f"document cut to {budget} of {total} tokens to fit the context window "
             f"({self.context} tokens with max_tokens={self.max_tokens})"
         )
-        return Prompt(self.template.messages(values), [warning])
+        return Prompt(self.template.messages(values), [warning], values["document"])
 
 
 @dataclass(frozen=True, slots=True)

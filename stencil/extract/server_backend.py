@@ -78,6 +78,19 @@ class ServerExtractor:
                 return card
         return {}
 
+    def _constraint(self, document: str) -> dict[str, Any]:
+        """The request's constraint: ``response_format``, or with grounding Stencil's
+        ``structured_outputs`` extension carrying the document as the source text."""
+        if not self.spec.per_document:
+            return {"response_format": self.response_format}
+        grounded = {
+            "json": self.spec.schema,
+            "source_text": document,
+            "ground_strings": self.spec.grounded,
+            "disable_any_whitespace": True,
+        }
+        return {"extra_body": {"structured_outputs": grounded}}
+
     def run(self, jobs: Iterable[Job]) -> Iterator[Outcome]:
         """Yield one Outcome per job in completion order, ``concurrency`` requests at a time."""
         pending = iter(jobs)
@@ -109,7 +122,7 @@ class ServerExtractor:
                 messages=prompt.messages,
                 max_tokens=self.spec.max_tokens,
                 temperature=self.spec.temperature,
-                response_format=self.response_format,
+                **self._constraint(prompt.document),
             )
         except (OpenAIError, ValueError) as e:
             return Outcome(job.key, error=f"{type(e).__name__}: {e}"[:500])

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from stencil.constraints import Constraint, ConstraintError
 from stencil.constraints.errors import UnsupportedSchemaError
+from stencil.constraints.grounding import numbers_in
 
 SETTINGS = settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))
 INVOICE = """INVOICE  No. INV-2024-0193
@@ -173,3 +174,51 @@ def test_unsupported_position_names_the_pointer():
     with pytest.raises(UnsupportedSchemaError) as info:
         Constraint.json_schema(schema, source_text="abc")
     assert info.value.keyword == "x-grounded"
+
+
+def test_grounded_emails_are_spans_and_emails(smol_compiler, smol_tokenizer):
+    schema = {
+        "type": "object",
+        "properties": {"email": {"type": "string", "format": "email"}},
+        "required": ["email"],
+    }
+    doc = "Write to ada.lovelace@example.com or to the Acme desk."
+    c = Constraint.json_schema(schema, source_text=doc, ground_strings=True)
+    compiled = smol_compiler.compile(c)
+    assert accepts_text(compiled, smol_tokenizer, '{"email": "ada.lovelace@example.com"}')
+    assert not accepts_text(compiled, smol_tokenizer, '{"email": "bob@example.com"}')
+    assert not accepts_text(compiled, smol_tokenizer, '{"email": "Acme"}')  # a span, no email
+
+
+@pytest.mark.parametrize(
+    ("text", "numbers"),
+    [
+        ("Total due (USD): 1,580.00", [1580.0]),
+        ("INV-2024-0193 issued 2024-03-04", [2024.0]),  # parts of codes and dates are not
+        ("qty 2, -5 left, v1.2.3, $300.00.", [2.0, -5.0, 300.0]),
+        ("no digits", []),
+    ],
+)
+def test_numbers_in(text, numbers):
+    assert numbers_in(text) == numbers
+
+
+def test_grounded_numbers_come_from_the_document(smol_compiler):
+    schema = {
+        "type": "object",
+        "properties": {"total": {"type": "number"}, "qty": {"type": "integer", "maximum": 5}},
+        "required": ["total", "qty"],
+    }
+    doc = "Total due: 1,580.00 for 2 items (3.5 kg), order 77."
+    c = Constraint.json_schema(schema, source_text=doc, ground_numbers=True)
+    compiled = smol_compiler.compile(c)
+    rng = random.Random(3)
+    seen = 0
+    for _ in range(6):
+        raw, ended = random_walk(compiled, rng, max_tokens=40)
+        if ended:
+            value = json.loads(raw)
+            assert value["total"] in (1580.0, 2, 3.5, 77), value
+            assert value["qty"] == 2, value  # the integers of the document within the maximum
+            seen += 1
+    assert seen

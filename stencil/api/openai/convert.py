@@ -23,6 +23,7 @@ from stencil.api.openai.protocol import (
     ToolMessage,
 )
 from stencil.api.openai.structured_output import (
+    Grounding,
     Source,
     build_constraint,
     collect_sources,
@@ -272,6 +273,7 @@ def _check_common(req: SamplingFields) -> None:
 
 def _single_constraint(req: SamplingFields, sources: list[Source]) -> Constraint | None:
     ws = whitespace_options(req)
+    grounding = Grounding.of(req)
     if len(sources) > 1:
         names = " and ".join(s.param for s in sources)
         raise bad_request(
@@ -283,11 +285,16 @@ def _single_constraint(req: SamplingFields, sources: list[Source]) -> Constraint
                 "a whitespace option needs a JSON constraint (json schema or json object)",
                 ws.param,
             )
+        if grounding:
+            raise bad_request(
+                "structured_outputs.source_text needs a JSON schema to ground",
+                "structured_outputs.source_text",
+            )
         return None
     src = sources[0]
     if ws and src.kind not in ("json", "json_object"):
         raise bad_request(f"{ws.param} applies only to JSON constraints", ws.param)
-    return build_constraint(src, ws)
+    return build_constraint(src, ws, grounding)
 
 
 def sampling_params(

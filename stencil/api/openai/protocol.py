@@ -150,6 +150,10 @@ class StructuredOutputs(Strict):
     whitespace_pattern: str | None = None
     disable_any_whitespace: bool | None = None
     disable_additional_properties: bool | None = None
+    source_text: str | None = None
+    """Stencil's grounding extension: strings marked ``"x-grounded": true`` in the schema (or,
+    with ``ground_strings``, every plain string) only take verbatim spans of this text."""
+    ground_strings: bool | None = None
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 

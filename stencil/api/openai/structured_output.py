@@ -40,6 +40,26 @@ class Whitespace:
     allow_undeclared: bool = False
 
 
+@dataclass(slots=True, frozen=True)
+class Grounding:
+    """``structured_outputs.source_text`` / ``ground_strings`` (Stencil's extension)."""
+
+    source_text: str | None = None
+    ground_strings: bool = False
+
+    @classmethod
+    def of(cls, req: SamplingFields) -> Grounding | None:
+        so = req.structured_outputs
+        if so is None or (so.source_text is None and not so.ground_strings):
+            return None
+        if so.source_text is None:
+            raise bad_request(
+                "structured_outputs.ground_strings needs structured_outputs.source_text",
+                "structured_outputs.source_text",
+            )
+        return cls(so.source_text, bool(so.ground_strings))
+
+
 def collect_sources(req: SamplingFields, tools: ToolPlan | None) -> list[Source]:
     """Every constraint the request names, in a fixed order."""
     out: list[Source] = []
@@ -104,20 +124,27 @@ def whitespace_options(req: SamplingFields) -> Whitespace | None:
     return None
 
 
-def build_constraint(src: Source, ws: Whitespace | None) -> Constraint:
+def build_constraint(
+    src: Source, ws: Whitespace | None, grounding: Grounding | None = None
+) -> Constraint:
     """Construct the constraint with the cheap checks only (type, size, nesting); any
     ConstraintError is a 400 on its field. The translation (schema -> grammar, regex and grammar
     parsing) is deferred to the engine's compile, which runs it in a killable worker within the
     compile budget, so no request can hold the event loop; its errors are 400s too."""
+    if grounding is not None and src.kind != "json":
+        raise bad_request(
+            f"structured_outputs.source_text grounds JSON schemas, not {src.param}",
+            "structured_outputs.source_text",
+        )
     try:
-        return _build(src, ws)
+        return _build(src, ws, grounding)
     except ConstraintError as e:
         raise bad_request(f"invalid {src.param}: {e}", src.param) from None
     except (ValueError, TypeError, RecursionError) as e:
         raise bad_request(f"invalid {src.param}: {e}", src.param) from None
 
 
-def _build(src: Source, ws: Whitespace | None) -> Constraint:
+def _build(src: Source, ws: Whitespace | None, grounding: Grounding | None) -> Constraint:
     if src.kind == "regex":
         return Constraint.regex(_text(src), defer=True)
     if src.kind == "grammar":
@@ -138,6 +165,9 @@ def _build(src: Source, ws: Whitespace | None) -> Constraint:
     elif ws and ws.pattern is not None:
         kwargs["whitespace"] = None
         kwargs["whitespace_pattern"] = ws.pattern
+    if grounding is not None:
+        kwargs["source_text"] = grounding.source_text
+        kwargs["ground_strings"] = grounding.ground_strings
     return Constraint.json_schema(schema, **kwargs, defer=True)
 
 
