@@ -61,17 +61,21 @@ def score(outputs: list[str], labels: list[dict], lenient: bool) -> dict[str, fl
     return row
 
 
-FIELD_LIST = "\n".join(f"- {k}: {v['description']}" for k, v in SCHEMA["properties"].items())
 EXAMPLE = (
-    "Example (another schema): the document \"Order 5512 shipped on 2001-02-03 to Jo Q. Public "
-    'in Springfield.\" gives {"customer":"Jo Q. Public","city":"Springfield"}.\n'
+    'Example (another schema): the document "Order 5512 shipped on 2001-02-03 to Jo Q. Public '
+    'in Springfield." gives {"customer":"Jo Q. Public","city":"Springfield"}.\n'
 )
 PROMPTS = {
     "default": DEFAULT_TEMPLATE,
-    "field list": DEFAULT_TEMPLATE.replace(
-        "JSON Schema:\n{schema}", f"Fields:\n{FIELD_LIST}"
-    ).replace("follows this JSON Schema", "has these fields"),
+    "field list": DEFAULT_TEMPLATE.replace("JSON Schema:\n{schema}", "Fields:\n{fields}").replace(
+        "follows this JSON Schema", "has these fields"
+    ),
     "worked example": DEFAULT_TEMPLATE.replace("{instructions}", "{instructions}" + EXAMPLE),
+    "document first + field list": (
+        "You extract data from documents. Copy values exactly as written in the document.\n"
+        "---\nDocument ({filename}):\n{document}\n\n"
+        "Reply with one JSON object with these fields:\n{fields}\n{instructions}"
+    ),
 }
 MODES = {
     "schema": {},

@@ -2,6 +2,7 @@
 chat messages, with the document cut to fit the context window.
 
 Template files (``--prompt-template FILE``) are plain text with the placeholders ``{schema}``,
+``{fields}`` (the schema's top-level properties, one line each with type and description),
 ``{document}`` (required), ``{instructions}`` and ``{filename}``. A line holding only ``---``
 splits the system message (above) from the user message (below); without it the whole text is
 the user message. Placeholders are replaced once, so braces inside documents are safe.
@@ -26,7 +27,7 @@ JSON Schema:
 Document ({filename}):
 {document}"""
 
-_PLACEHOLDER = re.compile(r"\{(schema|document|instructions|filename)\}")
+_PLACEHOLDER = re.compile(r"\{(schema|fields|document|instructions|filename)\}")
 _SEPARATOR = re.compile(r"^---[ \t]*$", re.MULTILINE)
 SAFETY_TOKENS = 16
 
@@ -103,6 +104,7 @@ class PromptBuilder:
         """Messages for one document; ValueError when not even an empty document fits."""
         values = {
             "schema": json.dumps(self.schema, ensure_ascii=False),
+            "fields": field_list(self.schema),
             "instructions": f"{self.instructions.strip()}\n" if self.instructions.strip() else "",
             "filename": filename,
             "document": document,
@@ -126,6 +128,20 @@ class PromptBuilder:
             f"({self.context} tokens with max_tokens={self.max_tokens})"
         )
         return Prompt(self.template.messages(values), [warning], values["document"])
+
+
+def field_list(schema: dict[str, Any]) -> str:
+    """``- key (type, required): description`` for each top-level property of ``schema``."""
+    required = set(schema.get("required", ()))
+    lines = []
+    for key, sub in schema.get("properties", {}).items():
+        sub = sub if isinstance(sub, dict) else {}
+        kind = sub.get("type", "value")
+        kind = "/".join(kind) if isinstance(kind, list) else str(kind)
+        tags = [kind, *(["required"] if key in required else [])]
+        text = f"- {key} ({', '.join(tags)})"
+        lines.append(f"{text}: {sub['description']}" if sub.get("description") else text)
+    return "\n".join(lines)
 
 
 @dataclass(frozen=True, slots=True)
