@@ -1,0 +1,71 @@
+"""Stencil's grounding extension on the OpenAI surface: ``structured_outputs.source_text`` /
+``ground_strings`` become a grounded JSON constraint; every misuse is a 400 naming the field."""
+
+from __future__ import annotations
+
+import pytest
+from transformers import AutoTokenizer
+
+from stencil.api.errors import APIError
+from stencil.api.openai.convert import ModelInfo, convert_chat
+from stencil.api.openai.protocol import ChatCompletionRequest
+from stencil.engine.models.default_model import default_model_path
+
+SCHEMA = {
+    "type": "object",
+    "properties": {"seller": {"type": "string", "x-grounded": True}},
+    "required": ["seller"],
+}
+DOC = "From: Acme Cloud Services Ltd."
+
+
+@pytest.fixture(scope="module")
+def model() -> ModelInfo:
+    tok = AutoTokenizer.from_pretrained(str(default_model_path()))
+    return ModelInfo(tok, 8192, 49152)
+
+
+def chat(model: ModelInfo, **body):
+    body.setdefault("messages", [{"role": "user", "content": "extract"}])
+    return convert_chat(ChatCompletionRequest.model_validate(body), model)
+
+
+def test_source_text_grounds_the_schema(model):
+    plan = chat(model, structured_outputs={"json": SCHEMA, "source_text": DOC})
+    c = plan.params.constraint.translated()
+    assert dict(c.options)["source_text"] == DOC
+    assert "substring_chunks" in c.llg_grammar
+
+
+def test_ground_strings_with_response_format(model):
+    plain = {"type": "object", "properties": {"seller": {"type": "string"}}}
+    plan = chat(
+        model,
+        response_format={"type": "json_schema", "json_schema": {"name": "x", "schema": plain}},
+        structured_outputs={"source_text": DOC, "ground_strings": True},
+    )
+    assert "substring_chunks" in plan.params.constraint.translated().llg_grammar
+
+
+@pytest.mark.parametrize(
+    ("body", "param"),
+    [
+        ({"structured_outputs": {"source_text": DOC}}, "structured_outputs.source_text"),
+        ({"structured_outputs": {"ground_strings": True, "json": SCHEMA}},
+         "structured_outputs.source_text"),
+        ({"structured_outputs": {"regex": "a+", "source_text": DOC}},
+         "structured_outputs.source_text"),
+    ],
+)  # fmt: skip
+def test_misuse_is_a_400_naming_the_field(model, body, param):
+    with pytest.raises(APIError) as info:
+        chat(model, **body)
+    assert info.value.status == 400 and info.value.param == param, info.value
+
+
+def test_x_grounded_without_a_source_fails_the_compile():
+    from stencil.constraints import Constraint, ConstraintError
+
+    deferred = Constraint.json_schema(SCHEMA, defer=True)  # what the server builds
+    with pytest.raises(ConstraintError, match="no source text"):
+        deferred.translated()  # what the compile worker runs: a 400 for the request
