@@ -20,6 +20,7 @@ from .errors import (
     InvalidSchemaError,
     UnsupportedSchemaError,
 )
+from .grounding import uses_grounding
 from .limits import Limits
 from .matcher import Matcher
 from .spec import Constraint
@@ -45,4 +46,5 @@ __all__ = [
     "UnsupportedSchemaError",
     "allocate_token_bitmask",
     "bitmask_to_bool",
+    "uses_grounding",
 ]

@@ -10,8 +10,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
-from stencil.constraints import Constraint, ConstraintError
-from stencil.constraints.grounding import uses_grounding
+from stencil.constraints import Constraint, ConstraintError, uses_grounding
 from stencil.engine.errors import RequestError
 from stencil.engine.sampling_params import SamplingParams
 from stencil.extract.prompt import HFTokenCounter, PromptBuilder, PromptTemplate
