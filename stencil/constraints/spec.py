@@ -37,6 +37,10 @@ class Constraint:
     llg_grammar: str = field(default="", repr=False, compare=False)
     warnings: tuple[str, ...] = field(default=(), repr=False, compare=False)
     limits: Limits = field(default=DEFAULT_LIMITS, repr=False, compare=False)
+    checks: tuple[tuple[str, str], ...] = field(default=(), repr=False, compare=False)
+    """JSON schemas: ``(pointer, keyword)`` of the keywords checked as values complete."""
+    draft: int = field(default=2020, repr=False, compare=False)
+    """JSON schemas: the draft the schema is read by."""
 
     @property
     def is_translated(self) -> bool:
@@ -98,7 +102,16 @@ class Constraint:
             raise ConstraintTooLargeError(
                 "schema nesting exceeds the translator's recursion depth", "max_depth"
             ) from None
-        return cls("json", text, options, prepared.grammar, prepared.warnings, limits)
+        return cls(
+            "json",
+            text,
+            options,
+            prepared.grammar,
+            prepared.warnings,
+            limits,
+            prepared.checks,
+            prepared.draft,
+        )
 
     @classmethod
     def json_object(

@@ -23,6 +23,10 @@ class PreparedSchema:
     schema: dict[str, Any]
     """The translated schema handed to llguidance."""
     warnings: tuple[str, ...]
+    checks: tuple[tuple[str, str], ...] = ()
+    """``(pointer, keyword)`` of each keyword the grammar over-approximates: checked when a
+    value completes (``stencil.constraints.semantic``)."""
+    draft: int = 2020
 
 
 def prepare(
@@ -42,4 +46,5 @@ def prepare(
     message = llguidance.LLMatcher.validate_grammar(grammar, limits=parser_limits(limits))
     if message:
         raise schema_error(message, result.keyword_pointers, result.one_of_pointers)
-    return PreparedSchema(grammar, translated, tuple(result.warnings))
+    checks = tuple(dict.fromkeys(result.checks))
+    return PreparedSchema(grammar, translated, tuple(result.warnings), checks, draft)

@@ -70,6 +70,11 @@ TRANSLATED = frozenset(
         "then",
         "else",
         "propertyNames",
+        "contains",
+        "minContains",
+        "maxContains",
+        "unevaluatedProperties",
+        "unevaluatedItems",
     }
 )
 
@@ -103,18 +108,15 @@ ANNOTATIONS = frozenset(
     }
 )
 
-# Valid keywords that cannot be enforced by a context-free mask: UnsupportedSchemaError.
-UNSUPPORTED = frozenset(
-    {
-        "contains",
-        "minContains",
-        "maxContains",
-        "unevaluatedProperties",
-        "unevaluatedItems",
-        "$dynamicRef",
-        "$recursiveRef",
-    }
-)
+# Valid keywords Stencil cannot enforce at all: UnsupportedSchemaError. (Those a grammar
+# cannot state exactly are checked as values complete: see approximate.py.)
+UNSUPPORTED = frozenset({"$dynamicRef", "$recursiveRef"})
+
+def _uuid(version: int) -> str:
+    """Pydantic's ``UUID1`` ... ``UUID8``: the version nibble, the RFC 4122 variant."""
+    hexd = "[0-9a-fA-F]"
+    return f"^{hexd}{{8}}-{hexd}{{4}}-{version}{hexd}{{3}}-[89abAB]{hexd}{{3}}-{hexd}{{12}}$"
+
 
 # String formats llguidance enforces natively.
 NATIVE_FORMATS = frozenset({"duration", "email", "hostname", "ipv4", "ipv6", "uuid", "uri"})
@@ -125,6 +127,9 @@ FORMAT_PATTERNS = {
     "date-time": DATE_TIME,
     "time": FULL_TIME,
     "json-pointer": r"^(/([^~/]|~[01])*)*$",
+    **{f"uuid{v}": _uuid(v) for v in range(1, 9)},
+    "base64": r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$",
+    "base64url": r"^(?:[A-Za-z0-9_\-]{4})*(?:[A-Za-z0-9_\-]{2}==|[A-Za-z0-9_\-]{3}=)?$",
     "relative-json-pointer": r"^(0|[1-9][0-9]*)(#|(/([^~/]|~[01])*)*)$",
 }
 FORMAT_ALIASES = {"url": "uri", "host-name": "hostname", "ip-address": "ipv4"}
