@@ -19,14 +19,23 @@ from ..regex_check import check_regex
 from ..semantic.formats import checked_formats
 from . import logic, negation
 from .ecma_regex import ecma_pattern
-from .keywords import FORMAT_ALIASES, FORMAT_PATTERNS, NATIVE_FORMATS, UNENFORCEABLE_FORMATS
+from .keywords import (
+    FORMAT_ALIASES,
+    FORMAT_PATTERNS,
+    FORMAT_SUPERSETS,
+    NATIVE_FORMATS,
+    UNENFORCEABLE_FORMATS,
+)
 from .refs import escape
 
 Schema = dict[str, Any] | bool
 MAX_ARRANGEMENTS = 256
 """``uniqueItems`` over a finite item domain is spelled out as every arrangement of distinct
 values up to this many (``set[bool]``: 5; a 4-value enum: 65; 5 values: 326, checked instead)."""
-_FINITE_KEYS = frozenset({"type", "enum", "const"})
+_FINITE_KEYS = frozenset(
+    {"type", "enum", "const", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}
+)
+_MAX_RANGE = 8
 RECHECKED_FORMATS = frozenset({"email", "base64", "base64url"})
 """In the grammar (native or a pattern) and also checked with Pydantic's semantics, which are
 stricter (email-validator's syntax rules; base64 text of UTF-8)."""
@@ -138,6 +147,8 @@ class Approximations:
             extra.append({"pattern": FORMAT_PATTERNS[name]})
         if name in checked and (not in_grammar or name in RECHECKED_FORMATS):
             self.check(ptr, "format")
+            if name in FORMAT_SUPERSETS:
+                extra.append({"pattern": FORMAT_SUPERSETS[name]})
         elif in_grammar:
             return
         elif name in UNENFORCEABLE_FORMATS:
@@ -156,8 +167,69 @@ class Approximations:
             if ptr is None or not _readable(pattern):
                 raise
             self.check(ptr, "pattern")
-            return None
+            loose = superset_pattern(pattern)
+            try:
+                check_regex(loose, self.limits, what)
+            except InvalidRegexError:
+                return None
+            return ecma_pattern(loose)
         return ecma_pattern(pattern)
+
+
+def superset_pattern(pattern: str) -> str:
+    """``pattern`` without look-around assertions (each only narrows what matches) and with
+    back-references as "anything": a pattern matching at least what ``pattern`` matches."""
+    out: list[str] = []
+    i, n, depth = 0, len(pattern), 0
+    while i < n:
+        c = pattern[i]
+        if c == "\\" and i + 1 < n:
+            nxt = pattern[i + 1]
+            if depth == 0 and (nxt in "123456789" or nxt == "k"):
+                end = pattern.find(">", i) + 1 if nxt == "k" else i + 2
+                while nxt != "k" and end < n and pattern[end].isdigit():
+                    end += 1
+                out.append("[\\s\\S]*")
+                i = end
+                continue
+            out.append(pattern[i : i + 2])
+            i += 2
+            continue
+        if c == "[":
+            depth += 1
+        elif c == "]" and depth:
+            depth -= 1
+        elif depth == 0 and pattern.startswith(_LOOKAROUND, i):
+            i = _group_end(pattern, i)
+            continue
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+_LOOKAROUND = ("(?=", "(?!", "(?<=", "(?<!")
+
+
+def _group_end(pattern: str, i: int) -> int:
+    """Index just past the group opening at ``pattern[i] == "("``."""
+    depth, in_class = 0, False
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            i += 2
+            continue
+        if in_class:
+            in_class = c != "]"
+        elif c == "[":
+            in_class = True
+        elif c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        i += 1
+    return i
 
 
 def _readable(pattern: str) -> bool:
@@ -175,8 +247,23 @@ def _all(a: Schema, b: Schema) -> Schema:
     return {"allOf": parts} if len(parts) > 1 else (parts[0] if parts else True)
 
 
+def _integer_range(item: dict) -> list[int] | None:
+    """The integers of a small ``minimum`` / ``maximum`` range."""
+    low = [math.ceil(item[k]) for k in ("minimum",) if k in item]
+    low += [math.floor(item[k]) + 1 for k in ("exclusiveMinimum",) if k in item]
+    high = [math.floor(item[k]) for k in ("maximum",) if k in item]
+    high += [math.ceil(item[k]) - 1 for k in ("exclusiveMaximum",) if k in item]
+    if not low or not high or max(high) - max(low) >= _MAX_RANGE:
+        return None
+    return list(range(max(low), min(high) + 1))
+
+
 def _finite_values(item: Schema) -> list[Any] | None:
     if not isinstance(item, dict) or not set(item) <= _FINITE_KEYS:
+        return None
+    if set(item) & {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"} and (
+        item.get("type") != "integer" or "enum" in item or "const" in item
+    ):
         return None
     if "const" in item:
         candidates = [item["const"]]
@@ -185,6 +272,8 @@ def _finite_values(item: Schema) -> list[Any] | None:
     else:
         kinds = item.get("type")
         kinds = [kinds] if isinstance(kinds, str) else kinds
+        if kinds == ["integer"]:
+            return _integer_range(item)
         if not isinstance(kinds, list) or not set(kinds) <= {"boolean", "null"}:
             return None
         candidates = [v for k in kinds for v in ((True, False) if k == "boolean" else (None,))]

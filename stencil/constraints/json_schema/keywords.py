@@ -132,6 +132,24 @@ FORMAT_PATTERNS = {
     "base64url": r"^(?:[A-Za-z0-9_\-]{4})*(?:[A-Za-z0-9_\-]{2}==|[A-Za-z0-9_\-]{3}=)?$",
     "relative-json-pointer": r"^(0|[1-9][0-9]*)(#|(/([^~/]|~[01])*)*)$",
 }
+_URI_CHARS = "A-Za-z0-9\\-._~:/?#\\[\\]@!$&'()*+,;=%"
+# Formats checked at decode time: a pattern admitting at least every valid value keeps the
+# grammar close (no whitespace in a URI reference, say), so that a value can still end validly.
+FORMAT_SUPERSETS = {
+    "uri-reference": f"^[{_URI_CHARS}]*$",
+    "iri": f"^[{_URI_CHARS}\\u00a0-\\U0010ffff]*$",
+    "iri-reference": f"^[{_URI_CHARS}\\u00a0-\\U0010ffff]*$",
+    "uri-template": "^[^\\u0000-\\u0020]*$",
+    "idn-hostname": "^[^\\u0000-\\u0020]+$",
+    "idn-email": "^[\\s\\S]*@[\\s\\S]*$",
+    "ipvanyaddress": "^[0-9A-Za-z:.%]+$",
+    "ipvanyinterface": "^[0-9A-Za-z:.%/]+$",
+    "ipvanynetwork": "^[0-9A-Za-z:.%/]+$",
+    "ipv4network": "^[0-9./]+$",
+    "ipv4interface": "^[0-9./]+$",
+    "ipv6network": "^[0-9A-Fa-f:./]+$",
+    "ipv6interface": "^[0-9A-Za-z:.%/]+$",
+}
 FORMAT_ALIASES = {"url": "uri", "host-name": "hostname", "ip-address": "ipv4"}
 # Formats defined by the JSON Schema specifications that Stencil cannot enforce: rejected.
 # Any other (custom) format is an annotation, as the specification says, with a warning.

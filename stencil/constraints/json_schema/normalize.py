@@ -41,8 +41,13 @@ class Normalized:
 class Normalizer(Approximations):
     """One use: ``Normalizer(root, ...).run()``."""
 
-    def __init__(self, root: Any, *, draft: int, closed: bool, limits: Limits) -> None:
+    def __init__(
+        self, root: Any, *, draft: int, closed: bool, limits: Limits, loose_refs: bool = False
+    ) -> None:
         self.draft, self.closed, self.limits = draft, closed, limits
+        self.loose_refs = loose_refs
+        """A ``$ref`` with sibling keywords becomes the ``$ref`` alone plus a decode-time check
+        of the node (llguidance cannot intersect a recursive target with siblings)."""
         self.index = RefIndex(root, id_key="id" if draft <= 4 else "$id").build()
         self.root = root
         self.defs: dict[str, Schema] = {}
@@ -104,6 +109,14 @@ class Normalizer(Approximations):
                 out["$ref"] = target
             if self.draft <= 7:
                 return out  # siblings of $ref are ignored before 2019-09
+            if self.loose_refs and resolved is not True and any(
+                k != "$ref" and k not in ANNOTATIONS for k in schema
+            ):
+                for key, value in schema.items():  # still translated: errors surface
+                    if key != "$ref":
+                        self.keyword(key, value, schema, {}, [], ptr, base)
+                self.check(ptr, "$ref")
+                return out
         for key, value in schema.items():
             if key != "$ref":
                 self.keyword(key, value, schema, out, extra, ptr, base)
@@ -118,6 +131,8 @@ class Normalizer(Approximations):
         if schema.get("uniqueItems") is True and not _at_most_one_item(schema):
             self.unique_items(schema, out, ptr)
         objects.property_counts(out)
+        for key in objects.counts_left_to_check(out):
+            self.check(ptr, key)
         if False in extra:
             return False
         if extra:

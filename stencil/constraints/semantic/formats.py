@@ -103,9 +103,13 @@ def checked_formats(draft_checker: jsonschema.FormatChecker) -> frozenset[str]:
 
 
 def format_checker(validator_class: Any) -> jsonschema.FormatChecker:
-    """A fresh checker: the draft's jsonschema checkers plus Pydantic's formats."""
+    """A fresh checker: jsonschema's checkers (2020-12's, then the draft's own: a format
+    the translator enforces is checked whatever the draft), plus Pydantic's formats."""
     checker = jsonschema.FormatChecker(())
-    checker.checkers = dict(validator_class.FORMAT_CHECKER.checkers)
+    checker.checkers = {
+        **jsonschema.Draft202012Validator.FORMAT_CHECKER.checkers,
+        **validator_class.FORMAT_CHECKER.checkers,
+    }
     for name, check in PYDANTIC_FORMATS.items():
         checker.checks(name)(check)
     if email_validator_available():

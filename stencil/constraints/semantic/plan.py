@@ -149,10 +149,22 @@ class SemanticPlan:
     def validator(self, pointer: str) -> Any:
         found = self._validators.get(pointer)
         if found is None:
-            ref = "#" + quote(pointer, safe="/~!$&'()*+,;=:@")
-            found = self._root_validator.evolve(schema={"$ref": ref})
+            found = self._root_validator.evolve(schema=self._schema_for(pointer))
             self._validators[pointer] = found
         return found
+
+    def _schema_for(self, pointer: str) -> Any:
+        """The node itself where its ``$ref``s resolve as from the root (no ``$id`` on the
+        way down), else a ``$ref`` to it (resolved with the right base by jsonschema)."""
+        node, base = self.index.root, self.index.base_of(self.index.root, DEFAULT_BASE)
+        root_base = base
+        for raw in pointer.split("/")[1:]:
+            token = raw.replace("~1", "/").replace("~0", "~")
+            node = node[int(token)] if isinstance(node, list) else node[token]
+            base = self.index.base_of(node, base)
+        if base == root_base and isinstance(node, dict | bool):
+            return node
+        return {"$ref": "#" + quote(pointer, safe="/~!$&'()*+,;=:@")}
 
     def describe(self, failure: Any) -> str:
         """What a refused completion violated, for error messages."""
