@@ -77,8 +77,9 @@ class CheckedMatcher(Matcher):
         state = self._states[-1]
         refused = [t for t in self._eos if bits[t] and not self._tracker.finish(state, self._buf)]
         if state.armed(self._root_checked):
-            refused += refused_tokens(bits, state, self._buf, self._tracker, self._plan,
-                                      self._table)
+            refused += refused_tokens(
+                bits, state, self._buf, self._tracker, self._plan, self._table
+            )
         if refused:
             ids = np.asarray(refused, dtype=np.int64)
             np.bitwise_and.at(words, ids >> 5, ~(np.uint32(1) << (ids & 31).astype(np.uint32)))

@@ -15,7 +15,6 @@ from ..llg_limits import parser_limits
 from . import document
 from .normalize import Normalizer
 
-
 _CIRCULAR = "circular references with sibling keys"
 
 

@@ -36,9 +36,10 @@ _FINITE_KEYS = frozenset(
     {"type", "enum", "const", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}
 )
 _MAX_RANGE = 8
-RECHECKED_FORMATS = frozenset({"email", "base64", "base64url"})
+RECHECKED_FORMATS = frozenset({"email", "base64", "base64url", "duration"})
 """In the grammar (native or a pattern) and also checked with Pydantic's semantics, which are
-stricter (email-validator's syntax rules; base64 text of UTF-8)."""
+stricter (email-validator's syntax rules; base64 text of UTF-8; durations within Pydantic's
+``timedelta`` range)."""
 
 
 class Approximations:
@@ -78,8 +79,9 @@ class Approximations:
         for k in range(low, high + 1):
             for combo in itertools.permutations(values, k):
                 prefix = [{"const": v} for v in combo]
-                branches.append({"prefixItems": prefix, "items": False, "minItems": k}
-                                if k else {"maxItems": 0})
+                branches.append(
+                    {"prefixItems": prefix, "items": False, "minItems": k} if k else {"maxItems": 0}
+                )
         return branches or [False]
 
     def conditional(self, schema: dict, extra: list, ptr: str, base: str) -> None:

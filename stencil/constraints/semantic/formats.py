@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import datetime
 import ipaddress
 import json
 from collections.abc import Callable
@@ -68,6 +69,27 @@ def _pydantic_email(instance: object) -> bool:
     return True
 
 
+def _duration(iso_check: Callable[[object], bool] | None) -> Callable[[object], bool]:
+    """ISO 8601 durations as jsonschema checks them, and within Pydantic's ``timedelta``
+    range (speedate refuses components too large to hold)."""
+    from pydantic import TypeAdapter
+
+    adapter = TypeAdapter(datetime.timedelta)
+
+    def check(instance: object) -> bool:
+        if not isinstance(instance, str):
+            return True
+        if iso_check is not None and not iso_check(instance):
+            return False
+        try:
+            adapter.validate_python(instance)
+        except ValueError:
+            return False
+        return True
+
+    return check
+
+
 def email_validator_available() -> bool:
     try:
         import email_validator  # noqa: F401
@@ -96,10 +118,22 @@ than jsonschema's ``"@" in value``, so outputs pass both)."""
 
 def checked_formats(draft_checker: jsonschema.FormatChecker) -> frozenset[str]:
     """Formats a decode-time check can enforce with the packages installed here."""
-    names = set(draft_checker.checkers) | set(PYDANTIC_FORMATS)
+    names = set(draft_checker.checkers) | set(PYDANTIC_FORMATS) | {"duration"}
     if email_validator_available():
         names.update(EMAIL_FORMATS)
     return frozenset(names)
+
+
+def _plain(check: Callable[[object], Any]) -> Callable[[object], bool]:
+    """A jsonschema format function (which may raise) as a plain predicate."""
+
+    def predicate(instance: object) -> bool:
+        try:
+            return bool(check(instance))
+        except Exception:  # noqa: BLE001 - jsonschema's checkers raise their parsers' errors
+            return False
+
+    return predicate
 
 
 def format_checker(validator_class: Any) -> jsonschema.FormatChecker:
@@ -112,6 +146,8 @@ def format_checker(validator_class: Any) -> jsonschema.FormatChecker:
     }
     for name, check in PYDANTIC_FORMATS.items():
         checker.checks(name)(check)
+    iso = checker.checkers.get("duration")
+    checker.checks("duration")(_duration(_plain(iso[0]) if iso else None))
     if email_validator_available():
         for name in EMAIL_FORMATS:
             checker.checks(name)(_pydantic_email)

@@ -62,8 +62,7 @@ def _string_end(
             refused.extend(members)
         else:
             rest.extend(t for t in members if not table.inert_rest[t])
-    refused.extend(_try_each(np.array(slow + rest, dtype=np.int64), state, history, tracker,
-                             table))
+    refused.extend(_try_each(np.array(slow + rest, dtype=np.int64), state, history, tracker, table))
     return refused
 
 

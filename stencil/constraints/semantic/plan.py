@@ -170,8 +170,10 @@ class SemanticPlan:
         """What a refused completion violated, for error messages."""
         if isinstance(failure, tuple):
             _, loc = failure
-            pointer = next((n.pointer for n in loc.nodes if "uniqueItems" in
-                            self.keywords.get(n.pointer, ())), "")
+            pointer = next(
+                (n.pointer for n in loc.nodes if "uniqueItems" in self.keywords.get(n.pointer, ())),
+                "",
+            )
             return f"'uniqueItems' at {pointer or '/'!r}"
         if isinstance(failure, Loc):
             parts = [f"{self._keywords_below(p)} at {p or '/'!r}" for p in failure.checked]
@@ -183,8 +185,9 @@ class SemanticPlan:
         if own:
             return ", ".join(repr(k) for k in own)
         return "a conditional subschema's " + ", ".join(
-            sorted({repr(k) for p, ks in self.keywords.items() if p.startswith(pointer)
-                    for k in ks})
+            sorted(
+                {repr(k) for p, ks in self.keywords.items() if p.startswith(pointer) for k in ks}
+            )
         )
 
     @staticmethod
