@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from dataclasses import dataclass, field
@@ -9,11 +10,14 @@ from dataclasses import dataclass, field
 import llguidance
 
 from .cache import ByteLRU
+from .checked_matcher import CheckedMatcher
 from .errors import CompileTimeoutError
 from .isolation import CompileWorkerPool
 from .limits import DEFAULT_LIMITS, Limits
 from .llg_limits import parser_limits
 from .matcher import Matcher
+from .semantic.plan import SemanticPlan
+from .semantic.tokens import TokenTable
 from .spec import Constraint
 from .template import build_template
 from .vocab import TokenVocab
@@ -32,8 +36,17 @@ class CompiledConstraint:
     compile_ms: float
     size_bytes: int
     _template: llguidance.LLMatcher = field(repr=False)
+    _plan: SemanticPlan | None = field(default=None, repr=False)
+    _table: TokenTable | None = field(default=None, repr=False)
+
+    @property
+    def has_checks(self) -> bool:
+        """Whether values are checked as they complete (``CheckedMatcher``)."""
+        return self._plan is not None
 
     def new_matcher(self) -> Matcher:
+        if self._plan is not None and self._table is not None:
+            return CheckedMatcher(self._template.deep_copy(), self.vocab, self._plan, self._table)
         return Matcher(self._template.deep_copy(), self.vocab)
 
 
@@ -74,6 +87,8 @@ class ConstraintCompiler:
         self._pool = (
             CompileWorkerPool(vocab, size=workers, memory_bytes=memory_bytes) if workers else None
         )
+        self._table: TokenTable | None = None
+        self._table_lock = threading.Lock()
 
     @property
     def cache(self) -> ByteLRU[CompiledConstraint]:
@@ -100,11 +115,22 @@ class ConstraintCompiler:
         else:
             translated, heap = self._pool.compile(constraint, self.limits, self.timeout_s, cancel)
             template = build_template(self.vocab, translated, self._parser_limits)
+        plan = table = None
+        if translated.checks:
+            plan = SemanticPlan(json.loads(translated.source), translated.draft, translated.checks)
+            table = self.token_table()
         elapsed = (time.perf_counter() - start) * 1e3
         size = _entry_bytes(translated, heap)
-        compiled = CompiledConstraint(translated, self.vocab, elapsed, size, template)
+        compiled = CompiledConstraint(translated, self.vocab, elapsed, size, template, plan, table)
         self._cache.put(key, compiled, size)
         return compiled
+
+    def token_table(self) -> TokenTable:
+        """The vocabulary's token facts for decode-time checks (built on first use)."""
+        with self._table_lock:
+            if self._table is None:
+                self._table = TokenTable(self.vocab)
+            return self._table
 
     def close(self) -> None:
         """Stop the compile workers (in-flight isolated compiles fail); idempotent."""

@@ -37,6 +37,10 @@ class Constraint:
     llg_grammar: str = field(default="", repr=False, compare=False)
     warnings: tuple[str, ...] = field(default=(), repr=False, compare=False)
     limits: Limits = field(default=DEFAULT_LIMITS, repr=False, compare=False)
+    checks: tuple[tuple[str, str], ...] = field(default=(), repr=False, compare=False)
+    """JSON schemas: ``(pointer, keyword)`` of the keywords checked as values complete."""
+    draft: int = field(default=2020, repr=False, compare=False)
+    """JSON schemas: the draft the schema is read by."""
 
     @property
     def is_translated(self) -> bool:
@@ -128,7 +132,9 @@ class Constraint:
         if grounded:
             lark = grounding.grounded_lark(prepared.schema, source_text)
             llg = text_grammars.validated_lark(lark, limits, "grounded schema")
-        return cls("json", text, options, llg, prepared.warnings, limits)
+        return cls(
+            "json", text, options, llg, prepared.warnings, limits, prepared.checks, prepared.draft
+        )
 
     @classmethod
     def json_object(

@@ -45,7 +45,8 @@ def random_walk(
     compiled: CompiledConstraint, rng: random.Random, max_tokens: int = 60
 ) -> tuple[bytes, bool]:
     """Sample among allowed tokens (short ones preferred, so walks finish); returns
-    ``(bytes, ended_with_eos)``. Every allowed token must be accepted (mask and matcher agree)."""
+    ``(bytes, ended_with_eos)``. Every allowed token must be accepted (mask and matcher agree).
+    A walk that a decode-time check leaves without continuation ends unfinished."""
     vocab = compiled.vocab
     matcher = compiled.new_matcher()
     short_ok = _token_lengths(vocab) <= 2
@@ -57,7 +58,9 @@ def random_walk(
         bits = bitmask_to_bool(mask, vocab.vocab_size)[0]
         short = (bits & short_ok).nonzero().flatten()
         pool = short if len(short) and rng.random() < 0.8 else bits.nonzero().flatten()
-        assert len(pool), "mask allows nothing"
+        if not len(pool):  # only a decode-time check may leave no continuation, and says so
+            assert matcher.error() and "decode-time check" in matcher.error()
+            return vocab.decode_bytes(out), False
         token = int(pool[rng.randrange(len(pool))])
         eos_allowed = [t for t in eos if bits[t]]
         if eos_allowed and rng.random() < 0.3:

@@ -70,14 +70,16 @@ def test_groups_keep_only_pairs_that_may_overlap():
     ]  # no property shared by all: no discriminator
 
 
-def test_over_the_pairwise_bound_llguidance_decides():
+def test_over_the_pairwise_bound_exclusivity_is_checked_at_decode_time():
     """Closed objects are told apart pair by pair (no value to hash); past the bound the
-    ``oneOf`` is left to llguidance's own, narrower but fast, check."""
+    ``oneOf`` becomes an ``anyOf`` whose exclusivity is checked as the value completes."""
     branches = [closed(i) for i in range(3200)]  # 5.1 M pairs > the 5 M bound
     start = time.perf_counter()
     assert one_of_as_any_of(branches, no_ref) is None
     assert time.perf_counter() - start < 1.0
-    assert '"oneOf"' in Constraint.json_schema({"oneOf": branches}).llg_grammar
+    constraint = Constraint.json_schema({"oneOf": branches})
+    assert '"oneOf"' not in constraint.llg_grammar
+    assert constraint.checks == (("", "oneOf"),)
     assert one_of_as_any_of(branches[:300], no_ref) == branches[:300]  # proven pairwise
 
 
@@ -110,15 +112,15 @@ SCHEMAS = [  # (schema, texts, must compile: the hashing shows the branches excl
     ("schema", "texts", "must_compile"), SCHEMAS, ids=[json.dumps(s[0])[:50] for s in SCHEMAS]
 )
 def test_rewrite_agrees_with_jsonschema(schema, texts, must_compile, qwen_compiler, qwen_tokenizer):
-    """Compiled, a schema accepts exactly what jsonschema accepts. A oneOf not shown exclusive
-    may be refused instead (sound); llguidance's own check decides those."""
+    """Compiled, a schema accepts exactly what jsonschema accepts (a oneOf not shown
+    exclusive by the rewrite is checked as its value completes)."""
     try:
         compiled = qwen_compiler.compile(
             Constraint.json_schema(schema, allow_undeclared_properties=True)
         )
     except ConstraintError:
-        assert not must_compile
-        return
+        raise AssertionError("every oneOf compiles") from None
+    assert must_compile or compiled.has_checks
     oracle = jsonschema.Draft202012Validator(schema)
     for text in texts:
         expected = oracle.is_valid(json.loads(text))

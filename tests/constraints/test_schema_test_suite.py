@@ -39,7 +39,8 @@ def test_no_valid_instance_rejected(tally):
 
 
 def test_compile_coverage(tally):
-    # 383 groups; the rest use remote refs, contains, if/then/else, $dynamicRef, ...
+    # 383 groups (296 without remote refs, 281 of those compile); the rest use remote refs,
+    # $dynamicRef, patternProperties keys the lexer cannot read, ...
     assert tally.groups == 383
-    assert tally.compiled >= 238
+    assert tally.compiled >= 330
     assert tally.valid >= 510 and tally.invalid >= 300

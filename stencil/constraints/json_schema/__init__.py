@@ -15,6 +15,24 @@ from ..llg_limits import parser_limits
 from . import document
 from .normalize import Normalizer
 
+_CIRCULAR = "circular references with sibling keys"
+
+
+def _build(
+    schema: dict[str, Any], guidance: dict[str, Any], limits: Limits
+) -> tuple[dict[str, Any], str, str]:
+    """``(schema handed to llguidance, its grammar, llguidance's error message or "")``."""
+    translated = {**schema, "x-guidance": guidance}
+    try:
+        grammar = llguidance.LLMatcher.grammar_from_json_schema(json.dumps(translated))
+    except ValueError as exc:
+        if _CIRCULAR in str(exc):
+            return translated, "", str(exc)
+        raise InvalidSchemaError(str(exc)) from None
+    return translated, grammar, llguidance.LLMatcher.validate_grammar(
+        grammar, limits=parser_limits(limits)
+    )
+
 
 @dataclass(frozen=True, slots=True)
 class PreparedSchema:
@@ -23,6 +41,10 @@ class PreparedSchema:
     schema: dict[str, Any]
     """The translated schema handed to llguidance."""
     warnings: tuple[str, ...]
+    checks: tuple[tuple[str, str], ...] = ()
+    """``(pointer, keyword)`` of each keyword the grammar over-approximates: checked when a
+    value completes (``stencil.constraints.semantic``)."""
+    draft: int = 2020
 
 
 def prepare(
@@ -34,12 +56,14 @@ def prepare(
         raise InvalidSchemaError("the schema is `false`: no instance is valid")
     root = {} if schema is True else schema
     result = Normalizer(root, draft=draft, closed=closed, limits=limits).run()
-    translated = {**result.schema, "x-guidance": guidance}
-    try:
-        grammar = llguidance.LLMatcher.grammar_from_json_schema(json.dumps(translated))
-    except ValueError as exc:
-        raise InvalidSchemaError(str(exc)) from None
-    message = llguidance.LLMatcher.validate_grammar(grammar, limits=parser_limits(limits))
+    translated, grammar, message = _build(result.schema, guidance, limits)
+    if _CIRCULAR in message:
+        # a $ref with sibling keywords inside a recursion: the grammar follows the $ref and
+        # the siblings are checked as the value completes
+        loose = Normalizer(root, draft=draft, closed=closed, limits=limits, loose_refs=True)
+        result = loose.run()
+        translated, grammar, message = _build(result.schema, guidance, limits)
     if message:
         raise schema_error(message, result.keyword_pointers, result.one_of_pointers)
-    return PreparedSchema(grammar, translated, tuple(result.warnings))
+    checks = tuple(dict.fromkeys(result.checks))
+    return PreparedSchema(grammar, translated, tuple(result.warnings), checks, draft)

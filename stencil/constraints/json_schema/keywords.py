@@ -70,6 +70,11 @@ TRANSLATED = frozenset(
         "then",
         "else",
         "propertyNames",
+        "contains",
+        "minContains",
+        "maxContains",
+        "unevaluatedProperties",
+        "unevaluatedItems",
     }
 )
 
@@ -103,18 +108,15 @@ ANNOTATIONS = frozenset(
     }
 )
 
-# Valid keywords that cannot be enforced by a context-free mask: UnsupportedSchemaError.
-UNSUPPORTED = frozenset(
-    {
-        "contains",
-        "minContains",
-        "maxContains",
-        "unevaluatedProperties",
-        "unevaluatedItems",
-        "$dynamicRef",
-        "$recursiveRef",
-    }
-)
+# Valid keywords Stencil cannot enforce at all: UnsupportedSchemaError. (Those a grammar
+# cannot state exactly are checked as values complete: see approximate.py.)
+UNSUPPORTED = frozenset({"$dynamicRef", "$recursiveRef"})
+
+def _uuid(version: int) -> str:
+    """Pydantic's ``UUID1`` ... ``UUID8``: the version nibble, the RFC 4122 variant."""
+    hexd = "[0-9a-fA-F]"
+    return f"^{hexd}{{8}}-{hexd}{{4}}-{version}{hexd}{{3}}-[89abAB]{hexd}{{3}}-{hexd}{{12}}$"
+
 
 # String formats llguidance enforces natively.
 NATIVE_FORMATS = frozenset({"duration", "email", "hostname", "ipv4", "ipv6", "uuid", "uri"})
@@ -125,7 +127,28 @@ FORMAT_PATTERNS = {
     "date-time": DATE_TIME,
     "time": FULL_TIME,
     "json-pointer": r"^(/([^~/]|~[01])*)*$",
+    **{f"uuid{v}": _uuid(v) for v in range(1, 9)},
+    "base64": r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$",
+    "base64url": r"^(?:[A-Za-z0-9_\-]{4})*(?:[A-Za-z0-9_\-]{2}==|[A-Za-z0-9_\-]{3}=)?$",
     "relative-json-pointer": r"^(0|[1-9][0-9]*)(#|(/([^~/]|~[01])*)*)$",
+}
+_URI_CHARS = "A-Za-z0-9\\-._~:/?#\\[\\]@!$&'()*+,;=%"
+# Formats checked at decode time: a pattern admitting at least every valid value keeps the
+# grammar close (no whitespace in a URI reference, say), so that a value can still end validly.
+FORMAT_SUPERSETS = {
+    "uri-reference": f"^[{_URI_CHARS}]*$",
+    "iri": f"^[{_URI_CHARS}\\u00a0-\\U0010ffff]*$",
+    "iri-reference": f"^[{_URI_CHARS}\\u00a0-\\U0010ffff]*$",
+    "uri-template": "^[^\\u0000-\\u0020]*$",
+    "idn-hostname": "^[^\\u0000-\\u0020]+$",
+    "idn-email": "^[\\s\\S]*@[\\s\\S]*$",
+    "ipvanyaddress": "^[0-9A-Za-z:.%]+$",
+    "ipvanyinterface": "^[0-9A-Za-z:.%/]+$",
+    "ipvanynetwork": "^[0-9A-Za-z:.%/]+$",
+    "ipv4network": "^[0-9./]+$",
+    "ipv4interface": "^[0-9./]+$",
+    "ipv6network": "^[0-9A-Fa-f:./]+$",
+    "ipv6interface": "^[0-9A-Za-z:.%/]+$",
 }
 FORMAT_ALIASES = {"url": "uri", "host-name": "hostname", "ip-address": "ipv4"}
 # Formats defined by the JSON Schema specifications that Stencil cannot enforce: rejected.

@@ -13,16 +13,11 @@ from typing import Any
 
 from ..errors import ConstraintTooLargeError, InvalidSchemaError, UnsupportedSchemaError
 from ..limits import Limits
-from ..regex_check import check_regex
 from . import logic, objects
-from .ecma_regex import ecma_pattern
+from .approximate import Approximations
 from .keywords import (
     ANNOTATIONS,
     ENFORCED,
-    FORMAT_ALIASES,
-    FORMAT_PATTERNS,
-    NATIVE_FORMATS,
-    UNENFORCEABLE_FORMATS,
     UNSUPPORTED,
 )
 from .productive import has_finite_instance
@@ -39,13 +34,20 @@ class Normalized:
     """``oneOf``s left to llguidance (not shown equivalent to an ``anyOf`` here)."""
     keyword_pointers: dict[str, str] = field(default_factory=dict)
     """First pointer of each keyword passed on, to name the place of a later llguidance error."""
+    checks: list[tuple[str, str]] = field(default_factory=list)
+    """``(node pointer, keyword)``: over-approximated in the grammar, checked at decode time."""
 
 
-class Normalizer:
+class Normalizer(Approximations):
     """One use: ``Normalizer(root, ...).run()``."""
 
-    def __init__(self, root: Any, *, draft: int, closed: bool, limits: Limits) -> None:
+    def __init__(
+        self, root: Any, *, draft: int, closed: bool, limits: Limits, loose_refs: bool = False
+    ) -> None:
         self.draft, self.closed, self.limits = draft, closed, limits
+        self.loose_refs = loose_refs
+        """A ``$ref`` with sibling keywords becomes the ``$ref`` alone plus a decode-time check
+        of the node (llguidance cannot intersect a recursive target with siblings)."""
         self.index = RefIndex(root, id_key="id" if draft <= 4 else "$id").build()
         self.root = root
         self.defs: dict[str, Schema] = {}
@@ -107,6 +109,14 @@ class Normalizer:
                 out["$ref"] = target
             if self.draft <= 7:
                 return out  # siblings of $ref are ignored before 2019-09
+            if self.loose_refs and resolved is not True and any(
+                k != "$ref" and k not in ANNOTATIONS for k in schema
+            ):
+                for key, value in schema.items():  # still translated: errors surface
+                    if key != "$ref":
+                        self.keyword(key, value, schema, {}, [], ptr, base)
+                self.check(ptr, "$ref")
+                return out
         for key, value in schema.items():
             if key != "$ref":
                 self.keyword(key, value, schema, out, extra, ptr, base)
@@ -114,8 +124,15 @@ class Normalizer:
         if "propertyNames" in schema:
             here = f"{ptr}/propertyNames"
             names = self.node(schema["propertyNames"], here, base, False)
-            objects.property_names(schema, out, logic.deref(names, self.lookup), here)
+            try:
+                objects.property_names(schema, out, logic.deref(names, self.lookup), here)
+            except UnsupportedSchemaError:
+                self.check(ptr, "propertyNames")
+        if schema.get("uniqueItems") is True and not _at_most_one_item(schema):
+            self.unique_items(schema, out, ptr)
         objects.property_counts(out)
+        for key in objects.counts_left_to_check(out):
+            self.check(ptr, key)
         if False in extra:
             return False
         if extra:
@@ -128,10 +145,11 @@ class Normalizer:
         here = f"{ptr}/{escape(key)}"
         if key in ENFORCED:
             self.enforced(key, value, schema, out, here)
-        elif key in ANNOTATIONS or key in ("then", "else", "propertyNames"):
+        elif key in ANNOTATIONS or key in ("then", "else", "propertyNames", "minContains",
+                                            "maxContains"):
             return
         elif key in ("unevaluatedProperties", "unevaluatedItems"):
-            self.unevaluated(key, value, schema, out, here, base)
+            self.unevaluated(key, value, schema, out, ptr, base)
         elif key in UNSUPPORTED:
             raise UnsupportedSchemaError(key, here)
         elif key == "patternProperties":
@@ -150,22 +168,22 @@ class Normalizer:
             sub = [self.node(v, f"{here}/{i}", base, key == "allOf") for i, v in enumerate(value)]
             self.applicator(key, sub, out, extra)
         elif key == "oneOf":
-            self.one_of(value, out, _typing(schema), here, base)
+            self.one_of(value, out, _typing(schema), ptr, base)
         elif key == "not":
-            self.negation(value, extra, here, base)
+            self.negation(value, extra, ptr, base)
+        elif key == "contains":
+            self.contains(value, schema, out, ptr, base)
         elif key in ("dependencies", "dependentRequired", "dependentSchemas"):
             for name, dep in value.items():
                 dep_ptr = f"{here}/{escape(name)}"
                 dep = dep if isinstance(dep, list) else self.node(dep, dep_ptr, base, True)
                 extra.append(logic.dependency(name, dep))
         elif key == "format":
-            self.format(value, out, extra, here)
+            self.format(value, out, extra, ptr)
         elif key == "uniqueItems":
-            if value and not _at_most_one_item(schema):
-                raise UnsupportedSchemaError(key, here, "uniqueness of array items")
+            return  # after the other keywords (it reads ``items``)
         elif key == "if":
-            if "then" in schema or "else" in schema:
-                raise UnsupportedSchemaError(key, here, "conditional subschemas")
+            self.conditional(schema, extra, ptr, base)
         else:
             self.out.warnings.append(f"unknown keyword {key!r} at {here!r} ignored (annotation)")
 
@@ -182,7 +200,9 @@ class Normalizer:
         if key == "enum" and len(value) > self.limits.max_enum:
             raise ConstraintTooLargeError(f"enum at {here!r} has {len(value)} members", "max_enum")
         if key == "pattern":
-            value = self.pattern(value, "pattern")
+            value = self.pattern(value, "pattern", here.rsplit("/", 1)[0])
+            if value is None:
+                return
         if key in _MINIMUM_COUNTS and isinstance(value, int | float) and value > self.limits.max_repetition:
             raise ConstraintTooLargeError(
                 f"{key} {value} at {here!r} exceeds the repetition limit "
@@ -190,11 +210,6 @@ class Normalizer:
         if key in _COUNTS and isinstance(value, float) and value.is_integer():
             value = int(value)
         out[key] = value
-
-    def pattern(self, pattern: str, what: str) -> str:
-        """A checked JSON Schema (ECMA-262) pattern, in the syntax llguidance reads."""
-        check_regex(pattern, self.limits, what)
-        return ecma_pattern(pattern)
 
     def pattern_properties(self, value: dict, here: str, base: str) -> dict[str, Schema]:
         """Keys as ECMA patterns; two that read the same once rewritten (``\\d`` and
@@ -238,51 +253,18 @@ class Normalizer:
             extra.append(False)
 
     def unevaluated(
-        self, key: str, value: Any, schema: dict, out: dict, here: str, base: str
+        self, key: str, value: Any, schema: dict, out: dict, ptr: str, base: str
     ) -> None:
         """Without in-place applicators, ``unevaluated*`` means ``additionalProperties`` /
-        ``items``; with them it depends on annotations: unsupported."""
+        ``items``; with them it depends on annotations: checked as the value completes."""
+        here = f"{ptr}/{escape(key)}"
         if any(k in schema for k in _IN_PLACE):
-            raise UnsupportedSchemaError(key, here, "with in-place applicators")
+            self.node(value, here, base, False)  # the subschema must be readable
+            self.check(ptr, key)
+            return
         same = "additionalProperties" if key == "unevaluatedProperties" else "items"
         if same not in schema and not (same == "items" and "additionalItems" in schema):
             out[same] = self.node(value, here, base, False)
-
-    def one_of(self, value: list, out: dict, typing: dict, here: str, base: str) -> None:
-        branches = [self.node(v, f"{here}/{i}", base, False) for i, v in enumerate(value)]
-        branches = [b for b in branches if b is not False]
-        if len(branches) <= 1:
-            out.setdefault("allOf", []).append(branches[0] if branches else False)
-            return
-        context = logic.types_of(typing, self.lookup)
-        as_any = logic.one_of_as_any_of(branches, self.lookup, context)
-        if as_any is None:
-            self.out.one_of_pointers.append(here)
-            out["oneOf"] = branches
-        elif "anyOf" in out:
-            out.setdefault("allOf", []).append({"anyOf": as_any})
-        else:
-            out["anyOf"] = as_any
-
-    def negation(self, value: Any, extra: list, here: str, base: str) -> None:
-        negated = logic.negate(self.node(value, here, base, False))
-        if negated is None:
-            raise UnsupportedSchemaError("not", here, "only not of {}, type or required")
-        extra.append(negated)
-
-    def format(self, value: Any, out: dict, extra: list, here: str) -> None:
-        name = FORMAT_ALIASES.get(value, value)
-        if name in NATIVE_FORMATS:
-            out["format"] = name
-        elif name in FORMAT_PATTERNS:
-            extra.append({"pattern": FORMAT_PATTERNS[name]})
-        elif name in UNENFORCEABLE_FORMATS:
-            raise UnsupportedSchemaError("format", here, f"format {value!r} is not enforced")
-        else:
-            self.out.warnings.append(
-                f"unknown format {value!r} at {here!r} not enforced (annotation)"
-            )
-
 
 _TYPING = ("type", "enum", "const")
 _IN_PLACE = frozenset(

@@ -87,6 +87,15 @@ def property_counts(out: dict) -> None:
         del out["maxProperties"]
 
 
+def counts_left_to_check(out: dict) -> list[str]:
+    """``min/maxProperties`` llguidance cannot enforce (some declared key is optional):
+    removed from ``out``, returned to be checked as the object completes."""
+    props = out.get("properties", {})
+    if not props or set(props) <= set(out.get("required", ())):
+        return []
+    return [k for k in ("minProperties", "maxProperties") if out.pop(k, None) is not None]
+
+
 def _names_only(names: dict) -> bool:
     return (
         set(names) <= {"type", "pattern", "enum", "const"}

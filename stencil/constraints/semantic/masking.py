@@ -1,0 +1,77 @@
+"""Remove from a grammar mask the tokens that would complete a value a decode-time check
+refuses. Only tokens that can complete a value at all are tried (see ``TokenTable``); tokens
+closing a string are grouped by the string they make, so each string is checked once. The
+work per mask is bounded: past ``MAX_FEEDS`` single-token tries or ``MAX_VALIDATED`` strings
+validated with jsonschema, the remaining candidates are refused untried (never allowed
+unchecked), shortest first kept, so a short closing token always stays available."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .plan import SemanticPlan
+from .tokens import TokenTable
+from .tracker import State, Tracker
+
+MAX_FEEDS = 512
+MAX_VALIDATED = 96
+
+
+def refused_tokens(
+    bits: np.ndarray,
+    state: State,
+    history: bytes,
+    tracker: Tracker,
+    plan: SemanticPlan,
+    table: TokenTable,
+) -> list[int]:
+    """Token ids allowed by ``bits`` (bool over the vocabulary) that must be refused now."""
+    if state.in_value_string:
+        return _string_end(bits, state, history, tracker, plan, table)
+    if state.in_string:  # a key, or just after a backslash: only a quote can complete
+        candidates = bits & table.has_quote & ~(table.inert_rest & table.clean_quote)
+    else:
+        candidates = bits & table.structural
+    return _try_each(np.flatnonzero(candidates), state, history, tracker, table)
+
+
+def _string_end(
+    bits: np.ndarray,
+    state: State,
+    history: bytes,
+    tracker: Tracker,
+    plan: SemanticPlan,
+    table: TokenTable,
+) -> list[int]:
+    ids = np.flatnonzero(bits & table.has_quote)
+    groups: dict[bytes, list[int]] = {}
+    slow: list[int] = []
+    for t in ids.tolist():
+        data = table.bytes[t]
+        if table.clean_quote[t]:
+            groups.setdefault(data[: data.find(b'"')], []).append(t)
+        else:
+            slow.append(t)
+    expensive = state.loc is not None and bool(state.loc.checked)
+    budget = MAX_VALIDATED if expensive else len(groups)
+    refused: list[int] = []
+    rest: list[int] = []
+    for i, content in enumerate(sorted(groups, key=len)):
+        members = groups[content]
+        if i >= budget or tracker.feed(state, content + b'"', history) is None:
+            refused.extend(members)
+        else:
+            rest.extend(t for t in members if not table.inert_rest[t])
+    refused.extend(_try_each(np.array(slow + rest, dtype=np.int64), state, history, tracker, table))
+    return refused
+
+
+def _try_each(
+    ids: np.ndarray, state: State, history: bytes, tracker: Tracker, table: TokenTable
+) -> list[int]:
+    order = sorted(ids.tolist(), key=lambda t: len(table.bytes[t]))
+    refused = order[MAX_FEEDS:]
+    for t in order[:MAX_FEEDS]:
+        if tracker.feed(state, table.bytes[t], history) is None:
+            refused.append(t)
+    return refused
