@@ -19,7 +19,7 @@ from stencil.engine.models.gguf import gguf_model_dir, read_gguf_tensors
 from stencil.engine.models.gguf_encode import encode
 from stencil.engine.models.gguf_quants import SUPPORTED, decode
 from stencil.engine.models.gguf_writer import write_model_gguf
-from stencil.engine.models.quantized import dequantize_codes
+from stencil.engine.models.quantized import dequantize_codes, weight_bytes
 from stencil.kernels.quant_weight import is_quantized
 
 SHAPE = dict(
@@ -170,22 +170,9 @@ def test_resident_weights_within_file_bytes(default_model_dir):
     path = _fetch_gguf(cache_root() / "downloads")
     llm = make_llm(path, num_kv_blocks=8)
     model = llm.engine.runner.model
-    held = model_weight_bytes(model)
+    held = weight_bytes(model)
     file_bytes = sum(int(t.n_bytes) for t in gguf.GGUFReader(str(path)).tensors)
     assert held <= 1.15 * file_bytes, (held, file_bytes)
-
-
-def model_weight_bytes(model: torch.nn.Module) -> int:
-    """Bytes of every weight the model holds: parameters (oneDNN-packed ones by their dense
-    size) and quantized weights (shared ones once)."""
-    seen: dict[int, int] = {}
-    for module in model.modules():
-        for value in vars(module).values():
-            if is_quantized(value):
-                seen[id(value)] = value.nbytes
-        for p in module.parameters(recurse=False):
-            seen[id(p)] = p.numel() * p.element_size()
-    return sum(seen.values())
 
 
 def test_unsupported_type_names_type_and_tensor(tmp_path, gguf_models):

@@ -54,7 +54,7 @@ def write_model_gguf(path: Path, config, state: dict[str, np.ndarray],
     writer.add_rope_freq_base(float(params.get("rope_theta", getattr(config, "rope_theta", 1e4))))
     writer.add_layer_norm_rms_eps(config.rms_norm_eps)
     writer.add_vocab_size(config.vocab_size)
-    _copy_tokenizer(writer, tokenizer_gguf)
+    _copy_tokenizer(writer, tokenizer_gguf, config.vocab_size)
     for name, w in state.items():
         w = np.asarray(w, dtype=np.float32)
         if arch in PERMUTED_ARCHS and name.endswith(("q_proj.weight", "k_proj.weight")):
@@ -72,7 +72,8 @@ def write_model_gguf(path: Path, config, state: dict[str, np.ndarray],
     writer.close()
 
 
-def _copy_tokenizer(writer, source: Path) -> None:
+def _copy_tokenizer(writer, source: Path, vocab_size: int) -> None:
+    """The source's tokenizer fields; a larger model vocabulary gets placeholder tokens."""
     import gguf
 
     reader = gguf.GGUFReader(str(source))
@@ -80,6 +81,10 @@ def _copy_tokenizer(writer, source: Path) -> None:
         if not key.startswith("tokenizer."):
             continue
         value = field.contents()
+        if key == "tokenizer.ggml.tokens":
+            value = value + [f"<|extra_{i}|>" for i in range(len(value), vocab_size)]
+        elif key == "tokenizer.ggml.token_type":
+            value = value + [int(gguf.TokenType.NORMAL)] * (vocab_size - len(value))
         kind = field.types[0]
         if kind == gguf.GGUFValueType.ARRAY:
             writer.add_key_value(key, value, kind, sub_type=field.types[-1])

@@ -104,3 +104,18 @@ def _place(model: torch.nn.Module, dense: dict[str, np.ndarray], target: str,
     module = model.get_submodule(module_name)
     delattr(module, attr)
     setattr(module, attr, weight)
+
+
+def weight_bytes(model: torch.nn.Module) -> int:
+    """Bytes of every weight the model holds: parameters (oneDNN-packed ones by their dense size)
+    and quantized weights, each shared one once."""
+    from stencil.kernels.quant_weight import is_quantized
+
+    seen: dict[int, int] = {}
+    for module in model.modules():
+        for value in vars(module).values():
+            if is_quantized(value):
+                seen[id(value)] = value.nbytes
+        for p in module.parameters(recurse=False):
+            seen[id(p)] = p.numel() * p.element_size()
+    return sum(seen.values())
