@@ -19,15 +19,21 @@ def build_library(source_path: Path, flags: list[str]) -> Path:
     if compiler is None:
         raise OSError("no C compiler (cc) found")
     source = source_path.read_bytes()
-    digest = hashlib.sha256(source + " ".join([compiler, *flags]).encode() + _cpu_id()).hexdigest()[:16]
+    digest = hashlib.sha256(source + " ".join([compiler, *flags]).encode() + _cpu_id()).hexdigest()[
+        :16
+    ]
     target = cache_root() / "kernels" / f"{source_path.stem}-{digest}.so"
     if target.is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
         built = Path(tmp) / target.name
-        subprocess.run([compiler, *flags, str(source_path), "-o", str(built), "-lm"], check=True,
-                       capture_output=True, timeout=120)
+        subprocess.run(
+            [compiler, *flags, str(source_path), "-o", str(built), "-lm"],
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
         os.replace(built, target)  # atomic: concurrent builders never see a partial file
     return target
 
@@ -35,8 +41,11 @@ def build_library(source_path: Path, flags: list[str]) -> Path:
 def _cpu_id() -> bytes:
     """-march=native code is only valid on the CPU it was built for."""
     try:
-        flags = next(line for line in Path("/proc/cpuinfo").read_text().splitlines()
-                     if line.startswith("flags"))
+        flags = next(
+            line
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("flags")
+        )
     except (OSError, StopIteration):
         flags = ""
     return (platform.machine() + platform.processor() + flags).encode()

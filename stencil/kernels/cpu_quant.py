@@ -25,8 +25,23 @@ SOURCE = Path(__file__).parent / "csrc" / "quant_linear.c"
 FLAGS = ["-O3", "-march=native", "-std=gnu11", "-fopenmp", "-shared", "-fPIC"]
 _P = ctypes.c_void_p
 _I64 = ctypes.c_int64
-_ARGTYPES = [_P, _P, _I64, ctypes.c_int, _I64, ctypes.c_int, ctypes.c_int, _P, _P, _P, _P, _P, _P,
-             _P, ctypes.c_int]
+_ARGTYPES = [
+    _P,
+    _P,
+    _I64,
+    ctypes.c_int,
+    _I64,
+    ctypes.c_int,
+    ctypes.c_int,
+    _P,
+    _P,
+    _P,
+    _P,
+    _P,
+    _P,
+    _P,
+    ctypes.c_int,
+]
 
 
 class CpuQuantLinear:
@@ -39,8 +54,9 @@ class CpuQuantLinear:
         self._kernel.restype = None
         self._tables: dict[int, torch.Tensor] = {}
 
-    def __call__(self, x: torch.Tensor, weight: QuantizedWeight,
-                 bias: torch.Tensor | None = None) -> torch.Tensor:
+    def __call__(
+        self, x: torch.Tensor, weight: QuantizedWeight, bias: torch.Tensor | None = None
+    ) -> torch.Tensor:
         n, k = weight.shape
         rows = x.reshape(-1, k)
         xb = rows.to(torch.bfloat16).contiguous()  # [M, K]
@@ -53,10 +69,23 @@ class CpuQuantLinear:
         if bias is not None:
             bias = torch.nn.functional.pad(bias.float(), (0, padded - n)).contiguous()
         if m:
-            self._kernel(xb.data_ptr(), _ptr(xsum), m, k, padded, weight.bits, weight.group,
-                         weight.codes.data_ptr(), _ptr(weight.planes), weight.scales.data_ptr(),
-                         _ptr(weight.mins), self._table(weight.zero).data_ptr(), _ptr(bias),
-                         out.data_ptr(), torch.get_num_threads())
+            self._kernel(
+                xb.data_ptr(),
+                _ptr(xsum),
+                m,
+                k,
+                padded,
+                weight.bits,
+                weight.group,
+                weight.codes.data_ptr(),
+                _ptr(weight.planes),
+                weight.scales.data_ptr(),
+                _ptr(weight.mins),
+                self._table(weight.zero).data_ptr(),
+                _ptr(bias),
+                out.data_ptr(),
+                torch.get_num_threads(),
+            )
         if padded != n:
             out = out[:, :n]
         return out.to(x.dtype).view(*x.shape[:-1], n)

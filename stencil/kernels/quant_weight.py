@@ -65,8 +65,9 @@ class QuantizedWeight:
         return self.rows(torch.arange(self.shape[0]), dtype)
 
 
-def pack(codes: np.ndarray, scales: np.ndarray, mins: np.ndarray | None, bits: int, group: int,
-         zero: int) -> QuantizedWeight:
+def pack(
+    codes: np.ndarray, scales: np.ndarray, mins: np.ndarray | None, bits: int, group: int, zero: int
+) -> QuantizedWeight:
     """``codes`` [N, K] (int8 for 8 bits, else uint8 in 0..2**bits-1), ``scales``/``mins``
     [N, K/group] (cast to fp16) -> the packed weight."""
     n, k = codes.shape
@@ -83,32 +84,53 @@ def pack(codes: np.ndarray, scales: np.ndarray, mins: np.ndarray | None, bits: i
         quad = vec.reshape(s, k // 4, 2, 32).astype(np.uint8)
         packed = (quad[:, :, 0] & 15) | ((quad[:, :, 1] & 15) << 4)  # [S, K/4, 32]
         if bits > 4:
-            ps = [np.packbits((vec >> (4 + p)) & 1, axis=-1, bitorder="little").view("<i4")
-                  for p in range(bits - 4)]  # bit i of the word = element i of the vector
+            ps = [
+                np.packbits((vec >> (4 + p)) & 1, axis=-1, bitorder="little").view("<i4")
+                for p in range(bits - 4)
+            ]  # bit i of the word = element i of the vector
             planes = torch.from_numpy(np.concatenate(ps, axis=-1))  # [S, K/2, bits - 4]
-    return QuantizedWeight((n, k), bits, group, zero, torch.from_numpy(np.ascontiguousarray(packed)),
-                           planes, _strips(scales, pad), None if mins is None else _strips(mins, pad))
+    return QuantizedWeight(
+        (n, k),
+        bits,
+        group,
+        zero,
+        torch.from_numpy(np.ascontiguousarray(packed)),
+        planes,
+        _strips(scales, pad),
+        None if mins is None else _strips(mins, pad),
+    )
 
 
 def _strips(a: np.ndarray, pad: int) -> torch.Tensor:
     a = np.pad(a.astype(np.float16), ((0, pad), (0, 0)))  # [N, G]
-    return torch.from_numpy(np.ascontiguousarray(a.reshape(-1, STRIP, a.shape[1]).transpose(0, 2, 1)))
+    return torch.from_numpy(
+        np.ascontiguousarray(a.reshape(-1, STRIP, a.shape[1]).transpose(0, 2, 1))
+    )
 
 
 def concat(parts: list[QuantizedWeight]) -> QuantizedWeight | None:
     """The row-wise concatenation of ``parts`` (None when their formats differ or a part is padded)."""
     first = parts[0]
     key = (first.bits, first.group, first.zero, first.mins is None, first.shape[1])
-    if any((p.bits, p.group, p.zero, p.mins is None, p.shape[1]) != key or p.shape[0] % STRIP
-           for p in parts):
+    if any(
+        (p.bits, p.group, p.zero, p.mins is None, p.shape[1]) != key or p.shape[0] % STRIP
+        for p in parts
+    ):
         return None
 
     def cat(ts):
         return None if ts[0] is None else torch.cat(ts)
 
-    return QuantizedWeight((sum(p.shape[0] for p in parts), first.shape[1]), first.bits, first.group,
-                           first.zero, cat([p.codes for p in parts]), cat([p.planes for p in parts]),
-                           cat([p.scales for p in parts]), cat([p.mins for p in parts]))
+    return QuantizedWeight(
+        (sum(p.shape[0] for p in parts), first.shape[1]),
+        first.bits,
+        first.group,
+        first.zero,
+        cat([p.codes for p in parts]),
+        cat([p.planes for p in parts]),
+        cat([p.scales for p in parts]),
+        cat([p.mins for p in parts]),
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -49,14 +49,26 @@ def _q45_k(x: np.ndarray, bits: int) -> np.ndarray:
     scale = (sub.max(-1) - lo) / top
     d = scale.max(-1) / 63
     dmin = -lo.min(-1) / 63
-    d16, dmin16 = d.astype(np.float16).astype(np.float32), dmin.astype(np.float16).astype(np.float32)
-    sc = np.clip(np.rint(np.divide(scale, d16[:, None], out=np.zeros_like(scale),
-                                   where=d16[:, None] > 0)), 0, 63)
-    mn = np.clip(np.rint(np.divide(-lo, dmin16[:, None], out=np.zeros_like(lo),
-                                   where=dmin16[:, None] > 0)), 0, 63)
+    d16, dmin16 = (
+        d.astype(np.float16).astype(np.float32),
+        dmin.astype(np.float16).astype(np.float32),
+    )
+    sc = np.clip(
+        np.rint(np.divide(scale, d16[:, None], out=np.zeros_like(scale), where=d16[:, None] > 0)),
+        0,
+        63,
+    )
+    mn = np.clip(
+        np.rint(np.divide(-lo, dmin16[:, None], out=np.zeros_like(lo), where=dmin16[:, None] > 0)),
+        0,
+        63,
+    )
     step = (d16[:, None] * sc)[..., None]  # [B, 8, 1]
-    q = np.rint(np.divide(sub + (dmin16[:, None] * mn)[..., None], step,
-                          out=np.zeros_like(sub), where=step > 0))
+    q = np.rint(
+        np.divide(
+            sub + (dmin16[:, None] * mn)[..., None], step, out=np.zeros_like(sub), where=step > 0
+        )
+    )
     q = np.clip(q, 0, top).astype(np.uint8).reshape(-1, 4, 2, 32)  # [B, chunk, sub, 32]
     head = [_f16_bytes(d), _f16_bytes(dmin), _pack_scale_min_k4(sc, mn)]
     if bits == 5:
@@ -74,14 +86,21 @@ def _q6_k(x: np.ndarray) -> np.ndarray:
     scale = amax / 31
     d = scale.max(-1) / 127
     d16 = d.astype(np.float16).astype(np.float32)
-    sc = np.clip(np.rint(np.divide(scale, d16[:, None], out=np.zeros_like(scale),
-                                   where=d16[:, None] > 0)), -128, 127)
+    sc = np.clip(
+        np.rint(np.divide(scale, d16[:, None], out=np.zeros_like(scale), where=d16[:, None] > 0)),
+        -128,
+        127,
+    )
     step = (d16[:, None] * sc)[..., None]
     q = np.rint(np.divide(sub, step, out=np.zeros_like(sub), where=step > 0))
     q = (np.clip(q, -32, 31) + 32).astype(np.uint8).reshape(-1, 2, 2, 2, 32)
     # element order inside a 128-half: nibble (+64), l-half (+32), l -> ql[l-half*32 + l], qh[l]
     ql = (q[:, :, 0] & 15) | ((q[:, :, 1] & 15) << 4)  # [B, half, l-half, 32]
     shift = (2 * (np.arange(2)[:, None] * 2 + np.arange(2)[None, :])).astype(np.uint8)[..., None]
-    qh = ((q >> 4) << shift).sum(axis=2, dtype=np.uint8).sum(axis=2, dtype=np.uint8)  # [B, half, 32]
-    return np.concatenate([ql.reshape(-1, 128), qh.reshape(-1, 64),
-                           sc.astype(np.int8).view(np.uint8), _f16_bytes(d)], axis=1)
+    qh = (
+        ((q >> 4) << shift).sum(axis=2, dtype=np.uint8).sum(axis=2, dtype=np.uint8)
+    )  # [B, half, 32]
+    return np.concatenate(
+        [ql.reshape(-1, 128), qh.reshape(-1, 64), sc.astype(np.int8).view(np.uint8), _f16_bytes(d)],
+        axis=1,
+    )

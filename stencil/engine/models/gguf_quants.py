@@ -127,7 +127,9 @@ def _q6_k(b, n, k):
     qh = x[..., 128:192].reshape(n, -1, 2, 1, 32)
     low = np.stack((ql & 15, ql >> 4), axis=3)  # [N, blocks, half, nibble, l-half, 32]
     shift = (2 * (np.arange(2)[:, None] * 2 + np.arange(2)[None, :])).astype(np.uint8)
-    high = (qh[:, :, :, None] >> shift[None, None, None, :, :, None]) & 3  # [.., nibble, l-half, 32]
+    high = (
+        qh[:, :, :, None] >> shift[None, None, None, :, :, None]
+    ) & 3  # [.., nibble, l-half, 32]
     codes = low | (high << 4)  # element order: half, nibble (+64), l-half (+32), l
     sc = np.ascontiguousarray(x[..., 192:208]).view(np.int8).astype(np.float32)  # [N, blocks, 16]
     scales = _f16(x, 208)[..., None] * sc

@@ -29,11 +29,18 @@ def gguf_tensor_name(hf: str) -> str:
 
 def llama_cpp_permute(w: np.ndarray, heads: int) -> np.ndarray:
     """convert_hf_to_gguf.py's LlamaModel.permute (interleave each head's rotary halves)."""
-    return w.reshape(heads, 2, w.shape[0] // heads // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+    return (
+        w.reshape(heads, 2, w.shape[0] // heads // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+    )
 
 
-def write_model_gguf(path: Path, config, state: dict[str, np.ndarray],
-                     qtype_of: Callable[[str, tuple[int, ...]], str], tokenizer_gguf: Path) -> None:
+def write_model_gguf(
+    path: Path,
+    config,
+    state: dict[str, np.ndarray],
+    qtype_of: Callable[[str, tuple[int, ...]], str],
+    tokenizer_gguf: Path,
+) -> None:
     """``state``: HF names -> float32 arrays; ``qtype_of(name, shape)``: a GGML type name
     (1-D tensors are always written F32)."""
     import gguf

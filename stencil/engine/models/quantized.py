@@ -30,8 +30,9 @@ def quantize_dense(w: np.ndarray, bits: int) -> Codes:
         return Codes(np.clip(q, -127, 127).astype(np.int8).reshape(n, k), d, None, 8, 32, 0)
     lo = g.min(-1).astype(np.float16).astype(np.float32)
     d = ((g.max(-1) - lo) / 15).astype(np.float16).astype(np.float32)
-    q = np.rint(np.divide(g - lo[..., None], d[..., None], out=np.zeros_like(g),
-                          where=d[..., None] > 0))
+    q = np.rint(
+        np.divide(g - lo[..., None], d[..., None], out=np.zeros_like(g), where=d[..., None] > 0)
+    )
     return Codes(np.clip(q, 0, 15).astype(np.uint8).reshape(n, k), d, lo, 4, 32, 0)
 
 
@@ -43,8 +44,9 @@ def dequantize_codes(c: Codes) -> np.ndarray:
     return out
 
 
-def quantize_weights(weights: Iterable[tuple[str, np.ndarray]], mode: str
-                     ) -> Iterator[tuple[str, Weight]]:
+def quantize_weights(
+    weights: Iterable[tuple[str, np.ndarray]], mode: str
+) -> Iterator[tuple[str, Weight]]:
     """``mode`` "int8" / "int4": the projections (and embedding / lm_head, at int8) quantized."""
     for name, w in weights:
         quantizable = w.ndim == 2 and w.shape[1] % 32 == 0 and name.endswith("weight")
@@ -55,14 +57,20 @@ def quantize_weights(weights: Iterable[tuple[str, np.ndarray]], mode: str
             yield name, w
 
 
-def build_model(config, weights: Iterable[tuple[str, Weight]], dtype: torch.dtype,
-                device: torch.device, max_positions: int) -> LlamaForCausalLM:
+def build_model(
+    config,
+    weights: Iterable[tuple[str, Weight]],
+    dtype: torch.dtype,
+    device: torch.device,
+    max_positions: int,
+) -> LlamaForCausalLM:
     """The model from HF-named weights, fused projections concatenated."""
     from stencil.engine.models.loader import fused_parts, map_weight
 
     if device.type != "cpu":
-        raise ConfigError("quantized weights run on CPU only; use quantization='none' on "
-                          f"{device.type}")
+        raise ConfigError(
+            f"quantized weights run on CPU only; use quantization='none' on {device.type}"
+        )
     with torch.device("meta"):
         model = LlamaForCausalLM(config, max_positions)
     shards: dict[str, dict[int, Weight]] = {}
@@ -90,8 +98,9 @@ def build_model(config, weights: Iterable[tuple[str, Weight]], dtype: torch.dtyp
     return model.eval()
 
 
-def _place(model: torch.nn.Module, dense: dict[str, np.ndarray], target: str,
-           parts: list[Weight]) -> None:
+def _place(
+    model: torch.nn.Module, dense: dict[str, np.ndarray], target: str, parts: list[Weight]
+) -> None:
     if not all(isinstance(p, Codes) for p in parts):  # float or mixed: dense, exact
         arrays = [dequantize_codes(p) if isinstance(p, Codes) else p for p in parts]
         dense[target] = arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
