@@ -8,6 +8,7 @@ from stencil.engine.errors import ConfigError
 
 _DTYPES = ("auto", "float32", "bfloat16", "float16")
 _ATTENTION_BACKENDS = ("auto", "torch")
+_QUANTIZATIONS = (None, "none", "int8", "int4")
 
 
 @dataclass(slots=True)
@@ -18,6 +19,9 @@ class EngineConfig:
     ``num_kv_blocks`` None means: size the KV cache from ``kv_cache_memory`` bytes.
     ``attention_backend`` "auto": Triton kernels on CUDA, the C kernel on CPU (pure torch where no
     compiler is found); "torch": the pure-torch reference kernels everywhere.
+    ``quantization`` None: a GGUF file's weights as stored (Q8_0, Q4_K, ... kept quantized on
+    CPU), safetensors as they are; "none": dequantized to ``dtype``; "int8" / "int4": weight-only
+    quantization at load.
     """
 
     model: str | None = None
@@ -40,6 +44,7 @@ class EngineConfig:
     reasoning_end: str | None = None
     pooling: str = "last"
     attention_backend: str = "auto"
+    quantization: str | None = None
 
     def __post_init__(self) -> None:
         if self.dtype not in _DTYPES:
@@ -55,6 +60,9 @@ class EngineConfig:
             raise ConfigError("max_waiting_requests must be > 0")
         if self.attention_backend not in _ATTENTION_BACKENDS:
             raise ConfigError(f"attention_backend must be one of {_ATTENTION_BACKENDS}, got {self.attention_backend!r}")
+        if self.quantization not in _QUANTIZATIONS:
+            raise ConfigError(
+                f"quantization must be one of {_QUANTIZATIONS}, got {self.quantization!r}")
         if self.pooling not in ("last", "mean"):
             raise ConfigError(f"pooling must be 'last' or 'mean', got {self.pooling!r}")
         if self.constraint_compile_timeout <= 0:

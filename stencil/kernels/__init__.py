@@ -31,8 +31,8 @@ class Kernels:
 
 def get_kernels(device: torch.device | str, backend: str = "auto") -> Kernels:
     """``backend`` "auto": Triton kernels on CUDA when Triton imports; on CPU the C attention
-    kernel when a C compiler works, with oneDNN linears; else (and for "torch") the reference
-    kernels."""
+    kernel when a C compiler works, with oneDNN linears (and the C kernel for quantized weights);
+    else (and for "torch") the reference kernels."""
     from stencil.kernels import reference
 
     kind = torch.device(device).type
@@ -42,13 +42,14 @@ def get_kernels(device: torch.device | str, backend: str = "auto") -> Kernels:
         except ImportError:
             pass
     if backend == "auto" and kind == "cpu":
-        from stencil.kernels import cpu_attention, cpu_linear
+        from stencil.kernels import cpu_attention, cpu_linear, cpu_quant
 
         attention = cpu_attention.load()
         if attention is not None:
             onednn = cpu_linear.available()
-            return Kernels("cpu", cpu_linear.linear if onednn else reference.linear, reference.write_kv,
-                           attention, reference.apply_token_bitmask_inplace,
+            linear = cpu_linear.CpuLinear(cpu_quant.load()) if onednn else reference.linear
+            return Kernels("cpu", linear, reference.write_kv, attention,
+                           reference.apply_token_bitmask_inplace,
                            cpu_linear.pack_weight if onednn else None)
     return Kernels("reference", reference.linear, reference.write_kv, reference.paged_attention,
                    reference.apply_token_bitmask_inplace)

@@ -10,19 +10,14 @@ where no compiler works; the engine then keeps the pure-torch reference path.
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import logging
-import os
-import platform
-import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 
 import torch
 
 from stencil.kernels import reference
-from stencil.paths import cache_root
+from stencil.kernels.cbuild import build_library
 
 logger = logging.getLogger(__name__)
 
@@ -99,27 +94,4 @@ def load() -> CpuPagedAttention | None:
 
 
 def _build() -> Path:
-    compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
-    if compiler is None:
-        raise OSError("no C compiler (cc) found")
-    source = SOURCE.read_bytes()
-    digest = hashlib.sha256(source + " ".join([compiler, *FLAGS]).encode() + _cpu_id()).hexdigest()[:16]
-    target = cache_root() / "kernels" / f"paged_attention-{digest}.so"
-    if target.is_file():
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
-        built = Path(tmp) / target.name
-        subprocess.run([compiler, *FLAGS, str(SOURCE), "-o", str(built), "-lm"], check=True,
-                       capture_output=True, timeout=120)
-        os.replace(built, target)  # atomic: concurrent builders never see a partial file
-    return target
-
-
-def _cpu_id() -> bytes:
-    """-march=native code is only valid on the CPU it was built for."""
-    try:
-        flags = next(line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags"))
-    except (OSError, StopIteration):
-        flags = ""
-    return (platform.machine() + platform.processor() + flags).encode()
+    return build_library(SOURCE, FLAGS)

@@ -13,8 +13,13 @@ the unpacked weight at 64 rows, 1.6-1.8x at 17 rows (``bench/cpu_kernels_bench.p
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 import torch.nn.functional as F
+
+from stencil.kernels import reference
+from stencil.kernels.quant_weight import QuantizedWeight, SplitWeight, is_quantized
 
 _ONEDNN_DTYPES = (torch.float32, torch.bfloat16)
 
@@ -33,9 +38,30 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
 
 
-def pack_weight(weight: torch.Tensor) -> torch.Tensor:
-    """``weight`` in oneDNN's blocked layout (for ``linear`` only); other dtypes unchanged."""
-    if weight.dtype not in _ONEDNN_DTYPES:
+class CpuLinear:
+    """The CPU kernel set's linear: ``linear`` for dense (or packed) weights, the C kernel
+    (``cpu_quant``) for quantized ones, their pure-torch twin where that kernel is unavailable."""
+
+    def __init__(self, quant: Callable[..., torch.Tensor] | None) -> None:
+        self.quant = quant
+
+    def __call__(self, x: torch.Tensor, weight, bias: torch.Tensor | None = None) -> torch.Tensor:
+        if isinstance(weight, QuantizedWeight) and self.quant is not None:
+            return self.quant(x, weight, bias)
+        if isinstance(weight, SplitWeight):
+            out = torch.cat([self(x, part) for part in weight.parts], dim=-1)
+            return out if bias is None else out + bias
+        if is_quantized(weight):
+            return reference.quant_linear(x, weight, bias)
+        if weight.dtype != x.dtype:  # a weight kept in its file's bf16 under fp32 activations
+            return linear(x.to(weight.dtype), weight, None).to(x.dtype) + (0 if bias is None else bias)
+        return linear(x, weight, bias)
+
+
+def pack_weight(weight):
+    """``weight`` in oneDNN's blocked layout (for ``linear`` only); other dtypes and quantized
+    weights unchanged."""
+    if not isinstance(weight, torch.Tensor) or weight.dtype not in _ONEDNN_DTYPES:
         return weight
     return torch.ops.mkldnn._reorder_linear_weight(weight.detach().contiguous(), PACK_ROWS)
 

@@ -9,10 +9,21 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from stencil.kernels.quant_weight import is_quantized
 
-def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """``x @ weight.T + bias`` (``F.linear``: MKL on CPU, cuBLAS on CUDA)."""
+
+def linear(x: torch.Tensor, weight, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """``x @ weight.T + bias`` (``F.linear``: MKL on CPU, cuBLAS on CUDA); a quantized weight
+    (``QuantizedWeight`` / ``SplitWeight``) goes to ``quant_linear``."""
+    if is_quantized(weight):
+        return quant_linear(x, weight, bias)
     return F.linear(x, weight, bias)
+
+
+def quant_linear(x: torch.Tensor, weight, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """The twin of the quantized kernels: dequantize the whole weight, then ``F.linear``."""
+    w = weight.dequantize(torch.float32)  # [N, K]
+    return F.linear(x.float(), w, None if bias is None else bias.float()).to(x.dtype)
 
 
 def write_kv(

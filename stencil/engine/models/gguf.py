@@ -1,4 +1,5 @@
-"""GGUF files -> a cached safetensors HF directory (converted once, dequantized to float32).
+"""GGUF files: their config and tokenizer as a cached HF directory, their weights read as stored
+(``iter_gguf_weights``) or converted once to a float32 safetensors directory (``convert_gguf``).
 
 The weights are read with the ``gguf`` package (llama.cpp's own reader and dequantizers);
 only the config and the tokenizer come from transformers' GGUF metadata readers, which need
@@ -22,7 +23,7 @@ from stencil.paths import cache_root
 logger = logging.getLogger(__name__)
 
 # llama.cpp tensor names -> HF names (per layer: blk.{i}.<key>)
-_LAYER_NAMES = {
+LAYER_NAMES = {
     "attn_norm": "input_layernorm",
     "ffn_norm": "post_attention_layernorm",
     "attn_q": "self_attn.q_proj",
@@ -35,13 +36,16 @@ _LAYER_NAMES = {
     "ffn_up": "mlp.up_proj",
     "ffn_down": "mlp.down_proj",
 }
-_GLOBAL_NAMES = {
+GLOBAL_NAMES = {
     "token_embd": "model.embed_tokens",
     "output_norm": "model.norm",
     "output": "lm_head",
 }
 # llama.cpp's converter interleaves the rotary halves of q/k rows for these architectures
-_PERMUTED_ARCHS = ("llama", "mistral")
+PERMUTED_ARCHS = ("llama", "mistral")
+MARKER = "gguf.json"
+# HF module names -> llama.cpp names (the writer's direction)
+GGUF_NAMES = {v: k for k, v in {**LAYER_NAMES, **GLOBAL_NAMES}.items()}
 
 
 def convert_gguf(gguf_path: Path, out_dir: Path | None = None) -> Path:
@@ -74,42 +78,102 @@ def convert_gguf(gguf_path: Path, out_dir: Path | None = None) -> Path:
     return out_dir
 
 
+def gguf_model_dir(gguf_path: Path) -> Path:
+    """A cached directory with the file's config and tokenizer (no weights) and a ``gguf.json``
+    marker naming the file: the loader reads the weights from the GGUF file itself."""
+    gguf_path = Path(gguf_path).resolve()
+    if not gguf_path.is_file():
+        raise ConfigError(f"GGUF file not found: {gguf_path}")
+    st = gguf_path.stat()
+    digest = hashlib.sha256(f"{gguf_path}:{st.st_size}:{st.st_mtime_ns}".encode()).hexdigest()
+    out = cache_root() / "gguf" / f"{gguf_path.stem}-{digest[:12]}-meta"
+    if (out / MARKER).is_file():
+        return out
+    tmp = out.with_name(out.name + f".tmp{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        _write_metadata(gguf_path, tmp)
+        (tmp / MARKER).write_text(json.dumps({"path": str(gguf_path)}))
+    except ConfigError:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    except Exception as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise ConfigError(f"cannot read GGUF file {gguf_path.name}: {type(e).__name__}: {e}") from e
+    shutil.rmtree(out, ignore_errors=True)
+    os.replace(tmp, out)
+    return out
+
+
+def gguf_source(model_dir: Path) -> Path | None:
+    """The GGUF file a ``gguf_model_dir`` stands for (None for a plain HF directory)."""
+    marker = Path(model_dir) / MARKER
+    return Path(json.loads(marker.read_text())["path"]) if marker.is_file() else None
+
+
 def read_gguf_tensors(gguf_path: Path, config) -> dict[str, np.ndarray]:
     """Every tensor of the file under its HF name, dequantized to float32 (numpy, row-major)."""
+    return {name: data for name, data in iter_gguf_weights(gguf_path, config, keep_quantized=False)}
+
+
+def iter_gguf_weights(gguf_path: Path, config, keep_quantized: bool):
+    """Yield ``(hf_name, weight)``: a float32 array, or (``keep_quantized``, 2-D tensors of a
+    quantized type) its ``gguf_quants.Codes``. Types that cannot be kept (or read) raise
+    ConfigError naming the type and the tensor."""
     import gguf
+
+    from stencil.engine.models.gguf_quants import SUPPORTED, decode
 
     reader = gguf.GGUFReader(str(gguf_path))
     arch = str(reader.fields["general.architecture"].contents())
-    out: dict[str, np.ndarray] = {}
     for t in reader.tensors:
         name = hf_tensor_name(t.name)
         if name is None:
             logger.debug("skipping GGUF tensor %s", t.name)
             continue
         shape = tuple(reversed([int(d) for d in t.shape]))  # GGUF lists dims fastest-first
-        try:
-            data = gguf.quants.dequantize(t.data, t.tensor_type)
-        except NotImplementedError as e:
-            raise ConfigError(
-                f"GGUF tensor {t.name} has type {t.tensor_type.name}, which cannot be read: {e}"
-            ) from e
-        # a copy: the file is mapped read-only
-        data = np.array(data, dtype=np.float32).reshape(shape)
-        if arch in _PERMUTED_ARCHS and name.endswith(("q_proj.weight", "k_proj.weight")):
+        kind = t.tensor_type.name
+        if keep_quantized and len(shape) == 2 and kind not in ("F32", "F16", "BF16"):
+            if kind not in SUPPORTED:
+                raise ConfigError(
+                    f"GGUF tensor {t.name} has type {kind}, which Stencil cannot run quantized "
+                    f"(supported: F32, F16, BF16, {', '.join(SUPPORTED)}); "
+                    'quantization="none" dequantizes it'
+                )
+            data = decode(t.data, kind, shape)
+        else:
+            try:
+                data = gguf.quants.dequantize(t.data, t.tensor_type)
+            except NotImplementedError as e:
+                raise ConfigError(
+                    f"GGUF tensor {t.name} has type {kind}, which cannot be read: {e}"
+                ) from e
+            data = np.array(data, dtype=np.float32).reshape(shape)  # a copy: the file is mapped
+        if arch in PERMUTED_ARCHS and name.endswith(("q_proj.weight", "k_proj.weight")):
             heads = config.num_attention_heads if "q_proj" in name else config.num_key_value_heads
-            data = unpermute_rotary(data, heads)
-        out[name] = data
-    return out
+            data = _unpermute(data, heads)
+        yield name, data
+
+
+def _unpermute(data, heads: int):
+    from stencil.engine.models.gguf_quants import Codes
+
+    if not isinstance(data, Codes):
+        return unpermute_rotary(data, heads)
+    mins = None if data.mins is None else unpermute_rotary(data.mins, heads)
+    return Codes(unpermute_rotary(data.codes, heads), unpermute_rotary(data.scales, heads), mins,
+                 data.bits, data.group, data.zero)
 
 
 def hf_tensor_name(gguf_name: str) -> str | None:
     """``blk.3.attn_q.weight`` -> ``model.layers.3.self_attn.q_proj.weight`` (None: not a weight we use)."""
     m = re.fullmatch(r"blk\.(\d+)\.(\w+)\.(weight|bias)", gguf_name)
     if m:
-        key = _LAYER_NAMES.get(m[2])
+        key = LAYER_NAMES.get(m[2])
         return f"model.layers.{m[1]}.{key}.{m[3]}" if key else None
     m = re.fullmatch(r"(\w+)\.(weight|bias)", gguf_name)
-    key = _GLOBAL_NAMES.get(m[1]) if m else None
+    key = GLOBAL_NAMES.get(m[1]) if m else None
     return f"{key}.{m[2]}" if key else None
 
 
@@ -122,25 +186,33 @@ def unpermute_rotary(w: np.ndarray, heads: int) -> np.ndarray:
 def _convert_into(gguf_path: Path, out: Path) -> None:
     import torch
     from safetensors.torch import save_file
-    from transformers import AutoConfig, AutoTokenizer, GenerationConfig
 
     logger.info("converting %s to safetensors (once) ...", gguf_path.name)
-    folder, name = str(gguf_path.parent), gguf_path.name
-    config = AutoConfig.from_pretrained(folder, gguf_file=name)
-    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
+    config = _write_metadata(gguf_path, out)
     state = {
         k: torch.from_numpy(v).contiguous() for k, v in read_gguf_tensors(gguf_path, config).items()
     }
-    tied = "lm_head.weight" not in state
-    config.tie_word_embeddings = tied
+    save_file(state, str(out / "model.safetensors"), metadata={"format": "pt"})
+
+
+def _write_metadata(gguf_path: Path, out: Path):
+    """config.json, tokenizer and generation config of the file into ``out``; returns the config."""
+    import gguf
+    from transformers import AutoConfig, AutoTokenizer, GenerationConfig
+
+    folder, name = str(gguf_path.parent), gguf_path.name
+    config = AutoConfig.from_pretrained(folder, gguf_file=name)
+    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
+    reader = gguf.GGUFReader(str(gguf_path))
+    config.tie_word_embeddings = not any(t.name == "output.weight" for t in reader.tensors)
     raw = config.to_dict()
     raw.pop("quantization_config", None)
     raw["architectures"] = [_architecture(raw.get("model_type", ""))]
     raw["torch_dtype"] = "float32"
-    save_file(state, str(out / "model.safetensors"), metadata={"format": "pt"})
     (out / "config.json").write_text(json.dumps(raw, indent=2))
     tokenizer.save_pretrained(str(out))
     GenerationConfig.from_model_config(config).save_pretrained(str(out))
+    return config
 
 
 def _architecture(model_type: str) -> str:

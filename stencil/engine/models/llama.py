@@ -12,6 +12,7 @@ from torch import nn
 from stencil.engine.attention import AttentionMetadata
 from stencil.engine.errors import ConfigError
 from stencil.kernels import Kernels
+from stencil.kernels.quant_weight import is_quantized
 
 
 class RMSNorm(nn.Module):
@@ -132,7 +133,7 @@ class LlamaForCausalLM(nn.Module):
 
     def init_rope(self) -> None:
         """(Re)build the cos/sin tables; call after moving a meta-initialised model to a device."""
-        device = self.embed_tokens.weight.device
+        device = self.norm.weight.device
         inv_freq, attn_factor = rope_inv_freq(self.config)
         freqs = torch.outer(torch.arange(self.max_positions, dtype=torch.float32), inv_freq)
         emb = torch.cat((freqs, freqs), dim=-1).to(device)
@@ -140,20 +141,28 @@ class LlamaForCausalLM(nn.Module):
         self.register_buffer("sin_cache", emb.sin() * attn_factor, persistent=False)
 
     def forward(self, input_ids, positions, kv_caches, meta: AttentionMetadata, ops: Kernels) -> torch.Tensor:
-        x = self.embed_tokens(input_ids)  # [T, hidden]
+        x = self.embed(input_ids)  # [T, hidden]
         cos = self.cos_cache[positions].unsqueeze(1).to(x.dtype)  # [T, 1, dim]
         sin = self.sin_cache[positions].unsqueeze(1).to(x.dtype)
         for layer, kv in zip(self.layers, kv_caches, strict=True):
             x = layer(x, cos, sin, kv, meta, ops)
         return self.norm(x)  # [T, hidden]
 
+    def embed(self, input_ids: torch.Tensor) -> torch.Tensor:
+        weight = self.embed_tokens.weight
+        if is_quantized(weight):  # rows dequantized from the kept codes
+            return weight.rows(input_ids, self.norm.weight.dtype)
+        return self.embed_tokens(input_ids)
+
     def pack_linear_weights(self, pack) -> None:
         """Swap every projection weight for ``pack(weight)`` (a kernel set's own layout); a tied
-        lm_head gets a packed copy of its own, the embedding keeps the plain one."""
+        lm_head gets a packed copy of its own, the embedding keeps the plain one. Quantized
+        weights are already in their kernel's layout: kept as they are (a quantized tied
+        embedding serves both)."""
         for module in self.modules():
-            if isinstance(module, nn.Linear):
+            if isinstance(module, nn.Linear) and isinstance(module.weight, torch.Tensor):
                 module.weight = nn.Parameter(pack(module.weight), requires_grad=False)
-        if self.tie:
+        if self.tie and isinstance(self.embed_tokens.weight, torch.Tensor):
             self.lm_head = nn.Linear(self.config.hidden_size, self.config.vocab_size, bias=False,
                                      device="meta")
             self.lm_head.weight = nn.Parameter(pack(self.embed_tokens.weight), requires_grad=False)

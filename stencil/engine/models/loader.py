@@ -28,13 +28,13 @@ MODEL_TYPES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3"
 def resolve_model_path(model: str | None) -> Path:
     """The local HF directory for ``model`` (None = the embedded default)."""
     from stencil.engine.models.default_model import default_model_path
-    from stencil.engine.models.gguf import convert_gguf
+    from stencil.engine.models.gguf import gguf_model_dir
 
     if model is None:
         return default_model_path()
     path = Path(model).expanduser()
     if path.is_file() and path.suffix == ".gguf":
-        return convert_gguf(path)
+        return gguf_model_dir(path)
     if path.is_dir():
         if not (path / "config.json").is_file():
             raise ConfigError(f"model directory {path} has no config.json")
@@ -69,8 +69,71 @@ def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
     return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[dtype]
 
 
-def load_model(path: Path, config, dtype: torch.dtype, device: torch.device, max_positions: int) -> LlamaForCausalLM:
-    """Build the model without initialising weights, then fill it from the safetensors files."""
+QUANTIZATIONS = ("none", "int8", "int4")
+
+
+def load_model(path: Path, config, dtype: torch.dtype, device: torch.device, max_positions: int,
+               quantization: str | None = None) -> LlamaForCausalLM:
+    """Build the model without initialising weights, then fill it from the safetensors files, or
+    from the GGUF file a ``gguf_model_dir`` names. ``quantization`` None: a GGUF file's weights
+    as stored (on CPU), safetensors as they are; "none": everything dequantized; "int8" / "int4":
+    weight-only quantization at load (``models/quantized.py``)."""
+    from stencil.engine.models.gguf import gguf_source, iter_gguf_weights
+    from stencil.engine.models.quantized import build_model, quantize_weights
+
+    if quantization is not None and quantization not in QUANTIZATIONS:
+        raise ConfigError(f"quantization must be one of {QUANTIZATIONS} or None, got {quantization!r}")
+    source = gguf_source(path)
+    if source is not None:
+        keep = quantization is None and device.type == "cpu"
+        weights = iter_gguf_weights(source, config, keep_quantized=keep)
+        if quantization in ("int8", "int4"):
+            weights = quantize_weights(weights, quantization)
+        elif not keep:
+            return _dense_model(config, weights, dtype, device, max_positions)
+        return build_model(config, weights, dtype, device, max_positions)
+    if quantization in ("int8", "int4"):
+        return build_model(config, quantize_weights(_safetensors(path), quantization), dtype, device,
+                           max_positions)
+    return _load_safetensors(path, config, dtype, device, max_positions)
+
+
+def _safetensors(path: Path):
+    from safetensors import safe_open
+
+    files = sorted(path.glob("*.safetensors"))
+    if not files:
+        raise ConfigError(f"no *.safetensors files in {path}")
+    for file in files:
+        with safe_open(str(file), framework="pt") as f:
+            for name in f.keys():
+                yield name, f.get_tensor(name).float().numpy()
+
+
+def _dense_model(config, weights, dtype, device, max_positions) -> LlamaForCausalLM:
+    """All weights float (a GGUF file dequantized), filled like the safetensors path."""
+    with torch.device("meta"):
+        model = LlamaForCausalLM(config, max_positions)
+    model = model.to_empty(device=device).to(dtype)
+    params = dict(model.named_parameters())
+    loaded: set[str] = set()
+    pending: dict[str, torch.Tensor] = {}
+    for name, data in weights:
+        for target, tensor, part in map_weight(name, torch.from_numpy(data), config):
+            _assign(params, pending, loaded, target, tensor, part)
+    missing = set(params) - loaded
+    if missing:
+        raise ConfigError(f"weights missing from the GGUF file: {sorted(missing)[:5]}")
+    model.init_rope()
+    return model.eval()
+
+
+def fused_parts(target: str) -> int:
+    return 3 if "qkv" in target else 2
+
+
+def _load_safetensors(path: Path, config, dtype: torch.dtype, device: torch.device,
+                      max_positions: int) -> LlamaForCausalLM:
     from safetensors import safe_open
 
     with torch.device("meta"):
@@ -85,7 +148,7 @@ def load_model(path: Path, config, dtype: torch.dtype, device: torch.device, max
     for file in files:
         with safe_open(str(file), framework="pt") as f:
             for name in f.keys():
-                for target, tensor, part in _map_weight(name, f.get_tensor(name), config):
+                for target, tensor, part in map_weight(name, f.get_tensor(name), config):
                     _assign(params, pending, loaded, target, tensor, part)
     missing = set(params) - loaded
     if missing:
@@ -98,7 +161,7 @@ _FUSED = {"q_proj": ("qkv_proj", 0), "k_proj": ("qkv_proj", 1), "v_proj": ("qkv_
           "gate_proj": ("gate_up_proj", 0), "up_proj": ("gate_up_proj", 1)}
 
 
-def _map_weight(name: str, tensor: torch.Tensor, config):
+def map_weight(name: str, tensor: torch.Tensor, config):
     """HF weight name -> (our parameter name, tensor, shard index or None)."""
     if name.startswith("model."):
         name = name[len("model."):]
@@ -123,7 +186,7 @@ def _assign(params, pending, loaded, target, tensor, part) -> None:
         loaded.add(target)
         return
     pending[f"{target}#{part}"] = tensor
-    n = 3 if "qkv" in target else 2
+    n = fused_parts(target)
     shards = [pending.get(f"{target}#{i}") for i in range(n)]
     if all(s is not None for s in shards):
         param.data.copy_(torch.cat(shards, dim=0))

@@ -1,0 +1,286 @@
+"""Quantized GGUF inference on CPU: Stencil with the weights kept as stored vs the same file
+dequantized to fp32 (``quantization="none"``), on the embedded SmolLM2 Q4_1 file and on a
+random-weight Qwen2.5-0.5B-shaped model written as Q8_0 and as a Q4_K_M-like mix (generated here
+into the cache, never committed). Output tok/s on the engine workload (scaled down) and on a
+decode-heavy one, resident weight bytes vs the file's tensor bytes; ``--kernels`` times one
+linear per kernel (torch's weight-only ops, oneDNN fp32/bf16, Stencil's C kernel).
+
+    python bench/quant_bench.py [--threads 2] [--requests 16] [--models smollm2 qwen-q8_0 qwen-q4_k_m]
+    python bench/quant_bench.py --kernels
+
+The llama.cpp peer column is a TODO (its build takes ~15 minutes on 2 cores)."""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from pathlib import Path
+
+import gguf
+import numpy as np
+import torch
+from common import table
+from workload import make_workload
+
+from stencil import LLM, SamplingParams, default_model_path
+from stencil.engine.models.default_model import _fetch_gguf
+from stencil.engine.models.gguf_writer import write_model_gguf
+from stencil.engine.models.quantized import weight_bytes
+from stencil.paths import cache_root
+
+QWEN_05B = dict(
+    hidden_size=896,
+    num_hidden_layers=24,
+    num_attention_heads=14,
+    num_key_value_heads=2,
+    intermediate_size=4864,
+    vocab_size=151936,
+    tie_word_embeddings=True,
+    max_position_embeddings=4096,
+    rms_norm_eps=1e-6,
+    rope_theta=1e6,
+)
+
+
+def q4_k_m(name: str, shape) -> str:
+    """llama.cpp's Q4_K_M recipe, roughly: Q6_K for the embedding and for attn_v / ffn_down in
+    the first half of the layers (and every third after), Q4_K elsewhere."""
+    if "embed" in name:
+        return "Q6_K"
+    if name.endswith(("v_proj.weight", "down_proj.weight")):
+        layer = int(name.split(".")[2])
+        return "Q6_K" if layer < 12 or layer % 3 == 0 else "Q4_K"
+    return "Q4_K"
+
+
+def qwen_file(kind: str) -> Path:
+    from transformers import Qwen2Config
+
+    path = cache_root() / "bench" / f"qwen2.5-0.5b-random-{kind}.gguf"
+    if path.is_file():
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    config = Qwen2Config(**QWEN_05B)
+    rng = np.random.default_rng(0)
+    state: dict[str, np.ndarray] = {}
+    h, inter, kv = 896, 4864, 2 * 64
+    shapes = {"model.embed_tokens.weight": (151936, h), "model.norm.weight": (h,)}
+    for i in range(24):
+        p = f"model.layers.{i}."
+        shapes.update(
+            {
+                p + "self_attn.q_proj.weight": (h, h),
+                p + "self_attn.q_proj.bias": (h,),
+                p + "self_attn.k_proj.weight": (kv, h),
+                p + "self_attn.k_proj.bias": (kv,),
+                p + "self_attn.v_proj.weight": (kv, h),
+                p + "self_attn.v_proj.bias": (kv,),
+                p + "self_attn.o_proj.weight": (h, h),
+                p + "mlp.gate_proj.weight": (inter, h),
+                p + "mlp.up_proj.weight": (inter, h),
+                p + "mlp.down_proj.weight": (h, inter),
+                p + "input_layernorm.weight": (h,),
+                p + "post_attention_layernorm.weight": (h,),
+            }
+        )
+    for name, shape in shapes.items():
+        std = 0.02 if "embed" in name else 0.05
+        state[name] = (
+            1 + 0.1 * rng.standard_normal(shape)
+            if "norm" in name
+            else std * rng.standard_normal(shape)
+        ).astype(np.float32)
+    qtype = (lambda n, s: "Q8_0") if kind == "q8_0" else q4_k_m
+    tmp = path.with_suffix(".part")
+    write_model_gguf(tmp, config, state, qtype, _fetch_gguf(cache_root() / "downloads"))
+    tmp.rename(path)
+    return path
+
+
+def run(path: Path, quantization: str | None, items, threads: int) -> dict:
+    llm = LLM(
+        str(path),
+        quantization=quantization,
+        num_threads=threads,
+        max_num_seqs=64,
+        max_num_batched_tokens=1024,
+        num_kv_blocks=2048,
+    )
+    eng = llm.engine
+    # warm up outside the timed workload
+    eng.add_request(
+        "warm", [1, 2, 3, 4], SamplingParams(temperature=0, max_tokens=4, ignore_eos=True)
+    )
+    while eng.has_unfinished_requests():
+        eng.step()
+    out = {"weights": weight_bytes(eng.runner.model)}
+    for label, work in items.items():
+        before = eng.get_metrics()["generation_tokens_total"]
+        for i, it in enumerate(work):
+            eng.add_request(
+                f"{label}{i}",
+                it.prompt_ids,
+                SamplingParams(temperature=0, max_tokens=it.max_tokens, ignore_eos=True),
+            )
+        t = time.perf_counter()
+        while eng.has_unfinished_requests():
+            eng.step()
+        out[label] = (eng.get_metrics()["generation_tokens_total"] - before) / (
+            time.perf_counter() - t
+        )
+    return out
+
+
+def bench_models(args) -> None:
+    from transformers import AutoTokenizer
+
+    files = {"smollm2": _fetch_gguf(cache_root() / "downloads")}
+    for m in args.models:
+        if m.startswith("qwen-"):
+            files[m] = qwen_file(m.removeprefix("qwen-"))
+    tok = AutoTokenizer.from_pretrained(str(default_model_path()))
+    items = {
+        "engine": make_workload(
+            tok, n=args.requests, prompt_range=(32, 256), output_range=(16, 128)
+        ),
+        "decode": make_workload(
+            tok, n=args.requests, seed=1, prompt_range=(8, 16), output_range=(96, 128)
+        ),
+    }
+    rows = []
+    for name in args.models:
+        path = files[name]
+        file_bytes = sum(int(t.n_bytes) for t in gguf.GGUFReader(str(path)).tensors)
+        res = {q: [] for q in ("kept", "fp32")}
+        for _ in range(args.repeat):  # alternate A B A B: the machine is shared
+            res["kept"].append(run(path, None, items, args.threads))
+            res["fp32"].append(run(path, "none", items, args.threads))
+        med = {q: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for q, rs in res.items()}
+        for q in ("kept", "fp32"):
+            m = med[q]
+            rows.append(
+                [
+                    name,
+                    q,
+                    f"{m['engine']:.1f}",
+                    f"{m['decode']:.1f}",
+                    f"{m['decode'] / med['fp32']['decode']:.2f}x",
+                    f"{m['weights'] / 2**20:.0f}",
+                    f"{m['weights'] / file_bytes:.2f}x",
+                    "TODO",
+                ]
+            )
+        print(rows[-2], rows[-1], flush=True)
+    print(
+        table(
+            [
+                "file",
+                "weights",
+                "engine tok/s",
+                "decode tok/s",
+                "decode vs fp32",
+                "weights MiB",
+                "vs file tensor bytes",
+                "llama.cpp",
+            ],
+            rows,
+        )
+    )
+
+
+def bench_kernels(args) -> None:
+    from stencil.kernels import cpu_quant
+    from stencil.kernels.quant_weight import pack
+
+    q = cpu_quant.load()
+    rng = np.random.default_rng(0)
+
+    def best(f, *a) -> float:
+        if f is None:
+            return float("nan")
+        f(*a)
+        times = []
+        for _ in range(15):
+            t = time.perf_counter()
+            f(*a)
+            times.append(time.perf_counter() - t)
+        return 1e3 * min(times)
+
+    rows = []
+    for n, k in ((1152, 896), (9728, 896), (896, 4864)):
+        w = torch.randn(n, k)
+        dense = {
+            dt: torch.ops.mkldnn._reorder_linear_weight(w.to(dt), 64)
+            for dt in (torch.float32, torch.bfloat16)
+        }
+        i8 = torch.randint(-127, 127, (n, k), dtype=torch.int8)
+        scales = torch.rand(n, dtype=torch.bfloat16)
+        i4 = torch.ops.aten._convert_weight_to_int4pack_for_cpu(
+            torch.randint(0, 16, (n, k), dtype=torch.int32), 1
+        )
+        sz = torch.rand(k // 32, n, 2, dtype=torch.bfloat16)
+        w8 = pack(
+            rng.integers(-128, 128, (n, k)).astype(np.int8),
+            rng.random((n, k // 32)),
+            None,
+            8,
+            32,
+            0,
+        )
+        w4 = pack(
+            rng.integers(0, 16, (n, k)).astype(np.uint8),
+            rng.random((n, k // 32)),
+            rng.random((n, k // 32)),
+            4,
+            32,
+            0,
+        )
+        for m in (1, 16, 64):
+            x = torch.randn(m, k)
+            xb = x.bfloat16()
+            onednn = torch.ops.mkldnn._linear_pointwise
+            times = (
+                best(onednn, x, dense[torch.float32], None, "none", [], ""),
+                best(onednn, xb, dense[torch.bfloat16], None, "none", [], ""),
+                best(torch.ops.aten._weight_int8pack_mm, xb, i8, scales),
+                best(torch.ops.aten._weight_int4pack_mm_for_cpu, xb, i4, 32, sz),
+                best(q, x, w8),
+                best(q, x, w4),
+            )
+            rows.append([f"{n}x{k}", m] + [f"{t:.3f}" for t in times])
+    print(
+        table(
+            [
+                "weight",
+                "rows",
+                "oneDNN fp32",
+                "oneDNN bf16",
+                "torch int8 (bf16 x)",
+                "torch int4 g32 (bf16 x)",
+                "Stencil Q8_0",
+                "Stencil Q4_1",
+            ],
+            rows,
+        )
+    )
+    print(f"ms per call, best of 15, {torch.get_num_threads()} threads")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--requests", type=int, default=16)
+    ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--models", nargs="+", default=["smollm2", "qwen-q8_0", "qwen-q4_k_m"])
+    ap.add_argument("--kernels", action="store_true")
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    if args.kernels:
+        bench_kernels(args)
+    else:
+        bench_models(args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,51 @@
+"""Build a C kernel once per source, compiler, flags and CPU into ``$STENCIL_CACHE_DIR/kernels``."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from stencil.paths import cache_root
+
+
+def build_library(source_path: Path, flags: list[str]) -> Path:
+    """The shared library of ``source_path`` (compiled on first use; OSError without a compiler)."""
+    compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        raise OSError("no C compiler (cc) found")
+    source = source_path.read_bytes()
+    digest = hashlib.sha256(source + " ".join([compiler, *flags]).encode() + _cpu_id()).hexdigest()[
+        :16
+    ]
+    target = cache_root() / "kernels" / f"{source_path.stem}-{digest}.so"
+    if target.is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+        built = Path(tmp) / target.name
+        subprocess.run(
+            [compiler, *flags, str(source_path), "-o", str(built), "-lm"],
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
+        os.replace(built, target)  # atomic: concurrent builders never see a partial file
+    return target
+
+
+def _cpu_id() -> bytes:
+    """-march=native code is only valid on the CPU it was built for."""
+    try:
+        flags = next(
+            line
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("flags")
+        )
+    except (OSError, StopIteration):
+        flags = ""
+    return (platform.machine() + platform.processor() + flags).encode()

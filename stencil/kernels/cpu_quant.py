@@ -1,0 +1,113 @@
+"""Quantized linears on CPU through a small C kernel (``csrc/quant_linear.c``), built on first use.
+
+torch's own weight-only CPU ops (``_weight_int8pack_mm``, ``_weight_int4pack_mm_for_cpu``) were
+measured first: they are fast for one row but at the engine's decode batches (16-64 rows) they
+are slower than oneDNN's fp32 linear on the dense weight (and take fp32 inputs 20-100x slower
+still), see ``bench/quant_bench.py --kernels``. The C kernel expands each strip of codes once into
+bf16 integers and dots every row against it (AVX512-BF16), applying scales and mins in fp32.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import subprocess
+from pathlib import Path
+
+import torch
+
+from stencil.kernels.cbuild import build_library
+from stencil.kernels.quant_weight import QuantizedWeight
+
+logger = logging.getLogger(__name__)
+
+SOURCE = Path(__file__).parent / "csrc" / "quant_linear.c"
+FLAGS = ["-O3", "-march=native", "-std=gnu11", "-fopenmp", "-shared", "-fPIC"]
+_P = ctypes.c_void_p
+_I64 = ctypes.c_int64
+_ARGTYPES = [
+    _P,
+    _P,
+    _I64,
+    ctypes.c_int,
+    _I64,
+    ctypes.c_int,
+    ctypes.c_int,
+    _P,
+    _P,
+    _P,
+    _P,
+    _P,
+    _P,
+    _P,
+    ctypes.c_int,
+]
+
+
+class CpuQuantLinear:
+    """``(x, weight: QuantizedWeight, bias) -> x @ weight.T + bias`` in x's dtype; x is rounded to
+    bf16 for the dot products (accumulation, scales and output stay fp32)."""
+
+    def __init__(self, library: ctypes.CDLL) -> None:
+        self._kernel = library.qlinear
+        self._kernel.argtypes = _ARGTYPES
+        self._kernel.restype = None
+        self._tables: dict[int, torch.Tensor] = {}
+
+    def __call__(
+        self, x: torch.Tensor, weight: QuantizedWeight, bias: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        n, k = weight.shape
+        rows = x.reshape(-1, k)
+        xb = rows.to(torch.bfloat16).contiguous()  # [M, K]
+        m = xb.shape[0]
+        xsum = None
+        if weight.mins is not None:
+            xsum = xb.float().view(m, k // weight.group, weight.group).sum(-1)  # [M, K/G]
+        padded = weight.scales.shape[0] * 16
+        out = torch.empty(m, padded, dtype=torch.float32)
+        if bias is not None:
+            bias = torch.nn.functional.pad(bias.float(), (0, padded - n)).contiguous()
+        if m:
+            self._kernel(
+                xb.data_ptr(),
+                _ptr(xsum),
+                m,
+                k,
+                padded,
+                weight.bits,
+                weight.group,
+                weight.codes.data_ptr(),
+                _ptr(weight.planes),
+                weight.scales.data_ptr(),
+                _ptr(weight.mins),
+                self._table(weight.zero).data_ptr(),
+                _ptr(bias),
+                out.data_ptr(),
+                torch.get_num_threads(),
+            )
+        if padded != n:
+            out = out[:, :n]
+        return out.to(x.dtype).view(*x.shape[:-1], n)
+
+    def _table(self, zero: int) -> torch.Tensor:
+        if zero not in self._tables:  # bf16 of (code - zero), code 0..63
+            self._tables[zero] = (torch.arange(64) - zero).to(torch.bfloat16).view(torch.int16)
+        return self._tables[zero]
+
+
+def _ptr(t: torch.Tensor | None) -> int | None:
+    return None if t is None else t.data_ptr()
+
+
+def load() -> CpuQuantLinear | None:
+    """The compiled kernel, or None where it cannot be built or the CPU lacks AVX512-BF16."""
+    try:
+        library = ctypes.CDLL(str(build_library(SOURCE, FLAGS)))
+    except (OSError, subprocess.SubprocessError) as e:
+        logger.warning("CPU quantized-linear kernel unavailable (%s); using the pure-torch path", e)
+        return None
+    if not library.qlinear_available():
+        logger.info("CPU without AVX512-BF16: quantized linears use the pure-torch path")
+        return None
+    return CpuQuantLinear(library)

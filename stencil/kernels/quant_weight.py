@@ -1,0 +1,159 @@
+"""A weight kept in a low-bit format: group-wise codes with fp16 scales (and mins).
+
+``value[n, k] = (code[n, k] - zero) * scale[n, k // group] + min[n, k // group]``
+
+The codes are stored once, at load, in the packed layout the C kernel reads
+(``csrc/quant_linear.c``): strips of 16 output channels, k pairs lane-major; 8-bit codes as int8,
+4-6 bit codes as a nibble plane plus one bit plane per bit above 4. That covers GGUF's Q8_0,
+Q4_0/Q4_1, Q5_0/Q5_1 and the K-quants (Q4_K, Q5_K, Q6_K) at about their file size, and every
+row can be dequantized from it (embedding lookups; the pure-torch reference linear).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+STRIP = 16
+BITS = (4, 5, 6, 8)
+GROUPS = (16, 32)
+
+
+@dataclass(frozen=True, slots=True)
+class QuantizedWeight:
+    """``shape`` is the logical ``[N, K]`` (N may be padded to a multiple of 16 in the planes)."""
+
+    shape: tuple[int, int]
+    bits: int
+    group: int
+    zero: int
+    codes: torch.Tensor  # bits 8: int8 [S, K/2, 32]; else uint8 nibbles [S, K/4, 32]
+    planes: torch.Tensor | None  # int32 [S, K/2, bits - 4] (bits 5, 6)
+    scales: torch.Tensor  # fp16 [S, K/group, 16]
+    mins: torch.Tensor | None  # fp16 [S, K/group, 16]
+
+    @property
+    def nbytes(self) -> int:
+        parts = (self.codes, self.planes, self.scales, self.mins)
+        return sum(t.numel() * t.element_size() for t in parts if t is not None)
+
+    def rows(self, ids: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        """Rows ``ids`` ([T] int) dequantized: ``[T, K]``."""
+        k = self.shape[1]
+        strip, lane = ids // STRIP, ids % STRIP
+        if self.bits == 8:
+            codes = self.codes.view(-1, k // 2, STRIP, 2)[strip, :, lane, :].reshape(-1, k).int()
+        else:
+            nib = self.codes.view(-1, k // 4, STRIP, 2)[strip, :, lane, :].int()  # [T, K/4, 2]
+            codes = torch.stack((nib & 15, nib >> 4), dim=2).reshape(-1, k)  # [T, K]
+            if self.planes is not None:
+                words = self.planes[strip]  # [T, K/2, planes]
+                shift = (2 * lane).view(-1, 1, 1, 1) + torch.arange(2).view(1, 1, 1, 2)
+                bits = (words.unsqueeze(-1) >> shift) & 1  # [T, K/2, planes, 2]
+                for p in range(self.planes.shape[-1]):
+                    codes = codes | (bits[:, :, p, :].reshape(-1, k) << (4 + p))
+        scales = self.scales[strip, :, lane].float().repeat_interleave(self.group, dim=1)
+        out = (codes - self.zero).float() * scales  # [T, K]
+        if self.mins is not None:
+            out += self.mins[strip, :, lane].float().repeat_interleave(self.group, dim=1)
+        return out.to(dtype)
+
+    def dequantize(self, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        """The whole weight ``[N, K]``."""
+        return self.rows(torch.arange(self.shape[0]), dtype)
+
+
+def pack(
+    codes: np.ndarray, scales: np.ndarray, mins: np.ndarray | None, bits: int, group: int, zero: int
+) -> QuantizedWeight:
+    """``codes`` [N, K] (int8 for 8 bits, else uint8 in 0..2**bits-1), ``scales``/``mins``
+    [N, K/group] (cast to fp16) -> the packed weight."""
+    n, k = codes.shape
+    if bits not in BITS or group not in GROUPS or k % 32 or scales.shape != (n, k // group):
+        raise ValueError(f"cannot pack {bits}-bit codes of shape {codes.shape}, group {group}")
+    pad = -n % STRIP
+    codes = np.pad(codes, ((0, pad), (0, 0)), constant_values=zero if bits < 8 else 0)
+    s = codes.shape[0] // STRIP
+    vec = codes.reshape(s, STRIP, k // 2, 2).transpose(0, 2, 1, 3).reshape(s, k // 2, 32)
+    planes = None
+    if bits == 8:
+        packed = np.ascontiguousarray(vec.astype(np.int8))
+    else:
+        quad = vec.reshape(s, k // 4, 2, 32).astype(np.uint8)
+        packed = (quad[:, :, 0] & 15) | ((quad[:, :, 1] & 15) << 4)  # [S, K/4, 32]
+        if bits > 4:
+            ps = [
+                np.packbits((vec >> (4 + p)) & 1, axis=-1, bitorder="little").view("<i4")
+                for p in range(bits - 4)
+            ]  # bit i of the word = element i of the vector
+            planes = torch.from_numpy(np.concatenate(ps, axis=-1))  # [S, K/2, bits - 4]
+    return QuantizedWeight(
+        (n, k),
+        bits,
+        group,
+        zero,
+        torch.from_numpy(np.ascontiguousarray(packed)),
+        planes,
+        _strips(scales, pad),
+        None if mins is None else _strips(mins, pad),
+    )
+
+
+def _strips(a: np.ndarray, pad: int) -> torch.Tensor:
+    a = np.pad(a.astype(np.float16), ((0, pad), (0, 0)))  # [N, G]
+    return torch.from_numpy(
+        np.ascontiguousarray(a.reshape(-1, STRIP, a.shape[1]).transpose(0, 2, 1))
+    )
+
+
+def concat(parts: list[QuantizedWeight]) -> QuantizedWeight | None:
+    """The row-wise concatenation of ``parts`` (None when their formats differ or a part is padded)."""
+    first = parts[0]
+    key = (first.bits, first.group, first.zero, first.mins is None, first.shape[1])
+    if any(
+        (p.bits, p.group, p.zero, p.mins is None, p.shape[1]) != key or p.shape[0] % STRIP
+        for p in parts
+    ):
+        return None
+
+    def cat(ts):
+        return None if ts[0] is None else torch.cat(ts)
+
+    return QuantizedWeight(
+        (sum(p.shape[0] for p in parts), first.shape[1]),
+        first.bits,
+        first.group,
+        first.zero,
+        cat([p.codes for p in parts]),
+        cat([p.planes for p in parts]),
+        cat([p.scales for p in parts]),
+        cat([p.mins for p in parts]),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class SplitWeight:
+    """A fused projection whose parts are stored in different formats (e.g. a Q4_K_M file's q/k
+    in Q4_K and v in Q6_K): the linear runs per part and concatenates the outputs."""
+
+    parts: tuple[QuantizedWeight, ...]
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return sum(p.shape[0] for p in self.parts), self.parts[0].shape[1]
+
+    @property
+    def nbytes(self) -> int:
+        return sum(p.nbytes for p in self.parts)
+
+    def rows(self, ids: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        return self.dequantize(dtype)[ids]
+
+    def dequantize(self, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        return torch.cat([p.dequantize(dtype) for p in self.parts])
+
+
+def is_quantized(weight: object) -> bool:
+    return isinstance(weight, (QuantizedWeight, SplitWeight))

@@ -1,0 +1,79 @@
+"""The C quantized-linear kernel against its pure-torch twin (dequantize, then an fp64 matmul of
+the bf16-rounded input), for every code format, and the packed layout's row dequantization."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from stencil.kernels import cpu_quant, reference
+from stencil.kernels.quant_weight import SplitWeight, concat, pack
+
+KERNEL = cpu_quant.load()
+# bits, group, zero code, with mins: Q8_0 / int8, Q4_0, Q4_1 / Q4_K / int4, Q5_0, Q5_1 / Q5_K, Q6_K
+FORMATS = [
+    (8, 32, 0, False),
+    (4, 32, 8, False),
+    (4, 32, 0, True),
+    (5, 32, 16, False),
+    (5, 32, 0, True),
+    (6, 16, 32, False),
+]
+
+
+def random_weight(bits, group, zero, with_min, n, k, seed=0):
+    rng = np.random.default_rng(seed)
+    lo, hi = (-128, 127) if bits == 8 else (0, 2**bits - 1)
+    codes = rng.integers(lo, hi + 1, size=(n, k)).astype(np.int8 if bits == 8 else np.uint8)
+    scales = (rng.random((n, k // group)) * 0.1).astype(np.float32)
+    mins = (rng.standard_normal((n, k // group)) * 0.1).astype(np.float32) if with_min else None
+    value = (codes.astype(np.float32) - zero) * np.repeat(
+        scales.astype(np.float16).astype(np.float32), group, 1
+    )
+    if with_min:
+        value += np.repeat(mins.astype(np.float16).astype(np.float32), group, 1)
+    return pack(codes, scales, mins, bits, group, zero), torch.from_numpy(value)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize(("n", "k"), [(48, 64), (40, 96), (64, 512)])
+def test_packed_rows_dequantize_exactly(fmt, n, k):
+    w, value = random_weight(*fmt, n, k)
+    torch.testing.assert_close(w.dequantize(), value, rtol=0, atol=0)
+    ids = torch.tensor([n - 1, 0, 17, 17])
+    torch.testing.assert_close(w.rows(ids), value[ids], rtol=0, atol=0)
+
+
+@pytest.mark.skipif(KERNEL is None, reason="no C compiler or no AVX512-BF16")
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize(
+    ("n", "k", "rows"), [(48, 64, 1), (40, 96, 13), (64, 512, 70), (16, 32, 0)]
+)
+def test_kernel_matches_twin(fmt, n, k, rows):
+    w, value = random_weight(*fmt, n, k, seed=rows)
+    x, bias = torch.randn(rows, k), torch.randn(n)
+    got = KERNEL(x, w, bias)
+    want = torch.nn.functional.linear(x.bfloat16().double(), value.double(), bias.double())
+    assert got.shape == (rows, n) and got.dtype == torch.float32
+    # exact products, fp32 sums over k: |error| <= k * 2^-24 * sum |x w| (loosely)
+    torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-4)
+    twin = reference.quant_linear(x.bfloat16().float(), w, bias)
+    torch.testing.assert_close(got, twin, rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.skipif(KERNEL is None, reason="no C compiler or no AVX512-BF16")
+def test_bf16_input_and_split_weight():
+    a, va = random_weight(4, 32, 0, True, 32, 64, seed=1)
+    b, vb = random_weight(6, 16, 32, False, 16, 64, seed=2)
+    assert concat([a, b]) is None  # formats differ
+    both = concat([a, a])
+    torch.testing.assert_close(both.dequantize(), torch.cat([va, va]), rtol=0, atol=0)
+    from stencil.kernels.cpu_linear import CpuLinear
+
+    linear = CpuLinear(KERNEL)
+    x = torch.randn(5, 64).bfloat16()
+    got = linear(x, SplitWeight((a, b)))
+    assert got.dtype == torch.bfloat16
+    want = x.float() @ torch.cat([va, vb]).T
+    torch.testing.assert_close(got.float(), want, rtol=2e-2, atol=5e-2)
