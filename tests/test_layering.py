@@ -39,15 +39,7 @@ PUBLIC_ENGINE = {
     "stencil.engine.sampling_params",
 }
 
-# lazy imports among the model loaders (default model -> GGUF conversion -> loader registry);
-# left to the loader rework in progress there
-KNOWN_CYCLES = [
-    [
-        "stencil.engine.models.default_model",
-        "stencil.engine.models.gguf",
-        "stencil.engine.models.loader",
-    ]
-]
+KNOWN_CYCLES: list[list[str]] = []
 
 
 def _module_name(path: Path) -> str:

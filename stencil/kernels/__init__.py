@@ -48,11 +48,21 @@ def get_kernels(device: torch.device | str, backend: str = "auto") -> Kernels:
         if attention is not None:
             onednn = cpu_linear.available()
             linear = cpu_linear.CpuLinear(cpu_quant.load()) if onednn else reference.linear
-            return Kernels("cpu", linear, reference.write_kv, attention,
-                           reference.apply_token_bitmask_inplace,
-                           cpu_linear.pack_weight if onednn else None)
-    return Kernels("reference", reference.linear, reference.write_kv, reference.paged_attention,
-                   reference.apply_token_bitmask_inplace)
+            return Kernels(
+                "cpu",
+                linear,
+                reference.write_kv,
+                attention,
+                reference.apply_token_bitmask_inplace,
+                cpu_linear.pack_weight if onednn else None,
+            )
+    return Kernels(
+        "reference",
+        reference.linear,
+        reference.write_kv,
+        reference.paged_attention,
+        reference.apply_token_bitmask_inplace,
+    )
 
 
 def _triton_kernels() -> Kernels:
@@ -61,4 +71,10 @@ def _triton_kernels() -> Kernels:
     kv = importlib.import_module("stencil.kernels.triton_kv")
     attn = importlib.import_module("stencil.kernels.triton_attention")
     mask = importlib.import_module("stencil.kernels.triton_bitmask")
-    return Kernels("triton", reference.linear, kv.write_kv, attn.paged_attention, mask.apply_token_bitmask_inplace)
+    return Kernels(
+        "triton",
+        reference.linear,
+        kv.write_kv,
+        attn.paged_attention,
+        mask.apply_token_bitmask_inplace,
+    )

@@ -22,13 +22,43 @@ from stencil.kernels.cbuild import build_library
 logger = logging.getLogger(__name__)
 
 SOURCE = Path(__file__).parent / "csrc" / "paged_attention.c"
-FLAGS = ["-O3", "-march=native", "-std=gnu11", "-fno-math-errno", "-fassociative-math", "-fno-signed-zeros",
-         "-fno-trapping-math", "-fopenmp", "-shared", "-fPIC"]  # no -ffinite-math-only: -inf masks
+FLAGS = [
+    "-O3",
+    "-march=native",
+    "-std=gnu11",
+    "-fno-math-errno",
+    "-fassociative-math",
+    "-fno-signed-zeros",
+    "-fno-trapping-math",
+    "-fopenmp",
+    "-shared",
+    "-fPIC",
+]  # no -ffinite-math-only: -inf masks
 MAX_ROWS, MAX_DIM, MAX_BLOCK = 64, 256, 64  # the C kernel's per-unit buffers
 _P = ctypes.c_void_p
-_ARGTYPES = [_P, _P, _P, ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, _P, ctypes.c_int,
-             _P, _P, _P, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int,
-             ctypes.c_float, ctypes.c_int, _P, ctypes.c_int]
+_ARGTYPES = [
+    _P,
+    _P,
+    _P,
+    ctypes.c_int,
+    ctypes.c_int64,
+    ctypes.c_int64,
+    ctypes.c_int64,
+    _P,
+    ctypes.c_int,
+    _P,
+    _P,
+    _P,
+    ctypes.c_int,
+    ctypes.c_int,
+    ctypes.c_int,
+    ctypes.c_int,
+    ctypes.c_int,
+    ctypes.c_float,
+    ctypes.c_int,
+    _P,
+    ctypes.c_int,
+]
 
 
 class CpuPagedAttention:
@@ -41,46 +71,99 @@ class CpuPagedAttention:
         self._kernel.argtypes = _ARGTYPES
         self._kernel.restype = None
 
-    def __call__(self, q, k_cache, v_cache, block_tables, cu_seqlens_q, context_lens, scale,
-                 sliding_window=None, plan=None) -> torch.Tensor:
+    def __call__(
+        self,
+        q,
+        k_cache,
+        v_cache,
+        block_tables,
+        cu_seqlens_q,
+        context_lens,
+        scale,
+        sliding_window=None,
+        plan=None,
+    ) -> torch.Tensor:
         _, bs, kv_heads, dim = k_cache.shape
         group = q.shape[1] // kv_heads
         if not _fits(k_cache, v_cache, bs, dim, group):
-            return reference.paged_attention(q, k_cache, v_cache, block_tables, cu_seqlens_q,
-                                             context_lens, scale, sliding_window, plan)
+            return reference.paged_attention(
+                q,
+                k_cache,
+                v_cache,
+                block_tables,
+                cu_seqlens_q,
+                context_lens,
+                scale,
+                sliding_window,
+                plan,
+            )
         plan = {} if plan is None else plan
         key = ("cpu", group, kv_heads)
         if key not in plan:  # the C kernel trusts its indices: check the step's shapes once
-            if cu_seqlens_q[-1] != q.shape[0] or max(context_lens, default=0) > block_tables.shape[1] * bs:
-                raise ValueError("paged_attention: query offsets or context lengths exceed the inputs")
+            if (
+                cu_seqlens_q[-1] != q.shape[0]
+                or max(context_lens, default=0) > block_tables.shape[1] * bs
+            ):
+                raise ValueError(
+                    "paged_attention: query offsets or context lengths exceed the inputs"
+                )
             plan[key] = _plan(cu_seqlens_q, context_lens, group, kv_heads)
         cu, ctx, units = plan[key]
         tables = block_tables.to(torch.int32).contiguous()
         qf = q.to(torch.float32).contiguous()
         out = torch.empty_like(qf)
         sb, ss, sh, _ = k_cache.stride()
-        self._kernel(qf.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(),
-                     int(k_cache.dtype == torch.bfloat16), sb, ss, sh, tables.data_ptr(), tables.shape[1],
-                     cu.data_ptr(), ctx.data_ptr(), units.data_ptr(), units.shape[0], q.shape[1],
-                     kv_heads, dim, bs, scale, sliding_window or 0, out.data_ptr(), torch.get_num_threads())
+        self._kernel(
+            qf.data_ptr(),
+            k_cache.data_ptr(),
+            v_cache.data_ptr(),
+            int(k_cache.dtype == torch.bfloat16),
+            sb,
+            ss,
+            sh,
+            tables.data_ptr(),
+            tables.shape[1],
+            cu.data_ptr(),
+            ctx.data_ptr(),
+            units.data_ptr(),
+            units.shape[0],
+            q.shape[1],
+            kv_heads,
+            dim,
+            bs,
+            scale,
+            sliding_window or 0,
+            out.data_ptr(),
+            torch.get_num_threads(),
+        )
         return out.to(q.dtype)
 
 
 def _fits(k_cache, v_cache, block_size, dim, group) -> bool:
     same = k_cache.stride() == v_cache.stride() and k_cache.dtype == v_cache.dtype
-    return (same and k_cache.dtype in (torch.float32, torch.bfloat16) and k_cache.stride(3) == 1
-            and dim <= MAX_DIM and block_size <= MAX_BLOCK and group <= MAX_ROWS)
+    return (
+        same
+        and k_cache.dtype in (torch.float32, torch.bfloat16)
+        and k_cache.stride(3) == 1
+        and dim <= MAX_DIM
+        and block_size <= MAX_BLOCK
+        and group <= MAX_ROWS
+    )
 
 
 def _plan(cu_seqlens_q, context_lens, group, kv_heads) -> tuple[torch.Tensor, ...]:
     """Offsets, context lengths and the work units (sequence, kv head, first position, positions)."""
     tile = MAX_ROWS // group
-    units = [(b, h, p, min(tile, cu_seqlens_q[b + 1] - cu_seqlens_q[b] - p))
-             for b in range(len(context_lens))
-             for p in range(0, cu_seqlens_q[b + 1] - cu_seqlens_q[b], tile)
-             for h in range(kv_heads)]
+    units = [
+        (b, h, p, min(tile, cu_seqlens_q[b + 1] - cu_seqlens_q[b] - p))
+        for b in range(len(context_lens))
+        for p in range(0, cu_seqlens_q[b + 1] - cu_seqlens_q[b], tile)
+        for h in range(kv_heads)
+    ]
     units.sort(key=lambda u: -u[3] * context_lens[u[0]])  # longest first: better dynamic balance
-    cu, ctx, units = (torch.tensor(x, dtype=torch.int32) for x in (cu_seqlens_q, context_lens, units))
+    cu, ctx, units = (
+        torch.tensor(x, dtype=torch.int32) for x in (cu_seqlens_q, context_lens, units)
+    )
     return cu, ctx, units.view(-1, 4)
 
 

@@ -54,7 +54,9 @@ class CpuLinear:
         if is_quantized(weight):
             return reference.quant_linear(x, weight, bias)
         if weight.dtype != x.dtype:  # a weight kept in its file's bf16 under fp32 activations
-            return linear(x.to(weight.dtype), weight, None).to(x.dtype) + (0 if bias is None else bias)
+            return linear(x.to(weight.dtype), weight, None).to(x.dtype) + (
+                0 if bias is None else bias
+            )
         return linear(x, weight, bias)
 
 
@@ -68,5 +70,8 @@ def pack_weight(weight):
 
 def available() -> bool:
     ops = torch.ops.mkldnn
-    return (torch.backends.mkldnn.is_available() and hasattr(ops, "_linear_pointwise")
-            and hasattr(ops, "_reorder_linear_weight"))
+    return (
+        torch.backends.mkldnn.is_available()
+        and hasattr(ops, "_linear_pointwise")
+        and hasattr(ops, "_reorder_linear_weight")
+    )

@@ -148,5 +148,7 @@ def unpack_bitmask(bitmask: torch.Tensor, vocab: int) -> torch.Tensor:  # [R, vo
     flat = bits.reshape(bitmask.shape[0], -1).bool()
     if flat.shape[1] >= vocab:
         return flat[:, :vocab]
-    pad = torch.zeros(bitmask.shape[0], vocab - flat.shape[1], dtype=torch.bool, device=bitmask.device)
+    pad = torch.zeros(
+        bitmask.shape[0], vocab - flat.shape[1], dtype=torch.bool, device=bitmask.device
+    )
     return torch.cat([flat, pad], dim=1)

@@ -10,7 +10,6 @@ import gguf
 import numpy as np
 import pytest
 import torch
-from engine_helpers import hf_greedy, make_llm
 from transformers import AutoModelForCausalLM, LlamaConfig, Qwen2Config
 
 from stencil import SamplingParams
@@ -21,6 +20,7 @@ from stencil.engine.models.gguf_quants import SUPPORTED, decode
 from stencil.engine.models.gguf_writer import write_model_gguf
 from stencil.engine.models.quantized import dequantize_codes, weight_bytes
 from stencil.kernels.quant_weight import is_quantized
+from stencil.testing.tiny_models import hf_greedy, make_llm
 
 SHAPE = dict(
     hidden_size=256,

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 import torch
-from engine_helpers import make_llm
 
 from stencil import SamplingParams
+from stencil.testing.tiny_models import make_llm
 
 TEXT = Path(__file__).parents[1] / "data" / "perplexity" / "declaration_gettysburg.txt"
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from stencil.engine.errors import ConfigError
+from stencil.engine.models.weight_map import MODEL_TYPES
 from stencil.paths import cache_root
 
 logger = logging.getLogger(__name__)
@@ -162,8 +163,14 @@ def _unpermute(data, heads: int):
     if not isinstance(data, Codes):
         return unpermute_rotary(data, heads)
     mins = None if data.mins is None else unpermute_rotary(data.mins, heads)
-    return Codes(unpermute_rotary(data.codes, heads), unpermute_rotary(data.scales, heads), mins,
-                 data.bits, data.group, data.zero)
+    return Codes(
+        unpermute_rotary(data.codes, heads),
+        unpermute_rotary(data.scales, heads),
+        mins,
+        data.bits,
+        data.group,
+        data.zero,
+    )
 
 
 def hf_tensor_name(gguf_name: str) -> str | None:
@@ -216,7 +223,6 @@ def _write_metadata(gguf_path: Path, out: Path):
 
 
 def _architecture(model_type: str) -> str:
-    from stencil.engine.models.loader import MODEL_TYPES
 
     if model_type not in MODEL_TYPES:
         raise ConfigError(

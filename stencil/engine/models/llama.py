@@ -62,7 +62,9 @@ class Attention(nn.Module):
         self.kv_heads = getattr(config, "num_key_value_heads", None) or self.heads
         self.dim = head_dim(config)
         bias = bool(getattr(config, "attention_bias", False)) or config.model_type == "qwen2"
-        self.qkv_proj = nn.Linear(config.hidden_size, (self.heads + 2 * self.kv_heads) * self.dim, bias=bias)
+        self.qkv_proj = nn.Linear(
+            config.hidden_size, (self.heads + 2 * self.kv_heads) * self.dim, bias=bias
+        )
         self.o_proj = nn.Linear(self.heads * self.dim, config.hidden_size, bias=False)
         self.qk_norm = config.model_type == "qwen3"
         if self.qk_norm:
@@ -74,7 +76,9 @@ class Attention(nn.Module):
     def forward(self, x, cos, sin, kv_cache, meta: AttentionMetadata, ops: Kernels):
         t = x.shape[0]
         qkv = ops.linear(x, self.qkv_proj.weight, self.qkv_proj.bias)
-        q, k, v = qkv.split([self.heads * self.dim, self.kv_heads * self.dim, self.kv_heads * self.dim], -1)
+        q, k, v = qkv.split(
+            [self.heads * self.dim, self.kv_heads * self.dim, self.kv_heads * self.dim], -1
+        )
         q = q.view(t, self.heads, self.dim)  # [T, heads, dim]
         k = k.view(t, self.kv_heads, self.dim)  # [T, kv_heads, dim]
         v = v.view(t, self.kv_heads, self.dim)
@@ -83,8 +87,17 @@ class Attention(nn.Module):
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         k_cache, v_cache = kv_cache
         ops.write_kv(k, v, k_cache, v_cache, meta.slot_mapping)
-        o = ops.paged_attention(q, k_cache, v_cache, meta.block_tables, meta.cu_seqlens_q,
-                                meta.context_lens, self.scale, self.sliding_window, plan=meta.plan)
+        o = ops.paged_attention(
+            q,
+            k_cache,
+            v_cache,
+            meta.block_tables,
+            meta.cu_seqlens_q,
+            meta.context_lens,
+            self.scale,
+            self.sliding_window,
+            plan=meta.plan,
+        )
         return ops.linear(o.reshape(t, self.heads * self.dim), self.o_proj.weight)
 
 
@@ -140,7 +153,9 @@ class LlamaForCausalLM(nn.Module):
         self.register_buffer("cos_cache", emb.cos() * attn_factor, persistent=False)
         self.register_buffer("sin_cache", emb.sin() * attn_factor, persistent=False)
 
-    def forward(self, input_ids, positions, kv_caches, meta: AttentionMetadata, ops: Kernels) -> torch.Tensor:
+    def forward(
+        self, input_ids, positions, kv_caches, meta: AttentionMetadata, ops: Kernels
+    ) -> torch.Tensor:
         x = self.embed(input_ids)  # [T, hidden]
         cos = self.cos_cache[positions].unsqueeze(1).to(x.dtype)  # [T, 1, dim]
         sin = self.sin_cache[positions].unsqueeze(1).to(x.dtype)
@@ -163,8 +178,9 @@ class LlamaForCausalLM(nn.Module):
             if isinstance(module, nn.Linear) and isinstance(module.weight, torch.Tensor):
                 module.weight = nn.Parameter(pack(module.weight), requires_grad=False)
         if self.tie and isinstance(self.embed_tokens.weight, torch.Tensor):
-            self.lm_head = nn.Linear(self.config.hidden_size, self.config.vocab_size, bias=False,
-                                     device="meta")
+            self.lm_head = nn.Linear(
+                self.config.hidden_size, self.config.vocab_size, bias=False, device="meta"
+            )
             self.lm_head.weight = nn.Parameter(pack(self.embed_tokens.weight), requires_grad=False)
             self.tie = False
 

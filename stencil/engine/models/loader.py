@@ -11,18 +11,14 @@ import torch
 
 from stencil.engine.errors import ConfigError
 from stencil.engine.models.llama import LlamaForCausalLM
-
-logger = logging.getLogger(__name__)
-
-SUPPORTED_ARCHITECTURES = (
-    "LlamaForCausalLM",
-    "Qwen2ForCausalLM",
-    "Qwen3ForCausalLM",
-    "MistralForCausalLM",
+from stencil.engine.models.weight_map import (
+    MODEL_TYPES,
+    SUPPORTED_ARCHITECTURES,
+    fused_parts,
+    map_weight,
 )
 
-MODEL_TYPES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
-                "mistral": "MistralForCausalLM"}
+logger = logging.getLogger(__name__)
 
 
 def resolve_model_path(model: str | None) -> Path:
@@ -39,7 +35,11 @@ def resolve_model_path(model: str | None) -> Path:
         if not (path / "config.json").is_file():
             raise ConfigError(f"model directory {path} has no config.json")
         return path
-    if path.exists() or model.startswith((".", "/", "~")) or not re.fullmatch(r"[\w.-]+/[\w.-]+", model):
+    if (
+        path.exists()
+        or model.startswith((".", "/", "~"))
+        or not re.fullmatch(r"[\w.-]+/[\w.-]+", model)
+    ):
         raise ConfigError(f"model path not found: {model}")
     return _from_hub(model)
 
@@ -48,9 +48,15 @@ def _from_hub(repo_id: str) -> Path:
     try:
         from huggingface_hub import snapshot_download
 
-        return Path(snapshot_download(repo_id, allow_patterns=["*.json", "*.safetensors", "*.jinja", "*.model", "*.txt"]))
+        return Path(
+            snapshot_download(
+                repo_id, allow_patterns=["*.json", "*.safetensors", "*.jinja", "*.model", "*.txt"]
+            )
+        )
     except Exception as e:  # network down, repo missing, gated: one clear message
-        raise ConfigError(f"cannot fetch model {repo_id!r} from the Hugging Face hub: {type(e).__name__}: {e}") from e
+        raise ConfigError(
+            f"cannot fetch model {repo_id!r} from the Hugging Face hub: {type(e).__name__}: {e}"
+        ) from e
 
 
 def load_config(path: Path):
@@ -59,7 +65,9 @@ def load_config(path: Path):
     raw = json.loads((path / "config.json").read_text())
     archs = raw.get("architectures") or [MODEL_TYPES.get(raw.get("model_type"), "")]
     if not any(a in SUPPORTED_ARCHITECTURES for a in archs):
-        raise ConfigError(f"unsupported architecture {archs}; supported: {', '.join(SUPPORTED_ARCHITECTURES)}")
+        raise ConfigError(
+            f"unsupported architecture {archs}; supported: {', '.join(SUPPORTED_ARCHITECTURES)}"
+        )
     return AutoConfig.from_pretrained(str(path))
 
 
@@ -72,8 +80,14 @@ def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
 QUANTIZATIONS = ("none", "int8", "int4")
 
 
-def load_model(path: Path, config, dtype: torch.dtype, device: torch.device, max_positions: int,
-               quantization: str | None = None) -> LlamaForCausalLM:
+def load_model(
+    path: Path,
+    config,
+    dtype: torch.dtype,
+    device: torch.device,
+    max_positions: int,
+    quantization: str | None = None,
+) -> LlamaForCausalLM:
     """Build the model without initialising weights, then fill it from the safetensors files, or
     from the GGUF file a ``gguf_model_dir`` names. ``quantization`` None: a GGUF file's weights
     as stored (on CPU), safetensors as they are; "none": everything dequantized; "int8" / "int4":
@@ -82,7 +96,9 @@ def load_model(path: Path, config, dtype: torch.dtype, device: torch.device, max
     from stencil.engine.models.quantized import build_model, quantize_weights
 
     if quantization is not None and quantization not in QUANTIZATIONS:
-        raise ConfigError(f"quantization must be one of {QUANTIZATIONS} or None, got {quantization!r}")
+        raise ConfigError(
+            f"quantization must be one of {QUANTIZATIONS} or None, got {quantization!r}"
+        )
     source = gguf_source(path)
     if source is not None:
         keep = quantization is None and device.type == "cpu"
@@ -93,8 +109,9 @@ def load_model(path: Path, config, dtype: torch.dtype, device: torch.device, max
             return _dense_model(config, weights, dtype, device, max_positions)
         return build_model(config, weights, dtype, device, max_positions)
     if quantization in ("int8", "int4"):
-        return build_model(config, quantize_weights(_safetensors(path), quantization), dtype, device,
-                           max_positions)
+        return build_model(
+            config, quantize_weights(_safetensors(path), quantization), dtype, device, max_positions
+        )
     return _load_safetensors(path, config, dtype, device, max_positions)
 
 
@@ -128,12 +145,9 @@ def _dense_model(config, weights, dtype, device, max_positions) -> LlamaForCausa
     return model.eval()
 
 
-def fused_parts(target: str) -> int:
-    return 3 if "qkv" in target else 2
-
-
-def _load_safetensors(path: Path, config, dtype: torch.dtype, device: torch.device,
-                      max_positions: int) -> LlamaForCausalLM:
+def _load_safetensors(
+    path: Path, config, dtype: torch.dtype, device: torch.device, max_positions: int
+) -> LlamaForCausalLM:
     from safetensors import safe_open
 
     with torch.device("meta"):
@@ -155,26 +169,6 @@ def _load_safetensors(path: Path, config, dtype: torch.dtype, device: torch.devi
         raise ConfigError(f"weights missing from {path}: {sorted(missing)[:5]}")
     model.init_rope()
     return model.eval()
-
-
-_FUSED = {"q_proj": ("qkv_proj", 0), "k_proj": ("qkv_proj", 1), "v_proj": ("qkv_proj", 2),
-          "gate_proj": ("gate_up_proj", 0), "up_proj": ("gate_up_proj", 1)}
-
-
-def map_weight(name: str, tensor: torch.Tensor, config):
-    """HF weight name -> (our parameter name, tensor, shard index or None)."""
-    if name.startswith("model."):
-        name = name[len("model."):]
-    if "rotary_emb" in name:
-        return []
-    if name == "lm_head.weight" and getattr(config, "tie_word_embeddings", False):
-        return []
-    parts = name.split(".")
-    for i, p in enumerate(parts):
-        if p in _FUSED:
-            fused, idx = _FUSED[p]
-            return [(".".join(parts[:i] + [fused] + parts[i + 1:]), tensor, idx)]
-    return [(name, tensor, None)]
 
 
 def _assign(params, pending, loaded, target, tensor, part) -> None:

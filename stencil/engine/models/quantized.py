@@ -14,6 +14,7 @@ import torch
 from stencil.engine.errors import ConfigError
 from stencil.engine.models.gguf_quants import Codes
 from stencil.engine.models.llama import LlamaForCausalLM
+from stencil.engine.models.weight_map import fused_parts, map_weight
 from stencil.kernels.quant_weight import QuantizedWeight, SplitWeight, concat, pack
 
 Weight = np.ndarray | Codes
@@ -65,7 +66,6 @@ def build_model(
     max_positions: int,
 ) -> LlamaForCausalLM:
     """The model from HF-named weights, fused projections concatenated."""
-    from stencil.engine.models.loader import fused_parts, map_weight
 
     if device.type != "cpu":
         raise ConfigError(
