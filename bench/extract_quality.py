@@ -65,21 +65,26 @@ EXAMPLE = (
     'Example (another schema): the document "Order 5512 shipped on 2001-02-03 to Jo Q. Public '
     'in Springfield." gives {"customer":"Jo Q. Public","city":"Springfield"}.\n'
 )
+SCHEMA_PROMPT = """\
+You extract data from documents. Reply with one JSON object that follows this JSON Schema. \
+Copy names, dates, numbers and emails exactly as written in the document; do not invent values.
+{instructions}
+JSON Schema:
+{schema}
+---
+Document ({filename}):
+{document}"""
 PROMPTS = {
-    "default": DEFAULT_TEMPLATE,
-    "field list": DEFAULT_TEMPLATE.replace("JSON Schema:\n{schema}", "Fields:\n{fields}").replace(
-        "follows this JSON Schema", "has these fields"
-    ),
-    "worked example": DEFAULT_TEMPLATE.replace("{instructions}", "{instructions}" + EXAMPLE),
-    "document first + field list": (
-        "You extract data from documents. Copy values exactly as written in the document.\n"
-        "---\nDocument ({filename}):\n{document}\n\n"
-        "Reply with one JSON object with these fields:\n{fields}\n{instructions}"
-    ),
+    "schema in system prompt": SCHEMA_PROMPT,
+    "field list in system prompt": SCHEMA_PROMPT.replace(
+        "JSON Schema:\n{schema}", "Fields:\n{fields}"
+    ).replace("follows this JSON Schema", "has these fields"),
+    "worked example": SCHEMA_PROMPT.replace("{instructions}", "{instructions}" + EXAMPLE),
+    "document first + field list (default)": DEFAULT_TEMPLATE,
 }
 MODES = {
-    "schema": {},
-    "schema + grounded strings": {"grounded": True},
+    "schema": {"grounded": False, "ground_numbers": False},
+    "schema + grounded strings": {"grounded": True, "ground_numbers": False},
     "schema + grounded strings + numbers": {"grounded": True, "ground_numbers": True},
 }
 
@@ -93,7 +98,7 @@ def extract(llm: Any, docs: list[Any], template: str, max_tokens: int, **mode: A
 
 
 def unconstrained(llm: Any, docs: list[Any], max_tokens: int) -> list[str]:
-    spec = ExtractSpec(SCHEMA, PromptTemplate.parse(DEFAULT_TEMPLATE))
+    spec = ExtractSpec(SCHEMA, PromptTemplate.parse(SCHEMA_PROMPT))
     extractor = EngineExtractor(llm, spec)
     ids = [
         extractor._prompt_ids(extractor.builder.build(f"doc{i:03d}.txt", d.text).messages)
@@ -119,8 +124,8 @@ def main() -> int:
     rows: dict[str, dict[str, float]] = {}
     if not args.no_unconstrained:
         free = unconstrained(llm, docs, args.max_tokens)
-        rows["default prompt, unconstrained + json.loads"] = score(free, labels, lenient=False)
-        rows["default prompt, unconstrained + lenient parse"] = score(free, labels, lenient=True)
+        rows["schema in system prompt, unconstrained + json.loads"] = score(free, labels, lenient=False)
+        rows["schema in system prompt, unconstrained + lenient parse"] = score(free, labels, lenient=True)
     for prompt in args.prompts:
         for mode in args.modes:
             start = time.perf_counter()

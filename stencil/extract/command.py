@@ -63,9 +63,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--grounded",
         action=argparse.BooleanOptionalAction,
-        default=False,
-        help="string fields without format/pattern/enum/const only take verbatim spans of the "
-        "document (x-grounded in the schema grounds a field either way)",
+        default=True,
+        help="plain string fields (no format but email, no pattern/enum/const) only take verbatim "
+        "spans of the document, free numbers only numbers it states (default: on; "
+        "x-grounded in the schema grounds a field either way)",
     )
     parser.add_argument(
         "--concurrency",
@@ -146,7 +147,7 @@ def _spec(args: argparse.Namespace, schema: dict[str, Any]) -> ExtractSpec:
 
     spec = ExtractSpec(
         schema, PromptTemplate.load(args.prompt_template), args.instructions, args.max_tokens,
-        args.temperature, args.grounded,
+        args.temperature, args.grounded, args.grounded,
     )  # fmt: skip
     try:
         spec.constraint()  # unsupported schemas are usage errors, before any model loads

@@ -26,10 +26,10 @@ class ExtractSpec:
     instructions: str = ""
     max_tokens: int = 256
     temperature: float = 0.0
-    grounded: bool = False
+    grounded: bool = True
     """Plain string fields (no format but email, no pattern, enum, const) only take verbatim
     spans of the document; ``"x-grounded": true`` in the schema grounds a field either way."""
-    ground_numbers: bool = False
+    ground_numbers: bool = True
     """Free number fields only take numbers the document states."""
 
     def constraint(self, document: str | None = None) -> Constraint:
