@@ -19,8 +19,8 @@ from stencil.api.openai.convert import (
     convert_chat,
     convert_completion,
     prompt_ids,
-    render_chat,
 )
+from stencil.api.openai.messages import render_chat
 from stencil.api.openai.protocol import (
     ChatCompletionRequest,
     CompletionRequest,

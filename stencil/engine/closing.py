@@ -2,8 +2,9 @@
 its structure validly instead of stopping mid-structure.
 
 Near the end of the budget, a depth-first search over a small set of "closing" tokens, tried in
-preference order (quotes and brackets, then their common merges like ``",``, separators, a digit,
-a letter, ..., whitespace last) and following forced tokens (a required key), finds a short token
+preference order (quotes and brackets, then their common merges like ``",``, empty ``{}``/``[]``,
+separators, a digit, a letter, ..., whitespace last) and following forced tokens (a required key),
+finds a short token
 path that makes the matcher accepting. The model goes on as long as such a path still fits; the
 step after which none fits (say, a token that opens an object with required keys, or one that
 runs into the budget mid-structure) is undone and the path that fitted before it is appended
@@ -18,9 +19,35 @@ from dataclasses import dataclass
 
 from stencil.engine.sequence import SequenceStatus
 
-CLOSERS = ('"', "}", "]", ")", '",', '"}', '":', "},", "}]", '"]', "]}", ",", ":", "0", "a", "null",
-           "true", "1", "e", ".", "-", " ", "\n")
-WINDOW = 32  # start searching when this many tokens are left
+CLOSERS = (
+    '"',
+    "}",
+    "]",
+    ")",
+    '",',
+    '"}',
+    '":',
+    "},",
+    "}]",
+    '"]',
+    "]}",
+    "{}",
+    "[]",
+    ",",
+    ":",
+    "0",
+    "a",
+    "null",
+    "true",
+    "1",
+    "e",
+    ".",
+    "-",
+    " ",
+    "\n",
+)
+WINDOW = 32  # start searching when this many tokens (more the deeper the structure) are left
+PROBE_EVERY = 8  # before the window, measure the closing path this often (in tokens)
 NODE_BUDGET = 400  # matcher probes per search, so a hopeless state costs little
 FALLBACK = 6  # allowed tokens (lowest ids: single bytes first) tried when no closer fits
 
@@ -44,24 +71,41 @@ class CloseSearch:
     candidates: list[int]
     encode: object
     allowed: object
+    signature: object = None  # matcher -> bytes: the allowed-token mask, to skip self-loops
 
 
 def shortest_close(matcher, search: CloseSearch, limit: int) -> list[int] | None:
     """A short token path (<= ``limit``) after which ``matcher`` accepts; the matcher is left as
-    it was. None when none is found within the probe budget."""
-    return _search(matcher, search, limit, [NODE_BUDGET])
+    it was. None when none is found within the probe budget.
+
+    First without self-loops (a token after which the same tokens are allowed, like a letter
+    inside a string or ``[a-z]+``: depth-first, such loops use the whole budget before trying the
+    token that makes progress), then with them (nesting, or a bounded repetition like
+    ``\\d{3}``, moves on through tokens that look like loops: the mask is not the state)."""
+    if search.signature is not None:
+        path = _search(matcher, search, limit, [NODE_BUDGET], prune=True)
+        if path is not None:
+            return path
+    return _search(matcher, search, limit, [NODE_BUDGET], prune=False)
 
 
-def _search(matcher, search: CloseSearch, depth: int, budget: list[int]) -> list[int] | None:
+def _search(
+    matcher, search: CloseSearch, depth: int, budget: list[int], prune: bool
+) -> list[int] | None:
     if matcher.is_accepting() or matcher.is_terminated():
         return []
     if depth == 0:
         return None
     forced = _forced(matcher, search.encode)  # e.g. a required key: follow it as one move
     if forced:
-        rest = _search(matcher, search, depth - len(forced), budget) if len(forced) <= depth else None
+        rest = (
+            _search(matcher, search, depth - len(forced), budget, prune)
+            if len(forced) <= depth
+            else None
+        )
         matcher.rollback(len(forced))
         return None if rest is None else [*forced, *rest]
+    here = search.signature(matcher) if prune else None
     tried = set()
     for tokens in (search.candidates, lambda: search.allowed(matcher)[:FALLBACK]):
         for token in tokens() if callable(tokens) else tokens:
@@ -71,7 +115,10 @@ def _search(matcher, search: CloseSearch, depth: int, budget: list[int]) -> list
                 continue
             tried.add(token)
             budget[0] -= 1
-            rest = _search(matcher, search, depth - 1, budget)
+            if prune and not matcher.is_accepting() and search.signature(matcher) == here:
+                matcher.rollback(1)
+                continue
+            rest = _search(matcher, search, depth - 1, budget, prune)
             matcher.rollback(1)
             if rest is not None:
                 return [token, *rest]
@@ -93,6 +140,21 @@ def _forced(matcher, encode) -> list[int]:
     return forced
 
 
+def in_window(seq, search: CloseSearch) -> bool:
+    """Whether the close search runs this step: within WINDOW tokens of the budget, or earlier
+    by the length of the closing path (a structure nested deeper than WINDOW needs more tokens
+    to close than the window holds). The path is measured every PROBE_EVERY tokens before the
+    window, so it grows by at most that many tokens' worth of openings before the next probe."""
+    left = seq.max_len - seq.num_tokens
+    if left <= WINDOW + seq.close_need:
+        return True
+    if seq.num_tokens >= seq.close_probe_at:
+        seq.close_probe_at = seq.num_tokens + PROBE_EVERY
+        path = shortest_close(seq.matcher, search, left - WINDOW)
+        seq.close_need = len(path) if path is not None else left
+    return left <= WINDOW + seq.close_need
+
+
 @dataclass(slots=True)
 class Snapshot:
     """A sequence's output state before a step's tokens, so they can be undone (their KV is not
@@ -108,14 +170,25 @@ class Snapshot:
 
     @classmethod
     def take(cls, seq) -> Snapshot:
-        return cls(seq.num_tokens, seq.text, seq.prefix_offset, seq.read_offset,
-                   seq.matcher.num_tokens, len(seq.logprobs or ()), seq.cumulative_logprob)
+        return cls(
+            seq.num_tokens,
+            seq.text,
+            seq.prefix_offset,
+            seq.read_offset,
+            seq.matcher.num_tokens,
+            len(seq.logprobs or ()),
+            seq.cumulative_logprob,
+        )
 
     def restore(self, seq) -> None:
         seq.status, seq.finish_reason = SequenceStatus.RUNNING, None  # it was running then
         seq.matcher.rollback(seq.matcher.num_tokens - self.matcher_tokens)
         del seq.token_ids[self.num_tokens :]
-        seq.text, seq.prefix_offset, seq.read_offset = self.text, self.prefix_offset, self.read_offset
+        seq.text, seq.prefix_offset, seq.read_offset = (
+            self.text,
+            self.prefix_offset,
+            self.read_offset,
+        )
         if seq.logprobs is not None:
             del seq.logprobs[self.num_logprobs :]
         seq.cumulative_logprob = self.cumulative_logprob

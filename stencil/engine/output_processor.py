@@ -9,10 +9,10 @@ import time
 import torch
 
 from stencil.engine.closing import (
-    WINDOW,
     CloseSearch,
     Snapshot,
     closer_token_ids,
+    in_window,
     shortest_close,
 )
 from stencil.engine.detokenizer import Detokenizer, find_stop
@@ -38,7 +38,9 @@ class OutputProcessor:
         self.reasoning_end = reasoning_end
         self.metrics = metrics
         self.detokenizer = Detokenizer(tokenizer)
-        self.close_search = CloseSearch(closer_token_ids(tokenizer), self._encode, self._allowed)
+        self.close_search = CloseSearch(
+            closer_token_ids(tokenizer), self._encode, self._allowed, self._signature
+        )
 
     def flush(self, seq: Sequence) -> None:
         """The final detokenization of a finished sequence (a trailing partial character)."""
@@ -59,7 +61,7 @@ class OutputProcessor:
                 guided
                 and seq.params.close_on_length
                 and not seq.close_hopeless
-                and seq.max_len - seq.num_tokens <= WINDOW
+                and in_window(seq, self.close_search)
             )
             snapshot = Snapshot.take(seq) if closing else None
             if lp is not None:
@@ -167,6 +169,14 @@ class OutputProcessor:
         matcher.fill_next_token_bitmask(bitmask, 0)
         ids = bitmask_to_bool(bitmask, self.vocab_size)[0].nonzero().flatten().tolist()
         return [i for i in ids if i not in self.eos_token_ids]
+
+    def _signature(self, matcher) -> bytes:
+        """The matcher's allowed-token mask, as bytes (equal masks: likely the same state)."""
+        from stencil.constraints import allocate_token_bitmask
+
+        bitmask = allocate_token_bitmask(1, self.vocab_size)
+        matcher.fill_next_token_bitmask(bitmask, 0)
+        return bitmask.numpy().tobytes()
 
     def _encode(self, text: str) -> list[int]:
         return self.tokenizer.encode(text, add_special_tokens=False)

@@ -13,14 +13,13 @@ from typing import Any
 
 from stencil.api.errors import bad_request
 from stencil.api.middleware.prompt_size import PromptTooLong, tokenize_bounded
+from stencil.api.openai.messages import content_text, render_chat
 from stencil.api.openai.protocol import (
     KNOWN_BACKENDS,
     AssistantMessage,
     ChatCompletionRequest,
     CompletionRequest,
     SamplingFields,
-    SystemMessage,
-    ToolMessage,
 )
 from stencil.api.openai.structured_output import (
     Grounding,
@@ -29,20 +28,11 @@ from stencil.api.openai.structured_output import (
     collect_sources,
     whitespace_options,
 )
-from stencil.api.openai.tools import ToolPlan, plan_tools, render_tool_calls, tools_system_prompt
+from stencil.api.openai.surface import check_completion_surface
+from stencil.api.openai.tools import ToolPlan, function_tools, plan_tools
 from stencil.constraints import Constraint
 from stencil.engine.errors import RequestError
 from stencil.engine.sampling_params import SamplingParams
-
-_RESERVED_TEMPLATE_KWARGS = {
-    "messages",
-    "conversation",
-    "tools",
-    "tokenize",
-    "add_generation_prompt",
-    "continue_final_message",
-    "return_dict",
-}
 
 
 @dataclass(slots=True)
@@ -80,7 +70,7 @@ def convert_chat(req: ChatCompletionRequest, model: ModelInfo) -> Plan:
             "continue_final_message and add_generation_prompt cannot both be true",
             "continue_final_message",
         )
-    plan = plan_tools(req.tools, req.tool_choice, req.parallel_tool_calls)
+    plan = plan_tools(function_tools(req.tools), req.tool_choice, req.parallel_tool_calls)
     if plan is not None and plan.mode == "auto" and req.n > 1:
         raise bad_request("n > 1 is not supported with tool_choice 'auto'", "n")
     text = render_chat(req, model.tokenizer, plan, model.max_model_len)
@@ -105,101 +95,9 @@ def convert_chat(req: ChatCompletionRequest, model: ModelInfo) -> Plan:
     echo = ""
     last = req.messages[-1]
     if req.echo and isinstance(last, AssistantMessage):
-        echo = _content_text(last.content)
+        echo = content_text(last.content)
     param = sources[0].param if sources else ("tools" if tool_constraint else None)
     return Plan(ids, text, params, plan, tool_constraint, echo, param)
-
-
-def render_chat(
-    req: ChatCompletionRequest, tokenizer: Any, plan: ToolPlan | None, max_len: int | None = None
-) -> str:
-    """Render ``messages`` (and the tools, when they will be used) with the chat template.
-    More messages than ``max_len`` (each renders to at least one token) is a 400 at once."""
-    if max_len is not None and len(req.messages) > max_len:
-        raise bad_request(
-            f"{len(req.messages)} messages cannot fit in this model's context of {max_len} tokens",
-            "messages",
-        )
-    template = getattr(tokenizer, "chat_template", None) or ""
-    if not template:
-        raise bad_request("the served model has no chat template; use /v1/completions", "messages")
-    native_tools = "tools" in template
-    native_calls = "tool_calls" in template
-    for i, m in enumerate(req.messages):
-        _check_parts(m, i)
-    messages = [_message_dict(m, native_calls) for m in req.messages]
-    kwargs = dict(req.chat_template_kwargs or {})
-    clash = sorted(_RESERVED_TEMPLATE_KWARGS & kwargs.keys())
-    if clash:
-        raise bad_request(f"chat_template_kwargs may not set {clash}", "chat_template_kwargs")
-    tools = [t.model_dump(exclude_none=True) for t in req.tools] if plan and req.tools else None
-    if tools and not native_tools:
-        messages = _with_tool_system_prompt(messages, tools_system_prompt(req.tools or []))
-        tools = None
-    try:
-        return tokenizer.apply_chat_template(
-            messages,
-            tools=tools,
-            add_generation_prompt=req.add_generation_prompt,
-            continue_final_message=req.continue_final_message,
-            tokenize=False,
-            **kwargs,
-        )
-    except Exception as e:  # jinja errors, template raise_exception(), bad kwargs
-        raise bad_request(f"the chat template could not render messages: {e}", "messages") from None
-
-
-def _message_dict(msg: Any, native_calls: bool) -> dict[str, Any]:
-    if isinstance(msg, SystemMessage):
-        return {"role": "system", "content": _content_text(msg.content)}
-    if isinstance(msg, ToolMessage):
-        return {
-            "role": "tool",
-            "content": _content_text(msg.content),
-            "tool_call_id": msg.tool_call_id,
-        }
-    if isinstance(msg, AssistantMessage):
-        text = _content_text(msg.content)
-        if msg.tool_calls and native_calls:
-            calls = [
-                {"type": "function", "id": c.id, "function": c.function.model_dump()}
-                for c in msg.tool_calls
-            ]
-            return {"role": "assistant", "content": text, "tool_calls": calls}
-        if msg.tool_calls:
-            text = (text + "\n" if text else "") + render_tool_calls(msg)
-        return {"role": "assistant", "content": text}
-    return {"role": msg.role, "content": _content_text(msg.content)}
-
-
-def _check_parts(msg: Any, i: int) -> None:
-    if not isinstance(msg.content, list):
-        return
-    allowed = ("text", "refusal") if isinstance(msg, AssistantMessage) else ("text",)
-    for j, part in enumerate(msg.content):
-        field = part.type if part.type in allowed else None
-        if field is None or not isinstance(getattr(part, field), str):
-            raise bad_request(
-                f"content parts of type {part.type!r} are not supported (text only)"
-                if field is None
-                else f"a {field!r} content part needs a string {field!r}",
-                f"messages.{i}.content.{j}",
-            )
-
-
-def _content_text(content: Any) -> str:
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    return "".join(getattr(p, "text", None) or getattr(p, "refusal", "") for p in content)
-
-
-def _with_tool_system_prompt(messages: list[dict[str, Any]], prompt: str) -> list[dict[str, Any]]:
-    if messages and messages[0]["role"] == "system":
-        first = dict(messages[0], content=f"{messages[0]['content']}\n\n{prompt}")
-        return [first, *messages[1:]]
-    return [{"role": "system", "content": prompt}, *messages]
 
 
 # ---- completions ------------------------------------------------------------------------------
@@ -208,8 +106,7 @@ def _with_tool_system_prompt(messages: list[dict[str, Any]], prompt: str) -> lis
 def convert_completion(req: CompletionRequest, model: ModelInfo) -> list[Plan]:
     """Convert a completion request into one plan per prompt."""
     _check_common(req)
-    if req.suffix is not None:
-        raise bad_request("suffix is not supported", "suffix")
+    check_completion_surface(req)
     if req.best_of is not None and req.best_of != req.n:
         raise bad_request("best_of must equal n (no server-side reranking)", "best_of")
     if req.echo and req.logprobs is not None:

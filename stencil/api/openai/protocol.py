@@ -55,11 +55,13 @@ class ToolCall(Strict):
 class SystemMessage(Strict):
     role: Literal["system", "developer"]
     content: Content
+    name: str | None = None
 
 
 class UserMessage(Strict):
     role: Literal["user"]
     content: Content
+    name: str | None = None
 
 
 class AssistantMessage(Strict):
@@ -67,9 +69,11 @@ class AssistantMessage(Strict):
     content: Content | None = None
     tool_calls: list[ToolCall] | None = None
     refusal: str | None = None
-    # Present (null) when a client sends back the SDK's response message object as history.
-    function_call: None = None
-    audio: None = None
+    name: str | None = None
+    # Null when a client sends back the SDK's response message object as history; a value is
+    # refused by ``surface`` (the deprecated function-calling API, audio output).
+    function_call: Any = None
+    audio: Any = None
     annotations: list[Any] | None = None
 
 
@@ -77,10 +81,18 @@ class ToolMessage(Strict):
     role: Literal["tool"]
     content: Content
     tool_call_id: str
+    name: str | None = None  # not in OpenAI's type; LangChain and vLLM send it
+
+
+class FunctionMessage(BaseModel):
+    """The deprecated ``function`` role: parsed only to be refused with its reason."""
+
+    role: Literal["function"]
 
 
 Message = Annotated[
-    SystemMessage | UserMessage | AssistantMessage | ToolMessage, Field(discriminator="role")
+    SystemMessage | UserMessage | AssistantMessage | ToolMessage | FunctionMessage,
+    Field(discriminator="role"),
 ]
 
 
@@ -99,6 +111,15 @@ class Tool(Strict):
     function: FunctionDef
 
 
+class CustomTool(BaseModel):
+    """A ``custom`` (free-form grammar) tool: parsed only to be refused with its reason."""
+
+    type: Literal["custom"]
+
+
+AnyTool = Annotated[Tool | CustomTool, Field(discriminator="type")]
+
+
 class NamedFunction(Strict):
     name: str
 
@@ -108,7 +129,30 @@ class NamedToolChoice(Strict):
     function: NamedFunction
 
 
-ToolChoice = Literal["none", "auto", "required"] | NamedToolChoice
+class AllowedTools(Strict):
+    mode: Literal["auto", "required"]
+    tools: list[NamedToolChoice] = Field(min_length=1)
+
+
+class AllowedToolChoice(Strict):
+    """``{"type": "allowed_tools", ...}``: a subset of ``tools`` with a mode."""
+
+    type: Literal["allowed_tools"]
+    allowed_tools: AllowedTools
+
+
+class NamedCustomToolChoice(BaseModel):
+    """``{"type": "custom", ...}``: parsed only to be refused (custom tools are not served)."""
+
+    type: Literal["custom"]
+
+
+ToolChoice = (
+    Literal["none", "auto", "required"]
+    | Annotated[
+        NamedToolChoice | AllowedToolChoice | NamedCustomToolChoice, Field(discriminator="type")
+    ]
+)
 
 
 class JsonSchemaSpec(Strict):
@@ -206,9 +250,28 @@ class ChatCompletionRequest(SamplingFields):
     max_completion_tokens: int | None = Field(default=None, ge=1)
     logprobs: bool = False
     top_logprobs: int | None = Field(default=None, ge=0, le=20)
-    tools: list[Tool] | None = None
+    tools: list[AnyTool] | None = None
     tool_choice: ToolChoice | None = None
     parallel_tool_calls: bool = True
+    modalities: list[str] | None = None
+    # passed to the chat template when it reads them (``surface``)
+    reasoning_effort: str | None = None
+    verbosity: str | None = None
+    # advisory: accepted, no effect (``surface``)
+    metadata: dict[str, str] | None = None
+    store: bool | None = None
+    service_tier: str | None = None
+    safety_identifier: str | None = None
+    prompt_cache_key: str | None = None
+    prompt_cache_retention: str | None = None
+    prompt_cache_options: dict[str, Any] | None = None
+    prediction: dict[str, Any] | None = None
+    # refused with their reason when set (``surface``)
+    audio: Any = None
+    functions: Any = None
+    function_call: Any = None
+    web_search_options: Any = None
+    moderation: Any = None
     add_generation_prompt: bool = True
     continue_final_message: bool = False
     chat_template_kwargs: dict[str, Any] | None = None

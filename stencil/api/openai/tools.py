@@ -16,7 +16,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from stencil.api.errors import bad_request
-from stencil.api.openai.protocol import AssistantMessage, NamedToolChoice, Tool
+from stencil.api.openai.protocol import (
+    AllowedToolChoice,
+    AssistantMessage,
+    NamedCustomToolChoice,
+    NamedToolChoice,
+    Tool,
+)
 
 TOOL_CALL_OPEN = "<tool_call>"
 TOOL_CALL_CLOSE = "</tool_call>"
@@ -31,10 +37,27 @@ class ToolPlan:
     tool_names: tuple[str, ...]
 
 
+def function_tools(tools: list[Any] | None) -> list[Tool]:
+    """The request's tools, all of type ``function``; a custom tool is a 400 saying why."""
+    for i, t in enumerate(tools or []):
+        if not isinstance(t, Tool):
+            raise bad_request(
+                f"tools.{i} is a {t.type!r} tool; only function tools are supported (custom "
+                "tools take free-form text this server cannot constrain)",
+                f"tools.{i}.type",
+            )
+    return list(tools or [])
+
+
 def plan_tools(
     tools: list[Tool] | None, tool_choice: Any, parallel_tool_calls: bool
 ) -> ToolPlan | None:
     """Resolve ``tools`` + ``tool_choice`` into a plan, or None when no call can happen."""
+    if isinstance(tool_choice, NamedCustomToolChoice):
+        raise bad_request(
+            "tool_choice of type 'custom' is not supported: only function tools are",
+            "tool_choice.type",
+        )
     if not tools:
         if tool_choice not in (None, "none"):
             raise bad_request("tool_choice needs a non-empty tools list", "tool_choice")
@@ -46,16 +69,23 @@ def plan_tools(
         return None
     chosen = tools
     if isinstance(tool_choice, NamedToolChoice):
-        chosen = [t for t in tools if t.function.name == tool_choice.function.name]
-        if not chosen:
-            raise bad_request(
-                f"tool_choice names function {tool_choice.function.name!r}, which is not in tools",
-                "tool_choice",
-            )
+        chosen = _pick(tools, [tool_choice.function.name], "tool_choice")
+    elif isinstance(tool_choice, AllowedToolChoice):
+        names = [c.function.name for c in tool_choice.allowed_tools.tools]
+        chosen = _pick(tools, names, "tool_choice.allowed_tools.tools")
+        tool_choice = tool_choice.allowed_tools.mode
     single = isinstance(tool_choice, NamedToolChoice) or not parallel_tool_calls
     mode = "auto" if tool_choice == "auto" else "forced"
     schema = calls_schema(chosen, single=single)
     return ToolPlan(mode=mode, schema=schema, tool_names=tuple(t.function.name for t in chosen))
+
+
+def _pick(tools: list[Tool], names: list[str], param: str) -> list[Tool]:
+    by_name = {t.function.name: t for t in tools}
+    for name in names:
+        if name not in by_name:
+            raise bad_request(f"{param} names function {name!r}, which is not in tools", param)
+    return [by_name[n] for n in dict.fromkeys(names)]
 
 
 def _check_unique_names(tools: list[Tool]) -> None:

@@ -25,8 +25,11 @@ _TAGS = {
     "json_object",
     "json_schema",
     "refusal",
+    "function",
+    "custom",
+    "allowed_tools",
 }
-_TAGGED = {"messages", "response_format", "content", "input"}
+_TAGGED = {"messages", "response_format", "content", "input", "tools", "tool_choice"}
 
 
 def describe_validation_error(e: ValidationError) -> tuple[str, str | None]:
@@ -55,7 +58,7 @@ def _param(loc: tuple[int | str, ...]) -> str:
         if isinstance(item, int):
             out.append(str(item))
         elif not _IDENT.match(item):
-            pass  # e.g. "list[TextPart]", "function-after[...]"
+            continue  # e.g. "list[TextPart]", "function-after[...]": not a field, nor a tag's parent
         elif item in _TAGS and (prev in _TAGGED or isinstance(prev, int)):
             pass
         else:
