@@ -151,7 +151,13 @@ def in_window(seq, search: CloseSearch) -> bool:
     if seq.num_tokens >= seq.close_probe_at:
         seq.close_probe_at = seq.num_tokens + PROBE_EVERY
         path = shortest_close(seq.matcher, search, left - WINDOW)
-        seq.close_need = len(path) if path is not None else left
+        # None after a path was found: the path outgrew the room left, close from now on. None
+        # with no path found before (the probe budget ran out, or text the search cannot write
+        # is still to come, such as an email's domain) says nothing: keep the plain window.
+        if path is not None:
+            seq.close_need = len(path)
+        elif seq.close_need:
+            seq.close_need = left
     return left <= WINDOW + seq.close_need
 
 
