@@ -9,7 +9,9 @@ step after which none fits (say, a token that opens an object with required keys
 runs into the budget mid-structure) is undone and the path that fitted before it is appended
 instead (like jump-forward tokens). So an output that fits the budget is kept as it is, unless
 the search's path (over single closing tokens, so at times longer than the model's own) stops
-fitting before the model's does; one that does not fit ends in a short valid close.
+fitting before the model's does; one that does not fit ends in a short valid close. The search
+starts WINDOW tokens plus the closing path's length before the end: that length is measured
+every few tokens on the way, since a deeply nested structure needs more than WINDOW to close.
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ from stencil.engine.sequence import SequenceStatus
 
 CLOSERS = ('"', "}", "]", ")", '",', '"}', '":', "},", "}]", '"]', "]}", ",", ":", "0", "a", "null",
            "true", "1", "e", ".", "-", " ", "\n")
-WINDOW = 32  # start searching when this many tokens are left
+WINDOW = 32  # start searching when this many tokens are left (plus the last measured close)
+HORIZON = 512  # from this many tokens left, measure the closing path every PROBE_EVERY tokens:
+PROBE_EVERY = 8  # a deep structure's close ("}]}]..." of a recursive tree) outgrows WINDOW
 NODE_BUDGET = 400  # matcher probes per search, so a hopeless state costs little
 FALLBACK = 6  # allowed tokens (lowest ids: single bytes first) tried when no closer fits
 

@@ -9,6 +9,8 @@ import time
 import torch
 
 from stencil.engine.closing import (
+    HORIZON,
+    PROBE_EVERY,
     WINDOW,
     CloseSearch,
     Snapshot,
@@ -55,12 +57,10 @@ class OutputProcessor:
             if seq.first_token_time is None:
                 seq.first_token_time = time.monotonic()
             guided = seq.matcher is not None and seq.reasoning_done
-            closing = (
-                guided
-                and seq.params.close_on_length
-                and not seq.close_hopeless
-                and seq.max_len - seq.num_tokens <= WINDOW
-            )
+            closing = guided and seq.params.close_on_length and not seq.close_hopeless
+            if closing:
+                self._measure_close(seq)
+            closing = closing and seq.max_len - seq.num_tokens <= WINDOW + seq.close_need
             snapshot = Snapshot.take(seq) if closing else None
             if lp is not None:
                 seq.logprobs.append(lp)
@@ -91,6 +91,21 @@ class OutputProcessor:
                 self._push(seq, t)
                 if seq.is_finished:
                     return
+
+    def _measure_close(self, seq: Sequence) -> None:
+        """Ahead of the closing window, every PROBE_EVERY tokens: how long a closing path is
+        now (a deep structure's can outgrow WINDOW), so the window starts while it fits."""
+        left = seq.max_len - seq.num_tokens
+        if (
+            left <= WINDOW + seq.close_need
+            or left > HORIZON
+            or seq.num_tokens - seq.close_probed < PROBE_EVERY
+        ):
+            return
+        seq.close_probed = seq.num_tokens
+        path = shortest_close(seq.matcher, self.close_search, left)
+        if path is not None:
+            seq.close_need = len(path)
 
     def _close(self, seq: Sequence, snapshot: Snapshot) -> None:
         """close_on_length: the model goes on while a closing path fits the budget; once this

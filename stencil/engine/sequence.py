@@ -51,6 +51,8 @@ class Sequence:
     reasoning_done: bool = True  # False while a reasoning model is still thinking
     text_flushed: bool = False  # the final detokenization already ran
     close_hopeless: bool = False  # close_on_length found no closing path that fits the budget
+    close_need: int = 0  # close_on_length: the closing path's length when last measured
+    close_probed: int = 0  # num_tokens at that measurement
     pooling: str | None = None  # "last" | "mean": an embedding request (prefill only, no sampling)
     pooled: torch.Tensor | None = None  # running sum (mean) or last hidden state
     embedding: list[float] | None = None
