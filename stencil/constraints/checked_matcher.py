@@ -102,6 +102,11 @@ class CheckedMatcher(Matcher):
     def is_accepting(self) -> bool:
         return self._m.is_accepting() and self._tracker.finish(self._states[-1], self._buf)
 
+    def is_terminated(self) -> bool:
+        """The grammar is done and the output may end here: a root scalar the grammar cannot
+        extend (an integer 1..3 after "1") completes only now, so it is checked now too."""
+        return super().is_terminated() and self._tracker.finish(self._states[-1], self._buf)
+
     def rollback(self, num_tokens: int) -> None:
         before = self._num_tokens
         super().rollback(num_tokens)
