@@ -134,3 +134,21 @@ def _harmless(error: jsonschema.exceptions.ValidationError) -> bool:
         and bool(error.absolute_path)
         and (error.absolute_path[-1] in ("enum", "required", "type"))
     )
+
+
+def patterns(root: Any) -> list[str]:
+    """Every ``pattern`` string and ``patternProperties`` key in the document (a superset of
+    the patterns the translation checks: values that are not schemas may add some)."""
+    out: list[str] = []
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, list):
+            stack.extend(node)
+        elif isinstance(node, dict):
+            if isinstance(node.get("pattern"), str):
+                out.append(node["pattern"])
+            if isinstance(node.get("patternProperties"), dict):
+                out.extend(node["patternProperties"])
+            stack.extend(node.values())
+    return out

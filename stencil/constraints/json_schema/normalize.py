@@ -14,7 +14,7 @@ from typing import Any
 from ..errors import ConstraintTooLargeError, InvalidSchemaError, UnsupportedSchemaError
 from ..limits import Limits
 from ..regex_check import parsed_regexes
-from . import logic, objects
+from . import document, logic, objects
 from .approximate import Approximations
 from .keywords import (
     ANNOTATIONS,
@@ -54,7 +54,7 @@ class Normalizer(Approximations):
         self.defs: dict[str, Schema] = {}
         self.def_names: dict[tuple[str, bool], str] = {}
         self.out = Normalized(schema={})
-        self.parsed_patterns = parsed_regexes(_patterns(root), limits)
+        self.parsed_patterns = parsed_regexes(document.patterns(root), limits)
         """The document's patterns known to parse (one grammar build for all of them)."""
 
     def run(self) -> Normalized:
@@ -306,24 +306,6 @@ _MINIMUM_COUNTS = frozenset(
 _COUNTS = frozenset(
     {"minLength", "maxLength", "minItems", "maxItems", "minProperties", "maxProperties"}
 )
-
-
-def _patterns(root: Any) -> list[str]:
-    """Every ``pattern`` string and ``patternProperties`` key in the document (a superset of
-    the patterns the translation checks: values that are not schemas may add some)."""
-    out: list[str] = []
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, list):
-            stack.extend(node)
-        elif isinstance(node, dict):
-            if isinstance(node.get("pattern"), str):
-                out.append(node["pattern"])
-            if isinstance(node.get("patternProperties"), dict):
-                out.extend(node["patternProperties"])
-            stack.extend(node.values())
-    return out
 
 
 def _typing(schema: dict) -> dict:
