@@ -56,6 +56,8 @@ class CheckedMatcher(Matcher):
                 return False
             self._states.append(state)
             return True
+        if not self._grammar_allows(token_id):
+            return False  # the tracker reads only what the grammar allows (a prefix of JSON)
         data = self._bytes(token_id)
         after = self._tracker.feed(state, data, self._buf)
         if after is None or not super().accept_token(token_id):
@@ -63,6 +65,16 @@ class CheckedMatcher(Matcher):
         self._states.append(after)
         self._buf += data
         return True
+
+    def _grammar_allows(self, token_id: int) -> bool:
+        """Whether the grammar takes ``token_id`` now (no state change): a token off the mask
+        (the close_on_length search tries some) must not reach the tracker."""
+        if not 0 <= token_id < self._vocab.tokenizer_size or self._m.is_error():
+            return False
+        try:
+            return self._m.validate_tokens([token_id]) == 1
+        except (ValueError, OverflowError, TypeError):
+            return False
 
     def fill_next_token_bitmask(self, bitmask: torch.Tensor, row: int = 0) -> None:
         super().fill_next_token_bitmask(bitmask, row)
@@ -89,6 +101,11 @@ class CheckedMatcher(Matcher):
 
     def is_accepting(self) -> bool:
         return self._m.is_accepting() and self._tracker.finish(self._states[-1], self._buf)
+
+    def is_terminated(self) -> bool:
+        """The grammar is done and the output may end here: a root scalar the grammar cannot
+        extend (an integer 1..3 after "1") completes only now, so it is checked now too."""
+        return super().is_terminated() and self._tracker.finish(self._states[-1], self._buf)
 
     def rollback(self, num_tokens: int) -> None:
         before = self._num_tokens

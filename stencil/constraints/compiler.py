@@ -20,6 +20,7 @@ from .semantic.plan import SemanticPlan
 from .semantic.tokens import TokenTable
 from .spec import Constraint
 from .template import build_template
+from .thread_runner import CallTimeout, ThreadRunner
 from .vocab import TokenVocab
 
 _BASE_BYTES = 64 << 10  # fixed per-compile overhead in the size estimate
@@ -89,6 +90,7 @@ class ConstraintCompiler:
         )
         self._table: TokenTable | None = None
         self._table_lock = threading.Lock()
+        self._threads = ThreadRunner("stencil-compile")
 
     @property
     def cache(self) -> ByteLRU[CompiledConstraint]:
@@ -134,6 +136,7 @@ class ConstraintCompiler:
 
     def close(self) -> None:
         """Stop the compile workers (in-flight isolated compiles fail); idempotent."""
+        self._threads.close()
         if self._pool is not None:
             self._pool.close()
 
@@ -144,23 +147,10 @@ class ConstraintCompiler:
         self.close()
 
     def _build_bounded(self, constraint: Constraint) -> tuple[Constraint, llguidance.LLMatcher]:
-        result: list[tuple[Constraint, llguidance.LLMatcher] | BaseException] = []
-        done = threading.Event()
-
-        def work() -> None:
-            try:
-                result.append(self._build(constraint))
-            except BaseException as exc:  # handed to the caller's thread
-                result.append(exc)
-            finally:
-                done.set()
-
-        threading.Thread(target=work, name="stencil-compile", daemon=True).start()
-        if not done.wait(self.timeout_s):
-            raise CompileTimeoutError(self.timeout_s)
-        if isinstance(result[0], BaseException):
-            raise result[0]
-        return result[0]
+        try:
+            return self._threads.run(lambda: self._build(constraint), self.timeout_s)
+        except CallTimeout:
+            raise CompileTimeoutError(self.timeout_s) from None
 
     def _build(self, constraint: Constraint) -> tuple[Constraint, llguidance.LLMatcher]:
         translated = constraint.translated()

@@ -5,6 +5,7 @@ Every structured result must parse (never None) and validate against the schema 
 
 from __future__ import annotations
 
+import json
 from enum import StrEnum
 from typing import Annotated
 
@@ -51,6 +52,13 @@ class Note(BaseModel):
     text: str | None = None
 
 
+class Tagged(BaseModel):
+    """A person and the distinct topics they worked on."""
+
+    name: str = Field(description="Full name", max_length=24)
+    topics: set[Short] = Field(max_length=3)  # uniqueItems: true (a decode-time check)
+
+
 TEXT = "Ada Lovelace, 36, a scientist living in London, England. Skills: math, poetry."
 PERSON_TEXT = "Ada Lovelace was 36 years old."
 
@@ -82,6 +90,21 @@ def test_langchain_json_schema_default(chat):
 def test_langchain_function_calling(chat):
     result = chat.with_structured_output(Employee, method="function_calling").invoke(TEXT)
     _valid(result, Employee)
+
+
+def test_langchain_set_field_is_served_and_validates(chat):
+    """A ``set[...]`` field emits ``uniqueItems: true``: 200 OK (no 400 refusal), and the raw
+    output passes Pydantic's own validation."""
+    schema = Tagged.model_json_schema()
+    assert schema["properties"]["topics"]["uniqueItems"] is True
+    out = chat.with_structured_output(Tagged, include_raw=True).invoke(
+        "Ada Lovelace worked on math, poetry and engines."
+    )
+    assert out["parsing_error"] is None
+    raw = out["raw"].content
+    assert Tagged.model_validate_json(raw) == out["parsed"]
+    topics = json.loads(raw)["topics"]
+    assert len(topics) == len(set(topics))  # a list in JSON: Pydantic would merge duplicates
 
 
 def test_langchain_json_mode(chat):

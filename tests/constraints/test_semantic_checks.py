@@ -211,3 +211,28 @@ def test_exhausted_matcher_reports_the_keyword(qwen_compiler, qwen_tokenizer):
     assert m.error() is None
     m.fill_next_token_bitmask(mask, 0)
     assert bitmask_to_bool(mask, compiled.vocab.vocab_size)[0].any()
+
+
+PROBES = ['"', "}", "]", ",", ":", "{", "[", '",', '"}', "},", "}]", "]}", "1", "a", "true", " "]
+
+
+@pytest.mark.parametrize(("name", "text"), [(n, t) for n, t, valid in CASES if valid])
+def test_a_token_is_accepted_exactly_when_the_mask_allows_it(compiled, qwen_tokenizer, name, text):
+    """Along a valid text, structural tokens (what the close_on_length search tries, most of
+    them off the mask) are accepted exactly when the mask allows them, refused without
+    raising otherwise, and a refusal leaves the state as it was."""
+    probes = [qwen_tokenizer.encode(p)[0] for p in PROBES if len(qwen_tokenizer.encode(p)) == 1]
+    vocab = compiled[name].vocab
+    m = compiled[name].new_matcher()
+    for token in qwen_tokenizer.encode(text):
+        mask = allocate_token_bitmask(1, vocab.vocab_size)
+        m.fill_next_token_bitmask(mask, 0)
+        bits = bitmask_to_bool(mask, vocab.vocab_size)[0]
+        for probe in probes:
+            accepted = m.accept_token(probe)
+            assert accepted == bool(bits[probe]), (name, qwen_tokenizer.decode([probe]))
+            if accepted:
+                m.rollback(1)
+        assert m.accept_token(token)
+    eos = vocab.eos_token_ids[0]
+    assert m.accept_token(eos)

@@ -30,6 +30,28 @@ NUMBER: /[0-9]{1,3}/
 """
 
 
+CHECKED = [  # one schema per keyword enforced by a decode-time check (see docs/constraints.md)
+    {"type": "array", "items": {"type": "string", "maxLength": 3}, "uniqueItems": True, "maxItems": 4},
+    {"oneOf": [{"type": "integer", "multipleOf": 2}, {"type": "integer", "multipleOf": 3}]},
+    {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}}, "required": ["a"],
+     "if": {"properties": {"a": {"minimum": 5}}}, "then": {"required": ["b"]},
+     "else": {"properties": {"b": {"maxLength": 2}}}},
+    {"type": "array", "items": {"type": "integer"}, "maxItems": 4, "not": {"items": {"minimum": 3}}},
+    {"type": "array", "items": {"type": "integer"}, "contains": {"minimum": 50}, "maxContains": 2, "maxItems": 5},
+    {"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": {"type": "boolean"},
+     "maxProperties": 2},
+    {"type": "object", "propertyNames": {"maxLength": 2}, "additionalProperties": {"type": "integer"}},
+    {"type": "string", "pattern": "^(?!ab)[a-c]{2,4}$"},
+    {"type": "object", "required": ["r", "u"], "properties": {
+        "r": {"type": "string", "format": "uri-reference", "maxLength": 6},
+        "u": {"type": "string", "format": "uuid"}}},
+    {"type": "object", "properties": {"v": {"type": "integer"}, "next": {"$ref": "#", "required": ["v"]}},
+     "maxProperties": 2},
+    {"type": "object", "properties": {"a": {"type": "integer"}},
+     "anyOf": [{"properties": {"b": {"type": "boolean"}}}], "unevaluatedProperties": False},
+]
+
+
 def _bench_schemas(n: int, seed: int) -> list[dict]:
     """``n`` compilable real-world schemas: JSONSchemaBench-dev's when ../shared/data has it,
     else the shipped library's (a clone on its own)."""
@@ -63,7 +85,10 @@ def _mix(n: int, seed: int) -> list[tuple[Constraint, object]]:
     out = []
     for i in range(n):
         kind = i % 4
-        if kind in (0, 1) and schemas:
+        if i % 8 == 1:  # a keyword checked as values complete
+            schema = CHECKED[i // 8 % len(CHECKED)]
+            out.append((Constraint.json_schema(schema), ("checked", schema)))
+        elif kind in (0, 1) and schemas:
             schema = schemas[i // 2 % len(schemas)]
             out.append((Constraint.json_schema(schema), ("json", schema)))
         elif kind == 2 and i % 8 == 2:
@@ -79,6 +104,12 @@ def _mix(n: int, seed: int) -> list[tuple[Constraint, object]]:
 
 def _valid(text: str, oracle) -> bool:
     kind, spec = oracle
+    if kind == "checked":
+        validator = jsonschema.Draft202012Validator(spec, format_checker=jsonschema.FormatChecker())
+        try:
+            return validator.is_valid(json.loads(text))
+        except ValueError:
+            return False
     if kind == "json":
         try:
             jsonschema.validate(json.loads(text), spec)
@@ -107,14 +138,19 @@ def test_200_sampled_constrained_requests_all_valid(tiny_llm):
               for i, (c, _) in enumerate(mix)]
     prompts = [[1 + i % 50, 7, 9, 11] for i in range(len(mix))]
     outs = tiny_llm.generate(prompts, params, use_tqdm=False)
-    stops = 0
+    stops, checked = 0, 0
     for out, (_, oracle) in zip(outs, mix, strict=True):
         c = out.outputs[0]
+        if c.finish_reason == "error":  # only a decode-time check may leave no continuation
+            assert oracle[0] == "checked" and "decode-time check" in c.error, c.error
+            continue
         assert c.finish_reason in ("stop", "length"), c.error
         if c.finish_reason == "stop":
             stops += 1
+            checked += oracle[0] == "checked"
             assert _valid(c.text, oracle), (oracle[0], c.text)
     assert stops >= 100, f"only {stops} of 200 finished; the test checks too little"
+    assert checked >= 12, f"only {checked} of 25 checked-keyword requests finished"
 
 
 def test_unconstrained_rows_unchanged_by_constrained_neighbours(tiny_llm):

@@ -164,7 +164,7 @@ class Approximations:
         """A checked JSON Schema (ECMA-262) pattern in the syntax llguidance reads; None
         when only a decode-time check can read it (look-around, back-references)."""
         try:
-            check_regex(pattern, self.limits, what)
+            check_regex(pattern, self.limits, what, self.parsed_patterns)
         except InvalidRegexError:
             if ptr is None or not _readable(pattern):
                 raise

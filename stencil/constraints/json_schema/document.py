@@ -12,6 +12,7 @@ from jsonschema import validators
 
 from ..errors import ConstraintTooLargeError, InvalidSchemaError
 from ..limits import Limits
+from .meta import fast_meta_validator
 
 _DRAFTS = (
     ("draft-03", 3),
@@ -24,6 +25,10 @@ _DRAFTS = (
 _STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
 _BRACKET = re.compile(r"[\[\]{}]")
 _NESTING = {"[": 1, "{": 1, "]": -1, "}": -1}
+_FAST_META = {
+    cls: fast_meta_validator(cls)
+    for cls in (jsonschema.Draft201909Validator, jsonschema.Draft202012Validator)
+}
 
 
 def load(schema: dict | str | bool, limits: Limits, *, shallow: bool = False) -> tuple[Any, str]:
@@ -107,6 +112,9 @@ def check_meta(document: Any, draft: int) -> int:
     ``definitions``) is read as draft-07.
     """
     cls = validators.validator_for(document, default=jsonschema.Draft202012Validator)
+    fast = _FAST_META.get(cls)
+    if fast is not None and all(_harmless(e) for e in fast.iter_errors(document)):
+        return draft  # the same verdict as the dynamic meta-schema's, 5x sooner (see meta)
     errors = [e for e in cls(cls.META_SCHEMA).iter_errors(document) if not _harmless(e)]
     error = jsonschema.exceptions.best_match(errors)
     if error is None:
@@ -126,3 +134,21 @@ def _harmless(error: jsonschema.exceptions.ValidationError) -> bool:
         and bool(error.absolute_path)
         and (error.absolute_path[-1] in ("enum", "required", "type"))
     )
+
+
+def patterns(root: Any) -> list[str]:
+    """Every ``pattern`` string and ``patternProperties`` key in the document (a superset of
+    the patterns the translation checks: values that are not schemas may add some)."""
+    out: list[str] = []
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, list):
+            stack.extend(node)
+        elif isinstance(node, dict):
+            if isinstance(node.get("pattern"), str):
+                out.append(node["pattern"])
+            if isinstance(node.get("patternProperties"), dict):
+                out.extend(node["patternProperties"])
+            stack.extend(node.values())
+    return out

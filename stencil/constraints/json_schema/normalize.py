@@ -13,7 +13,8 @@ from typing import Any
 
 from ..errors import ConstraintTooLargeError, InvalidSchemaError, UnsupportedSchemaError
 from ..limits import Limits
-from . import logic, objects
+from ..regex_check import parsed_regexes
+from . import document, logic, objects
 from .approximate import Approximations
 from .keywords import (
     ANNOTATIONS,
@@ -53,6 +54,8 @@ class Normalizer(Approximations):
         self.defs: dict[str, Schema] = {}
         self.def_names: dict[tuple[str, bool], str] = {}
         self.out = Normalized(schema={})
+        self.parsed_patterns = parsed_regexes(document.patterns(root), limits)
+        """The document's patterns known to parse (one grammar build for all of them)."""
 
     def run(self) -> Normalized:
         top = self.node(self.root, "", DEFAULT_BASE, in_all_of=False)
@@ -109,8 +112,10 @@ class Normalizer(Approximations):
                 out["$ref"] = target
             if self.draft <= 7:
                 return out  # siblings of $ref are ignored before 2019-09
-            if self.loose_refs and resolved is not True and any(
-                k != "$ref" and k not in ANNOTATIONS for k in schema
+            if (
+                self.loose_refs
+                and resolved is not True
+                and any(k != "$ref" and k not in ANNOTATIONS for k in schema)
             ):
                 for key, value in schema.items():  # still translated: errors surface
                     if key != "$ref":
@@ -145,8 +150,13 @@ class Normalizer(Approximations):
         here = f"{ptr}/{escape(key)}"
         if key in ENFORCED:
             self.enforced(key, value, schema, out, here)
-        elif key in ANNOTATIONS or key in ("then", "else", "propertyNames", "minContains",
-                                            "maxContains"):
+        elif key in ANNOTATIONS or key in (
+            "then",
+            "else",
+            "propertyNames",
+            "minContains",
+            "maxContains",
+        ):
             return
         elif key in ("unevaluatedProperties", "unevaluatedItems"):
             self.unevaluated(key, value, schema, out, ptr, base)
@@ -203,10 +213,16 @@ class Normalizer(Approximations):
             value = self.pattern(value, "pattern", here.rsplit("/", 1)[0])
             if value is None:
                 return
-        if key in _MINIMUM_COUNTS and isinstance(value, int | float) and value > self.limits.max_repetition:
+        if (
+            key in _MINIMUM_COUNTS
+            and isinstance(value, int | float)
+            and value > self.limits.max_repetition
+        ):
             raise ConstraintTooLargeError(
                 f"{key} {value} at {here!r} exceeds the repetition limit "
-                f"{self.limits.max_repetition}", "max_repetition")
+                f"{self.limits.max_repetition}",
+                "max_repetition",
+            )
         if key in _COUNTS and isinstance(value, float) and value.is_integer():
             value = int(value)
         out[key] = value
@@ -266,6 +282,7 @@ class Normalizer(Approximations):
         if same not in schema and not (same == "items" and "additionalItems" in schema):
             out[same] = self.node(value, here, base, False)
 
+
 _TYPING = ("type", "enum", "const")
 _IN_PLACE = frozenset(
     {
@@ -283,7 +300,9 @@ _IN_PLACE = frozenset(
         "contains",
     }
 )
-_MINIMUM_COUNTS = frozenset({"minLength", "minItems", "minProperties"})  # each forces that many repeats
+_MINIMUM_COUNTS = frozenset(
+    {"minLength", "minItems", "minProperties"}
+)  # each forces that many repeats
 _COUNTS = frozenset(
     {"minLength", "maxLength", "minItems", "maxItems", "minProperties", "maxProperties"}
 )

@@ -102,10 +102,7 @@ class Tracker:
         of them, or at least those since the oldest open value). None: a completed value was
         refused."""
         reader = _Reader(self, state, data, history)
-        try:
-            return reader.run()
-        except ValueError:  # bytes the grammar refuses too (a token is read before the grammar
-            return None  # accepts it, e.g. ``"]`` closing an object): not a value to check
+        return reader.run()
 
     def finish(self, state: State, history: bytes) -> bool:
         """Whether the output may end here (a number at the root completes now)."""
