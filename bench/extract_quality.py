@@ -130,7 +130,7 @@ def main() -> int:
         for mode in args.modes:
             start = time.perf_counter()
             texts = extract(llm, docs, PROMPTS[prompt], args.max_tokens, **MODES[mode])
-            rows[f"{prompt} prompt, {mode}"] = score(texts, labels, lenient=False)
+            rows[f"{prompt}, {mode}"] = score(texts, labels, lenient=False)
             print(f"{prompt} / {mode}: {time.perf_counter() - start:.1f} s", file=sys.stderr)
     print(f"load average {os.getloadavg()[0]:.2f}")
     print(table(rows, len(docs)))
