@@ -16,6 +16,7 @@ from stencil.engine.model_runner import ModelRunner
 from stencil.engine.models.loader import load_config, load_model, resolve_dtype, resolve_model_path
 from stencil.engine.output_processor import OutputProcessor
 from stencil.engine.outputs import RequestOutput
+from stencil.engine.pooling import Pooler
 from stencil.engine.request import Request
 from stencil.engine.sampler import Sampler
 from stencil.engine.sampling_params import SamplingParams
@@ -85,7 +86,7 @@ class LLMEngine:
         max_len = min(self.max_model_len, len(ids) + (params.max_tokens or self.max_model_len))
         req.seqs = [self._new_seq(req, i, max_len) for i in range(params.n)]
         req.seqs[0].pending_forks = req.seqs[1:]
-        req.seqs[0].pooling = pooling
+        req.seqs[0].pooler = Pooler(pooling) if pooling is not None else None
         self.requests[request_id] = req
         self.metrics.prompt_tokens_total += len(ids)
         if params.constraint is not None:
@@ -188,7 +189,7 @@ class LLMEngine:
             return {s.seq.request_id for s in sched.scheduled}
         self.scheduler.after_step(sched)
         for s in sched.scheduled:
-            if s.seq.pooling is not None and s.seq.num_computed_tokens >= s.seq.num_tokens:
+            if s.seq.pooler is not None and s.seq.num_computed_tokens >= s.seq.num_tokens:
                 self.output.finish_embedding(s.seq)
         for seq, row in zip(seqs, rows, strict=True):
             if not row.failed and not seq.is_finished:

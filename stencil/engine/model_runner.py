@@ -15,7 +15,9 @@ logger = logging.getLogger(__name__)
 
 
 class ModelRunner:
-    def __init__(self, config: EngineConfig, model, device: torch.device, dtype: torch.dtype) -> None:
+    def __init__(
+        self, config: EngineConfig, model, device: torch.device, dtype: torch.dtype
+    ) -> None:
         from stencil.kernels import get_kernels
 
         self.model = model
@@ -28,7 +30,9 @@ class ModelRunner:
         self.num_layers = mc.num_hidden_layers
         self.kv_heads = getattr(mc, "num_key_value_heads", None) or mc.num_attention_heads
         self.head_dim = getattr(mc, "head_dim", None) or mc.hidden_size // mc.num_attention_heads
-        self.num_blocks = config.num_kv_blocks or self._blocks_from_memory(config.kv_cache_memory, dtype)
+        self.num_blocks = config.num_kv_blocks or self._blocks_from_memory(
+            config.kv_cache_memory, dtype
+        )
         self.kv_caches = [(self._cache(dtype), self._cache(dtype)) for _ in range(self.num_layers)]
         logger.info("KV cache: %d blocks x %d tokens", self.num_blocks, self.block_size)
 
@@ -36,11 +40,23 @@ class ModelRunner:
         """One layer's K or V cache, logical shape ``[num_blocks, block_size, kv_heads, dim]``.
         The CPU paths store it head-major: each block of one head is a contiguous matrix."""
         if self.ops.name != "triton":
-            store = torch.zeros(self.kv_heads, self.num_blocks, self.block_size, self.head_dim,
-                                dtype=dtype, device=self.device)
+            store = torch.zeros(
+                self.kv_heads,
+                self.num_blocks,
+                self.block_size,
+                self.head_dim,
+                dtype=dtype,
+                device=self.device,
+            )
             return store.permute(1, 2, 0, 3)
-        return torch.zeros(self.num_blocks, self.block_size, self.kv_heads, self.head_dim,
-                           dtype=dtype, device=self.device)
+        return torch.zeros(
+            self.num_blocks,
+            self.block_size,
+            self.kv_heads,
+            self.head_dim,
+            dtype=dtype,
+            device=self.device,
+        )
 
     def _blocks_from_memory(self, budget: int, dtype: torch.dtype) -> int:
         per_block = 2 * self.num_layers * self.block_size * self.kv_heads * self.head_dim
@@ -72,8 +88,11 @@ class ModelRunner:
         if not computed:
             return torch.empty(0), []
         width = max(len(s.seq.block_table) for s in computed)
-        tables = torch.tensor([s.seq.block_table + [0] * (width - len(s.seq.block_table)) for s in computed],
-                              dtype=torch.int32, device=self.device)
+        tables = torch.tensor(
+            [s.seq.block_table + [0] * (width - len(s.seq.block_table)) for s in computed],
+            dtype=torch.int32,
+            device=self.device,
+        )
         meta = AttentionMetadata(
             slot_mapping=torch.tensor(slots, dtype=torch.int64, device=self.device),
             block_tables=tables,
@@ -92,16 +111,10 @@ class ModelRunner:
 
     @staticmethod
     def _pool(computed, hidden: torch.Tensor, cu: list[int]) -> None:
-        """Accumulate the final hidden states of embedding requests (sum for mean, last row)."""
+        """Hand embedding requests their chunk's final hidden states."""
         for i, s in enumerate(computed):
-            seq = s.seq
-            if seq.pooling is None:
-                continue
-            rows = hidden[cu[i] : cu[i + 1]].float()  # [n, hidden]
-            if seq.pooling == "mean":
-                seq.pooled = rows.sum(0) if seq.pooled is None else seq.pooled + rows.sum(0)
-            else:
-                seq.pooled = rows[-1].clone()
+            if s.seq.pooler is not None:
+                s.seq.pooler.add(hidden[cu[i] : cu[i + 1]])  # [n, hidden]
 
     def _copy_blocks(self, copies: list[tuple[int, int]]) -> None:
         if not copies:

@@ -6,8 +6,6 @@ from __future__ import annotations
 import logging
 import time
 
-import torch
-
 from stencil.engine.closing import (
     CloseSearch,
     Snapshot,
@@ -77,9 +75,7 @@ class OutputProcessor:
             seq.finish("error", error=f"internal error: {type(e).__name__}")
 
     def finish_embedding(self, seq: Sequence) -> None:
-        vec = seq.pooled / seq.num_tokens if seq.pooling == "mean" else seq.pooled
-        seq.embedding = torch.nn.functional.normalize(vec, dim=0).tolist()
-        seq.pooled = None
+        seq.embedding = seq.pooler.embedding()
         seq.finish("stop")
 
     def _jump_forward(self, seq: Sequence) -> None:

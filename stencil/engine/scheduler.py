@@ -26,7 +26,7 @@ class ScheduledSeq:
         """Whether this step ends at the sequence's last token, so it samples the next one."""
         if self.seq.fork_of is not None:
             return True
-        if self.seq.pooling is not None:
+        if self.seq.pooler is not None:
             return False
         return self.seq.num_computed_tokens + self.num_new_tokens >= self.seq.num_tokens
 
@@ -96,7 +96,7 @@ class Scheduler:
             seq = self.waiting[0]
             if self._num_seqs_committed() + 1 + len(seq.pending_forks) > self.max_num_seqs:
                 break
-            fresh = not seq.block_table and seq.pooling is None  # pooling needs every hidden state
+            fresh = not seq.block_table and seq.pooler is None  # pooling needs every hidden state
             matched = self.bm.match_prefix(seq.token_ids) if fresh else []
             start = len(matched) * self.bm.block_size
             n = min(seq.num_tokens - start, budget)

@@ -10,6 +10,7 @@ from typing import Any
 import torch
 
 from stencil.engine.outputs import PositionLogprobs
+from stencil.engine.pooling import Pooler
 from stencil.engine.sampling_params import SamplingParams
 
 
@@ -53,8 +54,7 @@ class Sequence:
     close_hopeless: bool = False  # close_on_length found no closing path that fits the budget
     close_need: int = 0  # close_on_length: tokens the last measured closing path takes
     close_probe_at: int = 0  # close_on_length: measure it again at this many tokens
-    pooling: str | None = None  # "last" | "mean": an embedding request (prefill only, no sampling)
-    pooled: torch.Tensor | None = None  # running sum (mean) or last hidden state
+    pooler: Pooler | None = None  # an embedding request (prefill only, no sampling)
     embedding: list[float] | None = None
 
     def __post_init__(self) -> None:
@@ -79,7 +79,9 @@ class Sequence:
     def is_finished(self) -> bool:
         return self.status == SequenceStatus.FINISHED
 
-    def finish(self, reason: str, stop_reason: int | str | None = None, error: str | None = None) -> None:
+    def finish(
+        self, reason: str, stop_reason: int | str | None = None, error: str | None = None
+    ) -> None:
         self.status = SequenceStatus.FINISHED
         self.finish_reason = reason
         self.stop_reason = stop_reason
