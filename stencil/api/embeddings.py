@@ -121,19 +121,12 @@ def _check_item(param: str, ids: list[int], model: ModelInfo) -> None:
 
 
 def _check_dimensions(dims: int | None, engine: Any) -> int | None:
-    hidden = _hidden_size(engine)
-    if dims is not None and hidden is not None and dims > hidden:
+    hidden = engine.embedding_size
+    if dims is not None and dims > hidden:
         raise bad_request(
             f"dimensions={dims} is larger than the model's embedding size {hidden}", "dimensions"
         )
     return dims
-
-
-def _hidden_size(engine: Any) -> int | None:
-    try:
-        return int(engine.engine.hf_config.hidden_size)
-    except AttributeError:
-        return None
 
 
 async def embed_all(runner: EngineClient, items: list[Item], request_id: str) -> list[list[float]]:

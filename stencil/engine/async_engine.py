@@ -66,6 +66,10 @@ class AsyncLLMEngine:
     def vocab_size(self) -> int:
         return self.engine.vocab_size
 
+    @property
+    def embedding_size(self) -> int:
+        return int(self.engine.hf_config.hidden_size)
+
     # ---- requests ----------------------------------------------------------------------
     async def generate(
         self, prompt: str | list[int], params: SamplingParams, request_id: str | None = None

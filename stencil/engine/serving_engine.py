@@ -26,6 +26,11 @@ class ServingEngine(Protocol):
     @property
     def vocab_size(self) -> int: ...
 
+    @property
+    def embedding_size(self) -> int:
+        """Length of the vectors ``embed`` returns (the model's hidden size)."""
+        ...
+
     def generate(
         self, prompt: str | list[int], params: SamplingParams, request_id: str | None = None
     ) -> AsyncIterator[RequestOutput]:

@@ -20,6 +20,7 @@ class FakeEngine:
         self.model_name = "fake-model"
         self.max_model_len = 2048
         self.vocab_size = 49152
+        self.embedding_size = 8
         self.reply = reply
         self.aborted: list[str] = []
         self.running: set[str] = set()
