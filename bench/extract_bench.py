@@ -18,7 +18,18 @@ from pathlib import Path
 from typing import Any
 
 from extract_data import SCHEMA, make_documents
-from extract_quality import prompts
+
+
+def prompts(llm: Any, texts: list[str]) -> list[list[int]]:
+    """The exact prompt token ids ``stencil extract`` sends (default template, chat template)."""
+    from stencil.extract.engine_backend import EngineExtractor, ExtractSpec
+    from stencil.extract.prompt import PromptTemplate
+
+    extractor = EngineExtractor(llm, ExtractSpec(SCHEMA, PromptTemplate.load(None)))
+    return [
+        extractor._prompt_ids(extractor.builder.build(f"doc{i:03d}.txt", t).messages)
+        for i, t in enumerate(texts)
+    ]
 
 
 def run_stencil(llm: Any, texts: list[str], max_tokens: int) -> dict[str, float]:
