@@ -1,7 +1,7 @@
 """Grounded JSON: string values that can only be verbatim spans of a source text.
 
 A grounded string (a subschema with ``"x-grounded": true``, or with ``ground_strings`` every plain
-string: no ``format``, ``pattern``, ``enum`` or ``const``) is marked with a sentinel ``const``
+string: no ``pattern``, ``enum``, ``const`` or ``format`` other than ``email``) is marked with a sentinel ``const``
 before the usual JSON Schema translation, so everything else keeps its exact semantics. The
 translated schema is then written as a Lark grammar: the objects, arrays and unions on the way
 to a grounded string become rules, every other subtree stays an inline ``%json { ... }`` block,
@@ -26,6 +26,9 @@ _EDGE = r'(?:[^"\\\x00-\x20]|\\["\\\x2fbfu]|\\u[0-9a-fA-F]{4})'
 _FREE_STRING_KEYS = ("format", "pattern", "enum", "const", "contentEncoding")
 # formats a verbatim span can keep, by a regex whose language is inside the format's
 _SPAN_FORMATS = {"email": r"[A-Za-z0-9._%+\-]+@[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)+"}
+# the keywords a grammar rule around a grounded string handles (anything else: unsupported)
+_OBJECT_KEYS = frozenset({"type", "properties", "required", "additionalProperties"})
+_ARRAY_KEYS = frozenset({"type", "items", "minItems", "maxItems"})
 _NUMBER = re.compile(r"(?<![\w.,\-])-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?![\w,]*\d)")
 
 
@@ -128,15 +131,13 @@ class _LarkWriter:
             alts = [self.expr(s, f"{pointer}/anyOf/{i}") for i, s in enumerate(node["anyOf"])]
             return "(" + " | ".join(alts) + ")"
         kind = node.get("type")
-        if kind == "object" and set(node) <= {
-            "type",
-            "properties",
-            "required",
-            "additionalProperties",
-        }:
-            if node.get("additionalProperties", True) is False:
-                return self.obj(node, pointer)
-        if kind == "array" and set(node) <= {"type", "items", "minItems", "maxItems"}:
+        if (
+            kind == "object"
+            and set(node) <= _OBJECT_KEYS
+            and node.get("additionalProperties") is False
+        ):
+            return self.obj(node, pointer)
+        if kind == "array" and set(node) <= _ARRAY_KEYS:
             return self.array(node, pointer)
         raise UnsupportedSchemaError(
             "x-grounded",
