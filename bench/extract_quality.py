@@ -124,8 +124,12 @@ def main() -> int:
     rows: dict[str, dict[str, float]] = {}
     if not args.no_unconstrained:
         free = unconstrained(llm, docs, args.max_tokens)
-        rows["schema in system prompt, unconstrained + json.loads"] = score(free, labels, lenient=False)
-        rows["schema in system prompt, unconstrained + lenient parse"] = score(free, labels, lenient=True)
+        rows["schema in system prompt, unconstrained + json.loads"] = score(
+            free, labels, lenient=False
+        )
+        rows["schema in system prompt, unconstrained + lenient parse"] = score(
+            free, labels, lenient=True
+        )
     for prompt in args.prompts:
         for mode in args.modes:
             start = time.perf_counter()

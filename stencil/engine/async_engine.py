@@ -83,14 +83,18 @@ class AsyncLLMEngine:
         """The L2-normalized pooled embedding of ``prompt`` (pooling per EngineConfig), computed
         in the continuous batch beside generation. Raises RequestError for bad input."""
         out = None
-        stream = self._stream(prompt, SamplingParams(max_tokens=1), request_id, self.engine.config.pooling)
+        stream = self._stream(
+            prompt, SamplingParams(max_tokens=1), request_id, self.engine.config.pooling
+        )
         async for item in stream:
             out = item
         if out is None or out.embedding is None:
             raise EngineError(f"embedding failed: {out.outputs[0].error if out else 'no output'}")
         return out.embedding
 
-    async def _stream(self, prompt, params: SamplingParams, request_id: str | None, pooling: str | None):
+    async def _stream(
+        self, prompt, params: SamplingParams, request_id: str | None, pooling: str | None
+    ):
         self._check_alive()
         rid = request_id or uuid.uuid4().hex
         loop = asyncio.get_running_loop()
@@ -137,7 +141,9 @@ class AsyncLLMEngine:
         if self._dead is not None or not self._thread.is_alive():
             return False
         busy = self._busy_since
-        return busy is None or time.monotonic() - max(busy, self.last_step_time) < self.stall_timeout
+        return (
+            busy is None or time.monotonic() - max(busy, self.last_step_time) < self.stall_timeout
+        )
 
     def shutdown(self, timeout: float = 10.0) -> None:
         self._stop = True

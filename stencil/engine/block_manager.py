@@ -20,7 +20,9 @@ class Block:
 
 
 class BlockManager:
-    def __init__(self, num_blocks: int, block_size: int, enable_prefix_caching: bool = True) -> None:
+    def __init__(
+        self, num_blocks: int, block_size: int, enable_prefix_caching: bool = True
+    ) -> None:
         self.block_size = block_size
         self.num_blocks = num_blocks
         self.enable_prefix_caching = enable_prefix_caching
@@ -90,8 +92,11 @@ class BlockManager:
     def blocks_needed(self, seq, num_tokens: int) -> int:
         need = max(self.blocks_for(num_tokens) - len(seq.block_table), 0)
         start = seq.num_computed_tokens // self.block_size
-        if (start < len(seq.block_table) and seq.num_computed_tokens % self.block_size
-                and self.blocks[seq.block_table[start]].ref_count > 1):
+        if (
+            start < len(seq.block_table)
+            and seq.num_computed_tokens % self.block_size
+            and self.blocks[seq.block_table[start]].ref_count > 1
+        ):
             need += 1
         return need
 

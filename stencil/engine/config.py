@@ -59,10 +59,13 @@ class EngineConfig:
         if self.max_waiting_requests <= 0:
             raise ConfigError("max_waiting_requests must be > 0")
         if self.attention_backend not in _ATTENTION_BACKENDS:
-            raise ConfigError(f"attention_backend must be one of {_ATTENTION_BACKENDS}, got {self.attention_backend!r}")
+            raise ConfigError(
+                f"attention_backend must be one of {_ATTENTION_BACKENDS}, got {self.attention_backend!r}"
+            )
         if self.quantization not in _QUANTIZATIONS:
             raise ConfigError(
-                f"quantization must be one of {_QUANTIZATIONS}, got {self.quantization!r}")
+                f"quantization must be one of {_QUANTIZATIONS}, got {self.quantization!r}"
+            )
         if self.pooling not in ("last", "mean"):
             raise ConfigError(f"pooling must be 'last' or 'mean', got {self.pooling!r}")
         if self.constraint_compile_timeout <= 0:

@@ -17,7 +17,9 @@ class Detokenizer:
         delta. ``final`` also flushes a trailing incomplete character."""
         skip = seq.params.skip_special_tokens
         ids = seq.token_ids[:end]
-        prefix = self.tokenizer.decode(ids[seq.prefix_offset : seq.read_offset], skip_special_tokens=skip)
+        prefix = self.tokenizer.decode(
+            ids[seq.prefix_offset : seq.read_offset], skip_special_tokens=skip
+        )
         full = self.tokenizer.decode(ids[seq.prefix_offset :], skip_special_tokens=skip)
         if len(full) > len(prefix) and (final or not full.endswith("\ufffd")):
             delta = full[len(prefix) :]

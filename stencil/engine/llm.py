@@ -44,7 +44,9 @@ class LLM:
             self.engine.validate(prompt, p)
         return self._run(list(zip(ids, prompts, params, strict=True)), use_tqdm)
 
-    def embed(self, texts: str | list[int] | Seq[str | list[int]], use_tqdm: bool = False) -> list[list[float]]:
+    def embed(
+        self, texts: str | list[int] | Seq[str | list[int]], use_tqdm: bool = False
+    ) -> list[list[float]]:
         """L2-normalized embeddings (pooling per ``EngineConfig.pooling``), in input order, computed
         by the engine's batched prefill."""
         if isinstance(texts, str) or (texts and isinstance(texts[0], int)):
@@ -66,11 +68,20 @@ class LLM:
         """Apply the model's chat template to one conversation (or a list of them) and generate."""
         convs = [messages] if messages and isinstance(messages[0], dict) else messages
         tok = self.engine.tokenizer
-        prompts = [tok(tok.apply_chat_template(c, tokenize=False, add_generation_prompt=True, **template_kwargs),
-                       add_special_tokens=False).input_ids for c in convs]
+        prompts = [
+            tok(
+                tok.apply_chat_template(
+                    c, tokenize=False, add_generation_prompt=True, **template_kwargs
+                ),
+                add_special_tokens=False,
+            ).input_ids
+            for c in convs
+        ]
         return self.generate(prompts, sampling_params, use_tqdm)
 
-    def _run(self, work: list[tuple], use_tqdm: bool, pooling: str | None = None) -> list[RequestOutput]:
+    def _run(
+        self, work: list[tuple], use_tqdm: bool, pooling: str | None = None
+    ) -> list[RequestOutput]:
         """Feed requests as the waiting queue allows; step until every one has finished."""
         done: dict[str, RequestOutput] = {}
         pending = iter(work)
@@ -78,7 +89,9 @@ class LLM:
         bar = tqdm(total=len(work), desc="generate", unit="req", disable=not use_tqdm)
         try:
             while len(done) < len(work):
-                for rid, prompt, p in itertools.islice(pending, max(room - len(self.engine.requests), 0)):
+                for rid, prompt, p in itertools.islice(
+                    pending, max(room - len(self.engine.requests), 0)
+                ):
                     self.engine.add_request(rid, prompt, p, pooling=pooling)
                 for out in self.engine.step():
                     if out.finished:

@@ -41,8 +41,14 @@ class LLMEngine:
         dtype = resolve_dtype(config.dtype, self.device)
         limit = getattr(self.hf_config, "max_position_embeddings", None) or 4096
         self.max_model_len = min(config.max_model_len or limit, limit)
-        model = load_model(self.model_path, self.hf_config, dtype, self.device, self.max_model_len,
-                           config.quantization)
+        model = load_model(
+            self.model_path,
+            self.hf_config,
+            dtype,
+            self.device,
+            self.max_model_len,
+            config.quantization,
+        )
         self.vocab_size = self.hf_config.vocab_size
         self.runner = ModelRunner(config, model, self.device, dtype)
         self.block_manager = BlockManager(

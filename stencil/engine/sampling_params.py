@@ -56,7 +56,10 @@ class SamplingParams:
         self._check()
 
     def _check(self) -> None:
-        _require(isinstance(self.n, int) and 1 <= self.n <= MAX_N, f"n must be in [1, {MAX_N}], got {self.n}")
+        _require(
+            isinstance(self.n, int) and 1 <= self.n <= MAX_N,
+            f"n must be in [1, {MAX_N}], got {self.n}",
+        )
         if self.max_tokens is not None:
             _require(self.max_tokens >= 1, f"max_tokens must be >= 1, got {self.max_tokens}")
         _require(self.min_tokens >= 0, f"min_tokens must be >= 0, got {self.min_tokens}")
@@ -64,7 +67,9 @@ class SamplingParams:
             _require(self.min_tokens <= self.max_tokens, "min_tokens must be <= max_tokens")
         _require(self.temperature >= 0.0, f"temperature must be >= 0, got {self.temperature}")
         _require(0.0 < self.top_p <= 1.0, f"top_p must be in (0, 1], got {self.top_p}")
-        _require(self.top_k >= 0 or self.top_k == -1, f"top_k must be >= 0 (or -1), got {self.top_k}")
+        _require(
+            self.top_k >= 0 or self.top_k == -1, f"top_k must be >= 0 (or -1), got {self.top_k}"
+        )
         _require(0.0 <= self.min_p <= 1.0, f"min_p must be in [0, 1], got {self.min_p}")
         _require(-2.0 <= self.presence_penalty <= 2.0, "presence_penalty must be in [-2, 2]")
         _require(-2.0 <= self.frequency_penalty <= 2.0, "frequency_penalty must be in [-2, 2]")
@@ -76,11 +81,15 @@ class SamplingParams:
             )
         _require(len(self.stop) <= MAX_STOP_STRINGS, f"at most {MAX_STOP_STRINGS} stop strings")
         for s in self.stop:
-            _require(isinstance(s, str) and 0 < len(s) <= MAX_STOP_STRING_LEN,
-                     f"stop strings must be 1..{MAX_STOP_STRING_LEN} characters")
+            _require(
+                isinstance(s, str) and 0 < len(s) <= MAX_STOP_STRING_LEN,
+                f"stop strings must be 1..{MAX_STOP_STRING_LEN} characters",
+            )
         _require(len(self.stop_token_ids) <= MAX_ID_LIST, f"at most {MAX_ID_LIST} stop_token_ids")
         if self.logit_bias:
-            _require(len(self.logit_bias) <= MAX_ID_LIST, f"at most {MAX_ID_LIST} logit_bias entries")
+            _require(
+                len(self.logit_bias) <= MAX_ID_LIST, f"at most {MAX_ID_LIST} logit_bias entries"
+            )
             for v in self.logit_bias.values():
                 _require(-100.0 <= v <= 100.0, "logit_bias values must be in [-100, 100]")
 
@@ -88,8 +97,10 @@ class SamplingParams:
         """Raise RequestError when any token id this request names is outside the vocabulary."""
         ids = list(self.stop_token_ids) + list((self.logit_bias or {}).keys())
         for i in ids:
-            _require(isinstance(i, int) and 0 <= i < vocab_size,
-                     f"token id {i} is outside the vocabulary [0, {vocab_size})")
+            _require(
+                isinstance(i, int) and 0 <= i < vocab_size,
+                f"token id {i} is outside the vocabulary [0, {vocab_size})",
+            )
 
     @property
     def greedy(self) -> bool:

@@ -13,7 +13,9 @@ from stencil.constraints import Constraint, ConstraintCompiler, ConstraintError
 
 REPO = Path(__file__).resolve().parents[2]
 SUITE = REPO / "tests" / "data" / "JSON-Schema-Test-Suite" / "tests" / "draft2020-12"  # MIT, copied
-BENCH = REPO.parent / "shared" / "data" / "jsonschemabench-dev"  # beside the clone; tests skip without it
+BENCH = (
+    REPO.parent / "shared" / "data" / "jsonschemabench-dev"
+)  # beside the clone; tests skip without it
 
 
 @dataclass

@@ -82,4 +82,6 @@ def test_time_agrees_with_the_2020_12_format_checker(qwen_compiler, qwen_tokeniz
         schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER
     )
     for text in TIMES + ["23:59:60+01:00", "00:00:00.000001-00:00"]:
-        assert accepts_text(compiled, qwen_tokenizer, json.dumps(text)) is oracle.is_valid(text), text
+        assert accepts_text(compiled, qwen_tokenizer, json.dumps(text)) is oracle.is_valid(text), (
+            text
+        )

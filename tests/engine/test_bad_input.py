@@ -123,8 +123,9 @@ def test_unsupported_rope_type(tmp_path, tiny_models):
 @pytest.mark.parametrize("flag", ["attention_bias", "mlp_bias"])
 def test_llama_bias_variants_match_or_are_refused(tmp_path, flag, default_model_dir):
     """Llama configs with attention_bias / mlp_bias: either served exactly or a ConfigError."""
-    import stencil.testing.tiny_models as h
     from transformers import AutoModelForCausalLM, LlamaConfig
+
+    import stencil.testing.tiny_models as h
 
     config = LlamaConfig(**h._COMMON, **{flag: True})
     path = h.build_tiny_model(f"llama-{flag}", tmp_path / flag, default_model_dir, config)

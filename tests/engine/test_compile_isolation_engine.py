@@ -107,9 +107,7 @@ def test_pathological_constraint_fails_alone_within_budget(llm):
 def test_abort_kills_the_running_compile(llm):
     engine = llm.engine
     _run(engine, _requests()[:1], hostile=False)
-    engine.add_request(
-        "doomed", [5, 6, 7], SamplingParams(max_tokens=8, constraint=pathological())
-    )
+    engine.add_request("doomed", [5, 6, 7], SamplingParams(max_tokens=8, constraint=pathological()))
     _wait_for(lambda: len(engine.guided.worker_pids()) >= 1)
     time.sleep(0.2)  # the compile is running
     before = set(engine.guided.worker_pids())

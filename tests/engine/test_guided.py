@@ -20,7 +20,12 @@ from stencil.testing.tiny_models import make_llm
 REPO = Path(__file__).resolve().parents[2]
 DATA = REPO.parent / "shared" / "data" / "jsonschemabench-dev"  # beside the clone, when there
 LIBRARY = REPO / "stencil" / "extract" / "schemas"  # the shipped extraction schemas: the fallback
-REGEXES = [r"[0-9]{3}-[0-9]{4}", r"[a-z]+@[a-z]+\.(com|org)", r"(yes|no)( indeed)?", r"[A-Z][a-z]{2,8} [0-9]{1,2}"]
+REGEXES = [
+    r"[0-9]{3}-[0-9]{4}",
+    r"[a-z]+@[a-z]+\.(com|org)",
+    r"(yes|no)( indeed)?",
+    r"[A-Z][a-z]{2,8} [0-9]{1,2}",
+]
 CHOICES = [["red", "green", "blue"], ["positive", "negative", "neutral"], ["A", "BB", "CCC"]]
 GRAMMAR = r"""
 start: expr
@@ -31,24 +36,65 @@ NUMBER: /[0-9]{1,3}/
 
 
 CHECKED = [  # one schema per keyword enforced by a decode-time check (see docs/constraints.md)
-    {"type": "array", "items": {"type": "string", "maxLength": 3}, "uniqueItems": True, "maxItems": 4},
+    {
+        "type": "array",
+        "items": {"type": "string", "maxLength": 3},
+        "uniqueItems": True,
+        "maxItems": 4,
+    },
     {"oneOf": [{"type": "integer", "multipleOf": 2}, {"type": "integer", "multipleOf": 3}]},
-    {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}}, "required": ["a"],
-     "if": {"properties": {"a": {"minimum": 5}}}, "then": {"required": ["b"]},
-     "else": {"properties": {"b": {"maxLength": 2}}}},
-    {"type": "array", "items": {"type": "integer"}, "maxItems": 4, "not": {"items": {"minimum": 3}}},
-    {"type": "array", "items": {"type": "integer"}, "contains": {"minimum": 50}, "maxContains": 2, "maxItems": 5},
-    {"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": {"type": "boolean"},
-     "maxProperties": 2},
-    {"type": "object", "propertyNames": {"maxLength": 2}, "additionalProperties": {"type": "integer"}},
+    {
+        "type": "object",
+        "properties": {"a": {"type": "integer"}, "b": {"type": "string"}},
+        "required": ["a"],
+        "if": {"properties": {"a": {"minimum": 5}}},
+        "then": {"required": ["b"]},
+        "else": {"properties": {"b": {"maxLength": 2}}},
+    },
+    {
+        "type": "array",
+        "items": {"type": "integer"},
+        "maxItems": 4,
+        "not": {"items": {"minimum": 3}},
+    },
+    {
+        "type": "array",
+        "items": {"type": "integer"},
+        "contains": {"minimum": 50},
+        "maxContains": 2,
+        "maxItems": 5,
+    },
+    {
+        "type": "object",
+        "properties": {"a": {"type": "integer"}},
+        "additionalProperties": {"type": "boolean"},
+        "maxProperties": 2,
+    },
+    {
+        "type": "object",
+        "propertyNames": {"maxLength": 2},
+        "additionalProperties": {"type": "integer"},
+    },
     {"type": "string", "pattern": "^(?!ab)[a-c]{2,4}$"},
-    {"type": "object", "required": ["r", "u"], "properties": {
-        "r": {"type": "string", "format": "uri-reference", "maxLength": 6},
-        "u": {"type": "string", "format": "uuid"}}},
-    {"type": "object", "properties": {"v": {"type": "integer"}, "next": {"$ref": "#", "required": ["v"]}},
-     "maxProperties": 2},
-    {"type": "object", "properties": {"a": {"type": "integer"}},
-     "anyOf": [{"properties": {"b": {"type": "boolean"}}}], "unevaluatedProperties": False},
+    {
+        "type": "object",
+        "required": ["r", "u"],
+        "properties": {
+            "r": {"type": "string", "format": "uri-reference", "maxLength": 6},
+            "u": {"type": "string", "format": "uuid"},
+        },
+    },
+    {
+        "type": "object",
+        "properties": {"v": {"type": "integer"}, "next": {"$ref": "#", "required": ["v"]}},
+        "maxProperties": 2,
+    },
+    {
+        "type": "object",
+        "properties": {"a": {"type": "integer"}},
+        "anyOf": [{"properties": {"b": {"type": "boolean"}}}],
+        "unevaluatedProperties": False,
+    },
 ]
 
 
@@ -134,8 +180,10 @@ def tiny_llm(tiny_models):
 
 def test_200_sampled_constrained_requests_all_valid(tiny_llm):
     mix = _mix(200, seed=1)
-    params = [SamplingParams(temperature=1.0, seed=i, max_tokens=96, constraint=c)
-              for i, (c, _) in enumerate(mix)]
+    params = [
+        SamplingParams(temperature=1.0, seed=i, max_tokens=96, constraint=c)
+        for i, (c, _) in enumerate(mix)
+    ]
     prompts = [[1 + i % 50, 7, 9, 11] for i in range(len(mix))]
     outs = tiny_llm.generate(prompts, params, use_tqdm=False)
     stops, checked = 0, 0
@@ -158,7 +206,9 @@ def test_unconstrained_rows_unchanged_by_constrained_neighbours(tiny_llm):
     prompts = [[5, 6, 7, 8], [9, 10, 11], [12, 13, 14, 15, 16]]
     alone = [o.outputs[0].token_ids for o in tiny_llm.generate(prompts, greedy, use_tqdm=False)]
     mix = _mix(6, seed=2)
-    params = [greedy] * 3 + [SamplingParams(temperature=0, max_tokens=24, constraint=c) for c, _ in mix]
+    params = [greedy] * 3 + [
+        SamplingParams(temperature=0, max_tokens=24, constraint=c) for c, _ in mix
+    ]
     together = tiny_llm.generate(prompts + [[3, 4]] * 6, params, use_tqdm=False)
     assert [o.outputs[0].token_ids for o in together[:3]] == alone
 
@@ -167,10 +217,20 @@ def test_preemption_and_prefix_caching_keep_matchers_consistent(tiny_models):
     mix = _mix(12, seed=3)
     prompts = [[1, 2, 3, 4, 5, 6, 7, 8, 9, i] for i in range(len(mix))]  # shared prefix
     params = [SamplingParams(temperature=0, max_tokens=48, constraint=c) for c, _ in mix]
-    roomy = make_llm(tiny_models["llama-tied"], block_size=4, num_kv_blocks=1024, max_model_len=128,
-                     enable_prefix_caching=False)
-    tight = make_llm(tiny_models["llama-tied"], block_size=4, num_kv_blocks=30, max_model_len=128,
-                     max_num_batched_tokens=16)
+    roomy = make_llm(
+        tiny_models["llama-tied"],
+        block_size=4,
+        num_kv_blocks=1024,
+        max_model_len=128,
+        enable_prefix_caching=False,
+    )
+    tight = make_llm(
+        tiny_models["llama-tied"],
+        block_size=4,
+        num_kv_blocks=30,
+        max_model_len=128,
+        max_num_batched_tokens=16,
+    )
     want = roomy.generate(prompts, params, use_tqdm=False)
     got = tight.generate(prompts, params, use_tqdm=False)
     assert tight.get_metrics()["num_preemptions_total"] > 0
@@ -183,20 +243,32 @@ def test_preemption_and_prefix_caching_keep_matchers_consistent(tiny_models):
 
 def test_n_siblings_each_follow_the_constraint(tiny_llm):
     c = Constraint.regex(r"[0-9]{2,4}(-[a-z]{2})?")
-    out = tiny_llm.generate([[4, 5, 6]], SamplingParams(n=4, temperature=1.0, seed=5, max_tokens=16,
-                                                        constraint=c), use_tqdm=False)[0]
+    out = tiny_llm.generate(
+        [[4, 5, 6]],
+        SamplingParams(n=4, temperature=1.0, seed=5, max_tokens=16, constraint=c),
+        use_tqdm=False,
+    )[0]
     texts = [o.text for o in out.outputs]
     assert all(re.fullmatch(r"[0-9]{2,4}(-[a-z]{2})?", t) for t in texts), texts
     assert len(set(texts)) > 1
 
 
 def test_jump_forward_skips_forced_tokens(tiny_llm):
-    schema = {"type": "object", "properties": {"first_name": {"type": "string", "maxLength": 8},
-                                                "last_name": {"type": "string", "maxLength": 8}},
-              "required": ["first_name", "last_name"], "additionalProperties": False}
+    schema = {
+        "type": "object",
+        "properties": {
+            "first_name": {"type": "string", "maxLength": 8},
+            "last_name": {"type": "string", "maxLength": 8},
+        },
+        "required": ["first_name", "last_name"],
+        "additionalProperties": False,
+    }
     before = tiny_llm.get_metrics()["jump_forward_tokens_total"]
-    out = tiny_llm.generate([[7, 8]], SamplingParams(temperature=0, max_tokens=80,
-                                                     constraint=Constraint.json_schema(schema)), use_tqdm=False)
+    out = tiny_llm.generate(
+        [[7, 8]],
+        SamplingParams(temperature=0, max_tokens=80, constraint=Constraint.json_schema(schema)),
+        use_tqdm=False,
+    )
     text = out[0].outputs[0].text
     assert out[0].outputs[0].finish_reason == "stop", text
     jsonschema.validate(json.loads(text), schema)
@@ -204,10 +276,16 @@ def test_jump_forward_skips_forced_tokens(tiny_llm):
 
 
 def test_length_inside_structure_reports_length(tiny_llm):
-    schema = {"type": "object", "properties": {"items": {"type": "array", "items": {"type": "string"},
-                                                         "minItems": 30}}, "required": ["items"]}
-    out = tiny_llm.generate([[7, 8]], SamplingParams(temperature=0, max_tokens=8,
-                                                     constraint=Constraint.json_schema(schema)), use_tqdm=False)
+    schema = {
+        "type": "object",
+        "properties": {"items": {"type": "array", "items": {"type": "string"}, "minItems": 30}},
+        "required": ["items"],
+    }
+    out = tiny_llm.generate(
+        [[7, 8]],
+        SamplingParams(temperature=0, max_tokens=8, constraint=Constraint.json_schema(schema)),
+        use_tqdm=False,
+    )
     assert out[0].outputs[0].finish_reason == "length"
 
 
@@ -215,11 +293,19 @@ def test_embedded_model_extracts_ada(default_model_dir):
     from stencil import LLM
 
     llm = LLM(num_threads=2)
-    schema = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
-              "required": ["name", "age"]}
-    msgs = [{"role": "user", "content": "Extract the person as JSON: 'Ada Lovelace was 36 years old.'"}]
-    out = llm.chat(msgs, SamplingParams(temperature=0, max_tokens=40,
-                                        constraint=Constraint.json_schema(schema)), use_tqdm=False)
+    schema = {
+        "type": "object",
+        "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+        "required": ["name", "age"],
+    }
+    msgs = [
+        {"role": "user", "content": "Extract the person as JSON: 'Ada Lovelace was 36 years old.'"}
+    ]
+    out = llm.chat(
+        msgs,
+        SamplingParams(temperature=0, max_tokens=40, constraint=Constraint.json_schema(schema)),
+        use_tqdm=False,
+    )
     c = out[0].outputs[0]
     assert c.finish_reason == "stop"
     data = json.loads(c.text)
@@ -229,13 +315,26 @@ def test_embedded_model_extracts_ada(default_model_dir):
 
 def test_close_on_length_too_small_a_budget_generates_as_plain_max_tokens(tiny_llm):
     """No closing path fits 4 tokens: the output is what plain max_tokens gives, never emptied."""
-    schema = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
-              "required": ["name", "age"]}
+    schema = {
+        "type": "object",
+        "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+        "required": ["name", "age"],
+    }
     outs = {}
     for close in (False, True):
-        params = [SamplingParams(temperature=1.0, seed=s, max_tokens=4, close_on_length=close,
-                                 constraint=Constraint.json_schema(schema)) for s in range(4)]
-        outs[close] = [o.outputs[0] for o in tiny_llm.generate([[3, 4, 5]] * 4, params, use_tqdm=False)]
+        params = [
+            SamplingParams(
+                temperature=1.0,
+                seed=s,
+                max_tokens=4,
+                close_on_length=close,
+                constraint=Constraint.json_schema(schema),
+            )
+            for s in range(4)
+        ]
+        outs[close] = [
+            o.outputs[0] for o in tiny_llm.generate([[3, 4, 5]] * 4, params, use_tqdm=False)
+        ]
     for plain, closing in zip(outs[False], outs[True], strict=True):
         assert closing.token_ids == plain.token_ids and len(closing.token_ids) == 4
         assert closing.finish_reason == plain.finish_reason == "length"
@@ -243,11 +342,30 @@ def test_close_on_length_too_small_a_budget_generates_as_plain_max_tokens(tiny_l
 
 @pytest.mark.parametrize("max_tokens", [12, 20, 40])
 def test_close_on_length_finishes_structures_validly(tiny_llm, max_tokens):
-    schema = {"type": "object", "properties": {"items": {"type": "array", "items": {
-        "type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "integer"}},
-        "required": ["a", "b"]}}}, "required": ["items"]}
-    params = [SamplingParams(temperature=1.0, seed=s, max_tokens=max_tokens, close_on_length=True,
-                             constraint=Constraint.json_schema(schema)) for s in range(8)]
+    schema = {
+        "type": "object",
+        "properties": {
+            "items": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {"a": {"type": "string"}, "b": {"type": "integer"}},
+                    "required": ["a", "b"],
+                },
+            }
+        },
+        "required": ["items"],
+    }
+    params = [
+        SamplingParams(
+            temperature=1.0,
+            seed=s,
+            max_tokens=max_tokens,
+            close_on_length=True,
+            constraint=Constraint.json_schema(schema),
+        )
+        for s in range(8)
+    ]
     outs = tiny_llm.generate([[3, 4, 5]] * 8, params, use_tqdm=False)
     for o in outs:
         c = o.outputs[0]
@@ -259,15 +377,31 @@ def test_close_on_length_finishes_structures_validly(tiny_llm, max_tokens):
 def test_close_on_length_keeps_an_output_that_fits_the_budget(tiny_llm):
     """A budget exactly as long as the natural output changes nothing; one token less ends in a
     valid close that is no longer than the budget."""
-    schema = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 12},
-                                               "age": {"type": "integer", "maximum": 120}},
-              "required": ["name", "age"], "additionalProperties": False}
+    schema = {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "maxLength": 12},
+            "age": {"type": "integer", "maximum": 120},
+        },
+        "required": ["name", "age"],
+        "additionalProperties": False,
+    }
 
     def run(max_tokens: list[int], close: bool):
-        params = [SamplingParams(temperature=1.0, seed=s, max_tokens=m, close_on_length=close,
-                                 constraint=Constraint.json_schema(schema))
-                  for s, m in enumerate(max_tokens)]
-        return [o.outputs[0] for o in tiny_llm.generate([[3, 4, 5]] * len(params), params, use_tqdm=False)]
+        params = [
+            SamplingParams(
+                temperature=1.0,
+                seed=s,
+                max_tokens=m,
+                close_on_length=close,
+                constraint=Constraint.json_schema(schema),
+            )
+            for s, m in enumerate(max_tokens)
+        ]
+        return [
+            o.outputs[0]
+            for o in tiny_llm.generate([[3, 4, 5]] * len(params), params, use_tqdm=False)
+        ]
 
     natural = run([200] * 6, False)
     assert all(c.finish_reason == "stop" for c in natural)

@@ -30,7 +30,10 @@ def _head_major(cache: torch.Tensor) -> torch.Tensor:
 def test_cpu_attention_matches_naive(kernel, name: str, layout: str) -> None:
     args = make_attn_inputs(ATTN_CASES[name], torch.float32)
     if layout == "head-major":
-        args["k_cache"], args["v_cache"] = _head_major(args["k_cache"]), _head_major(args["v_cache"])
+        args["k_cache"], args["v_cache"] = (
+            _head_major(args["k_cache"]),
+            _head_major(args["v_cache"]),
+        )
     got = kernel(**args)
     assert got.shape == args["q"].shape and got.dtype == torch.float32
     torch.testing.assert_close(got.double(), naive_attention(**args), atol=1e-5, rtol=1e-5)
@@ -45,7 +48,9 @@ def test_cpu_attention_bfloat16(kernel, name: str) -> None:
     got = kernel(**args)
     assert got.dtype == torch.bfloat16
     torch.testing.assert_close(got.double(), naive_attention(**args), atol=2e-2, rtol=2e-2)
-    wide = {k: v.float() if torch.is_tensor(v) and v.is_floating_point() else v for k, v in args.items()}
+    wide = {
+        k: v.float() if torch.is_tensor(v) and v.is_floating_point() else v for k, v in args.items()
+    }
     expect = kernel(**wide).to(torch.bfloat16)
     torch.testing.assert_close(got.float(), expect.float(), atol=1e-3, rtol=8e-3)
 
@@ -54,7 +59,9 @@ def test_cpu_attention_long_prefill_tiles(kernel) -> None:
     """A chunk longer than one unit's tile of positions, 8 query heads per kv head, dim 128."""
     case = AttnCase(16, 2, 128, 16, (1, 150, 1), (300, 170, 33), window=None)
     args = make_attn_inputs(case, torch.float32)
-    torch.testing.assert_close(kernel(**args).double(), naive_attention(**args), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(
+        kernel(**args).double(), naive_attention(**args), atol=1e-5, rtol=1e-5
+    )
 
 
 def test_cpu_attention_plan_is_shared_across_layers(kernel) -> None:
@@ -91,14 +98,26 @@ def test_get_kernels_cpu(kernel) -> None:
 
 def test_build_is_cached_and_missing_compiler_falls_back(tmp_path) -> None:
     """A fresh cache dir builds the library once; without a compiler, the torch path is chosen."""
-    code = ("import os, stencil.kernels.cpu_attention as c; assert c.load() is not None; "
-            "d = os.environ['STENCIL_CACHE_DIR'] + '/kernels'; "
-            "print([(f, os.stat(d + '/' + f).st_mtime_ns) for f in sorted(os.listdir(d))])")
+    code = (
+        "import os, stencil.kernels.cpu_attention as c; assert c.load() is not None; "
+        "d = os.environ['STENCIL_CACHE_DIR'] + '/kernels'; "
+        "print([(f, os.stat(d + '/' + f).st_mtime_ns) for f in sorted(os.listdir(d))])"
+    )
     env = {"STENCIL_CACHE_DIR": str(tmp_path), "PATH": "/usr/bin:/bin"}
-    first = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
-    again = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    first = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    again = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
     assert first.stdout == again.stdout and ".so" in first.stdout  # reused, not rebuilt
-    fresh = {"STENCIL_CACHE_DIR": str(tmp_path / "empty"), "PATH": "/usr/bin:/bin", "CC": "/nonexistent"}
+    fresh = {
+        "STENCIL_CACHE_DIR": str(tmp_path / "empty"),
+        "PATH": "/usr/bin:/bin",
+        "CC": "/nonexistent",
+    }
     code = "from stencil.kernels import get_kernels; print(get_kernels('cpu').name)"
-    out = subprocess.run([sys.executable, "-c", code], env=fresh, capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=fresh, capture_output=True, text=True, check=True
+    )
     assert out.stdout.strip() == "reference"

@@ -33,8 +33,11 @@ def test_linear_bfloat16() -> None:
 @pytest.mark.parametrize("shape", ["3-d", "strided", "float64"])
 def test_inputs_onednn_does_not_take_go_to_f_linear(shape: str) -> None:
     w = torch.randn(8, 16, dtype=torch.float64 if shape == "float64" else torch.float32)
-    x = {"3-d": torch.randn(2, 3, 16), "strided": torch.randn(16, 5).t(),
-         "float64": torch.randn(4, 16, dtype=torch.float64)}[shape]
+    x = {
+        "3-d": torch.randn(2, 3, 16),
+        "strided": torch.randn(16, 5).t(),
+        "float64": torch.randn(4, 16, dtype=torch.float64),
+    }[shape]
     torch.testing.assert_close(cpu_linear.linear(x, w), F.linear(x, w))
 
 

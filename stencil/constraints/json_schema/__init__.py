@@ -29,8 +29,10 @@ def _build(
         if _CIRCULAR in str(exc):
             return translated, "", str(exc)
         raise InvalidSchemaError(str(exc)) from None
-    return translated, grammar, llguidance.LLMatcher.validate_grammar(
-        grammar, limits=parser_limits(limits)
+    return (
+        translated,
+        grammar,
+        llguidance.LLMatcher.validate_grammar(grammar, limits=parser_limits(limits)),
     )
 
 

@@ -112,6 +112,7 @@ ANNOTATIONS = frozenset(
 # cannot state exactly are checked as values complete: see approximate.py.)
 UNSUPPORTED = frozenset({"$dynamicRef", "$recursiveRef"})
 
+
 def _uuid(version: int) -> str:
     """Pydantic's ``UUID1`` ... ``UUID8``: the version nibble, the RFC 4122 variant."""
     hexd = "[0-9a-fA-F]"
