@@ -150,3 +150,24 @@ def hf_greedy(hf_model, prompt_ids: list[int], n: int) -> list[int]:
     with torch.no_grad():
         out = hf_model.generate(ids, attention_mask=torch.ones_like(ids), generation_config=gc)
     return out[0, len(prompt_ids) :].tolist()
+
+
+def prefill_logits(llm, prompts: list[list[int]]) -> list[torch.Tensor]:
+    """Stencil's logits at every position of each prompt (``[len(p), vocab]`` each), from one
+    prefill step over all of them; the requests are then run to completion."""
+    from stencil import SamplingParams
+
+    model = llm.engine.runner.model
+    seen: list[torch.Tensor] = []
+    handle = model.register_forward_hook(lambda m, a, out: seen.append(out.detach().clone()))
+    try:
+        for i, p in enumerate(prompts):
+            llm.engine.add_request(f"prefill{i}", p, SamplingParams(temperature=0, max_tokens=1))
+        llm.engine.step()
+    finally:
+        handle.remove()
+    with torch.no_grad():
+        logits = model.compute_logits(seen[0], llm.engine.runner.ops)
+    while llm.engine.has_unfinished_requests():
+        llm.engine.step()
+    return list(logits.split([len(p) for p in prompts]))

@@ -20,7 +20,7 @@ from stencil.engine.models.gguf_quants import SUPPORTED, decode
 from stencil.engine.models.gguf_writer import write_model_gguf
 from stencil.engine.models.quantized import dequantize_codes, weight_bytes
 from stencil.kernels.quant_weight import is_quantized
-from stencil.testing.tiny_models import hf_greedy, make_llm
+from stencil.testing.tiny_models import hf_greedy, make_llm, prefill_logits
 
 SHAPE = dict(
     hidden_size=256,
@@ -126,26 +126,13 @@ def test_logits_and_greedy_match_the_dequantized_forward(arch, backend, gguf_mod
     model = llm.engine.runner.model
     assert is_quantized(model.layers[0].self_attn.qkv_proj.weight)
     assert is_quantized(model.embed_tokens.weight)
-    seen: list[torch.Tensor] = []
-    handle = model.register_forward_hook(lambda m, a, out: seen.append(out.detach().clone()))
-    try:
-        for i, p in enumerate(PROMPTS):
-            llm.engine.add_request(f"r{i}", p, SamplingParams(temperature=0, max_tokens=1))
-        llm.engine.step()
-    finally:
-        handle.remove()
     with torch.no_grad():
-        ours = model.compute_logits(seen[0], llm.engine.runner.ops)
-        off = 0
-        for p in PROMPTS:
+        for p, ours in zip(PROMPTS, prefill_logits(llm, PROMPTS), strict=True):
             ref = hf(torch.tensor([p])).logits[0].float()
-            diff = (ours[off : off + len(p)] - ref).abs().max().item()
+            diff = (ours - ref).abs().max().item()
             rel = diff / ref.abs().max().item()
             bound = FP32_BOUND if backend == "torch" else BF16_BOUND
             assert rel < bound, f"{arch}: max abs diff {diff:.2e} ({rel:.2e} relative)"
-            off += len(p)
-    while llm.engine.has_unfinished_requests():
-        llm.engine.step()
     params = SamplingParams(temperature=0, max_tokens=12, ignore_eos=True)
     outs = llm.generate(PROMPTS, params, use_tqdm=False)
     for p, out in zip(PROMPTS, outs, strict=True):
