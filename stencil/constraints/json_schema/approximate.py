@@ -283,7 +283,7 @@ def _finite_values(item: Schema) -> list[Any] | None:
     out: dict[str, Any] = {}
     for v in candidates:
         if validator.is_valid(v):
-            out.setdefault(logic._canonical_text(v), v)
+            out.setdefault(logic.canonical_text(v), v)
     return list(out.values())
 
 

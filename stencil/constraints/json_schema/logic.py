@@ -66,13 +66,13 @@ def _values(schema: Schema) -> set[str] | None:
     if not isinstance(schema, dict):
         return None
     if "const" in schema:
-        return {_canonical_text(schema["const"])}
+        return {canonical_text(schema["const"])}
     if "enum" in schema:
-        return {_canonical_text(v) for v in schema["enum"]}
+        return {canonical_text(v) for v in schema["enum"]}
     return None
 
 
-def _canonical_text(value: Any) -> str:
+def canonical_text(value: Any) -> str:
     """Equal JSON values, equal texts: ``1.0`` is ``1`` (JSON Schema compares numbers by value)."""
     return json.dumps(_canonical(value), sort_keys=True)
 

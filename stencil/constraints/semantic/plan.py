@@ -3,7 +3,6 @@ matchers; see ``graph`` for which nodes are checked and ``tracker`` for when).""
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -12,6 +11,7 @@ from urllib.parse import quote
 import jsonschema
 from jsonschema import validators
 
+from ..json_schema.logic import canonical_text
 from ..json_schema.refs import DEFAULT_BASE, RefIndex, escape
 from .formats import format_checker
 from .graph import Node, analyze
@@ -193,17 +193,7 @@ class SemanticPlan:
     @staticmethod
     def canonical(value: Any) -> str:
         """Equal JSON values, equal texts (``1.0`` is ``1``; key order does not count)."""
-        return json.dumps(_canonical(value), sort_keys=True)
-
-
-def _canonical(value: Any) -> Any:
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, list):
-        return [_canonical(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _canonical(v) for k, v in value.items()}
-    return value
+        return canonical_text(value)
 
 
 def _prefix_length(schema: dict) -> int:
