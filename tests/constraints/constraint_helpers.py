@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import random
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -41,12 +42,16 @@ def allowed(matcher: Matcher, vocab: TokenVocab) -> list[int]:
     return bitmask_to_bool(mask, vocab.vocab_size)[0].nonzero().flatten().tolist()
 
 
-def random_walk(
-    compiled: CompiledConstraint, rng: random.Random, max_tokens: int = 60
-) -> tuple[bytes, bool]:
-    """Sample among allowed tokens (short ones preferred, so walks finish); returns
-    ``(bytes, ended_with_eos)``. Every allowed token must be accepted (mask and matcher agree).
-    A walk that a decode-time check leaves without continuation ends unfinished."""
+@dataclass
+class Walk:
+    text: bytes
+    outcome: str  # "done" (EOS accepted), "error" (no continuation), "length"
+    error: str | None = None
+
+
+def walk(compiled: CompiledConstraint, rng: random.Random, max_tokens: int = 120) -> Walk:
+    """Temperature-1.0-like walk: uniform over allowed tokens, short ones preferred (so walks
+    finish); every allowed token must be accepted and every refused one stays refused."""
     vocab = compiled.vocab
     matcher = compiled.new_matcher()
     short_ok = _token_lengths(vocab) <= 2
@@ -56,20 +61,30 @@ def random_walk(
     for _ in range(max_tokens):
         matcher.fill_next_token_bitmask(mask, 0)
         bits = bitmask_to_bool(mask, vocab.vocab_size)[0]
+        if not bits.any():
+            assert matcher.error(), "an empty mask needs an error message"
+            assert not matcher.accept_token(next(iter(eos)))
+            return Walk(vocab.decode_bytes(out), "error", matcher.error())
         short = (bits & short_ok).nonzero().flatten()
         pool = short if len(short) and rng.random() < 0.8 else bits.nonzero().flatten()
-        if not len(pool):  # only a decode-time check may leave no continuation, and says so
-            assert matcher.error() and "decode-time check" in matcher.error()
-            return vocab.decode_bytes(out), False
         token = int(pool[rng.randrange(len(pool))])
         eos_allowed = [t for t in eos if bits[t]]
         if eos_allowed and rng.random() < 0.3:
             token = eos_allowed[0]
         assert matcher.accept_token(token), f"mask allowed {token} but matcher rejected it"
         if token in eos:
-            return vocab.decode_bytes(out), True
+            return Walk(vocab.decode_bytes(out), "done")
         out.append(token)
-    return vocab.decode_bytes(out), False
+    return Walk(vocab.decode_bytes(out), "length")
+
+
+def random_walk(
+    compiled: CompiledConstraint, rng: random.Random, max_tokens: int = 60
+) -> tuple[bytes, bool]:
+    """``walk`` as ``(bytes, ended_with_eos)``: a walk that a decode-time check leaves without
+    continuation ends unfinished."""
+    result = walk(compiled, rng, max_tokens)
+    return result.text, result.outcome == "done"
 
 
 @functools.lru_cache(maxsize=4)

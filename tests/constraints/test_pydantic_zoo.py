@@ -13,8 +13,7 @@ from enum import StrEnum
 from typing import Annotated, Literal
 
 import pytest
-from constraint_helpers import accepts_text
-from walks import walk
+from constraint_helpers import accepts_text, walk
 
 pydantic = pytest.importorskip("pydantic")
 pytest.importorskip("email_validator")

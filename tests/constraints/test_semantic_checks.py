@@ -9,8 +9,7 @@ import random
 
 import jsonschema
 import pytest
-from constraint_helpers import accepts_text
-from walks import walk
+from constraint_helpers import accepts_text, walk
 
 from stencil.constraints import Constraint, allocate_token_bitmask, bitmask_to_bool
 
