@@ -7,13 +7,18 @@ linear per kernel (torch's weight-only ops, oneDNN fp32/bf16, Stencil's C kernel
 
     python bench/quant_bench.py [--threads 2] [--requests 16] [--models smollm2 qwen-q8_0 qwen-q4_k_m]
     python bench/quant_bench.py --kernels
+    python bench/quant_bench.py --rss-7b      # a random 7B-shaped Q4_0 file: load + generate, peak RSS
 
 The llama.cpp peer column is a TODO (its build takes ~15 minutes on 2 cores)."""
 
 from __future__ import annotations
 
 import argparse
+import json
+import resource
 import statistics
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -25,7 +30,7 @@ from workload import make_workload
 
 from stencil import LLM, SamplingParams, default_model_path
 from stencil.engine.models.default_model import _fetch_gguf
-from stencil.engine.models.gguf_writer import write_model_gguf
+from stencil.engine.models.gguf_writer import Encoded, write_model_gguf
 from stencil.engine.models.quantized import weight_bytes
 from stencil.paths import cache_root
 
@@ -96,6 +101,103 @@ def qwen_file(kind: str) -> Path:
     write_model_gguf(tmp, config, state, qtype, _fetch_gguf(cache_root() / "downloads"))
     tmp.rename(path)
     return path
+
+
+LLAMA_7B = dict(
+    hidden_size=4096,
+    num_hidden_layers=32,
+    num_attention_heads=32,
+    num_key_value_heads=32,
+    intermediate_size=11008,
+    vocab_size=49152,  # SmolLM2's tokenizer, copied into the file
+    tie_word_embeddings=False,
+    max_position_embeddings=4096,
+    rms_norm_eps=1e-5,
+    rope_theta=1e4,
+)
+
+
+def random_q4_0(shape: tuple[int, int], rng: np.random.Generator) -> Encoded:
+    """Random Q4_0 blocks (fp16 scale 0.004 + 32 random nibbles): no float32 copy of the weights."""
+    n, k = shape
+    blocks = rng.integers(0, 256, (n, k // 32, 18), dtype=np.uint8)
+    blocks[..., :2] = np.array([0.004], dtype=np.float16).view(np.uint8)
+    return Encoded("Q4_0", blocks.reshape(n, -1))
+
+
+def llama_7b_file() -> Path:
+    """A Llama-2-7B-shaped Q4_0 file (norms F32) in the cache; ~3.9 GB, never committed."""
+    from transformers import LlamaConfig
+
+    path = cache_root() / "bench" / "llama-7b-random-q4_0.gguf"
+    if path.is_file():
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    c = LlamaConfig(**LLAMA_7B)
+    h, inter, v = c.hidden_size, c.intermediate_size, c.vocab_size
+    rng = np.random.default_rng(0)
+    state: dict[str, np.ndarray | Encoded] = {
+        "model.embed_tokens.weight": random_q4_0((v, h), rng),
+        "model.norm.weight": np.ones(h, dtype=np.float32),
+        "lm_head.weight": random_q4_0((v, h), rng),
+    }
+    for i in range(c.num_hidden_layers):
+        p = f"model.layers.{i}."
+        for name, shape in (
+            ("self_attn.q_proj", (h, h)),
+            ("self_attn.k_proj", (h, h)),
+            ("self_attn.v_proj", (h, h)),
+            ("self_attn.o_proj", (h, h)),
+            ("mlp.gate_proj", (inter, h)),
+            ("mlp.up_proj", (inter, h)),
+            ("mlp.down_proj", (h, inter)),
+        ):
+            state[p + name + ".weight"] = random_q4_0(shape, rng)
+        state[p + "input_layernorm.weight"] = np.ones(h, dtype=np.float32)
+        state[p + "post_attention_layernorm.weight"] = np.ones(h, dtype=np.float32)
+    tmp = path.with_suffix(".part")
+    write_model_gguf(tmp, c, state, lambda n, s: "Q4_0", _fetch_gguf(cache_root() / "downloads"))
+    tmp.rename(path)
+    return path
+
+
+_RSS_CHILD = """
+import json, sys, time
+from stencil import LLM, SamplingParams
+t = time.perf_counter()
+llm = LLM(sys.argv[1], num_threads=int(sys.argv[2]), max_model_len=512, kv_cache_memory=256 << 20)
+load = time.perf_counter() - t
+t = time.perf_counter()
+out = llm.generate(["The capital of France is"], SamplingParams(max_tokens=16, ignore_eos=True))
+n = len(out[0].outputs[0].token_ids)
+print(json.dumps({"load_s": load, "tokens": n, "decode_s": time.perf_counter() - t}))
+"""
+
+
+def bench_rss_7b(args) -> None:
+    """Load + generate from the 7B Q4_0 file in a child process; its peak RSS (ru_maxrss)."""
+    path = llama_7b_file()
+    file_bytes = sum(int(t.n_bytes) for t in gguf.GGUFReader(str(path)).tensors)
+    proc = subprocess.run(
+        [sys.executable, "-c", _RSS_CHILD, str(path), str(args.threads)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    res = json.loads(proc.stdout.strip().splitlines()[-1])
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+    row = [
+        path.name,
+        f"{file_bytes / 2**30:.2f}",
+        f"{peak / 2**30:.2f}",
+        f"{res['load_s']:.0f}",
+        f"{res['tokens'] / res['decode_s']:.2f}",
+    ]
+    print(
+        table(
+            ["file", "tensor GiB", "peak RSS GiB", "load s", "tok/s (1 request, 16 tokens)"], [row]
+        )
+    )
 
 
 def run(path: Path, quantization: str | None, items, threads: int) -> dict:
@@ -274,10 +376,13 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--models", nargs="+", default=["smollm2", "qwen-q8_0", "qwen-q4_k_m"])
     ap.add_argument("--kernels", action="store_true")
+    ap.add_argument("--rss-7b", action="store_true")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     if args.kernels:
         bench_kernels(args)
+    elif args.rss_7b:
+        bench_rss_7b(args)
     else:
         bench_models(args)
 

@@ -17,7 +17,7 @@ from stencil.engine.errors import ConfigError
 from stencil.engine.models.gguf import gguf_model_dir, read_gguf_tensors
 from stencil.engine.models.gguf_encode import encode
 from stencil.engine.models.gguf_quants import SUPPORTED, decode
-from stencil.engine.models.gguf_writer import write_model_gguf
+from stencil.engine.models.gguf_writer import Encoded, write_model_gguf
 from stencil.engine.models.quantized import dequantize_codes, weight_bytes
 from stencil.kernels.quant_weight import is_quantized
 from stencil.testing.tiny_models import hf_greedy, make_llm, prefill_logits
@@ -160,6 +160,32 @@ def test_resident_weights_within_file_bytes(default_model_dir):
     held = weight_bytes(model)
     file_bytes = sum(int(t.n_bytes) for t in gguf.GGUFReader(str(path)).tensors)
     assert held <= 1.15 * file_bytes, (held, file_bytes)
+
+
+def test_encoded_blocks_are_written_as_given(tmp_path, default_model_dir):
+    """``Encoded`` tensors (the 7B benchmark's random blocks) land in the file byte for byte."""
+    from stencil.engine.models.default_model import _fetch_gguf
+    from stencil.paths import cache_root
+
+    config = LlamaConfig(**SHAPE, tie_word_embeddings=True)
+    rng = np.random.default_rng(3)
+    state = {
+        n: 0.05 * rng.standard_normal(tuple(p.shape)).astype(np.float32)
+        for n, p in AutoModelForCausalLM.from_config(config).state_dict().items()
+        if n != "lm_head.weight"
+    }
+    name = "model.layers.0.self_attn.o_proj.weight"
+    template = _fetch_gguf(cache_root() / "downloads")
+    write_model_gguf(tmp_path / "a.gguf", config, state, lambda n, s: "Q4_0", template)
+    state[name] = Encoded("Q4_0", encode(state[name], "Q4_0"))
+    write_model_gguf(tmp_path / "b.gguf", config, state, lambda n, s: "Q8_0", template)
+    a, b = (
+        {t.name: t for t in gguf.GGUFReader(str(tmp_path / f)).tensors}
+        for f in ("a.gguf", "b.gguf")
+    )
+    assert a["blk.0.attn_output.weight"].tensor_type == b["blk.0.attn_output.weight"].tensor_type
+    assert np.array_equal(a["blk.0.attn_output.weight"].data, b["blk.0.attn_output.weight"].data)
+    assert b["blk.0.attn_q.weight"].tensor_type.name == "Q8_0"
 
 
 def test_unsupported_type_names_type_and_tensor(tmp_path, gguf_models):

@@ -124,37 +124,52 @@ def iter_gguf_weights(gguf_path: Path, config, keep_quantized: bool):
     ConfigError naming the type and the tensor."""
     import gguf
 
-    from stencil.engine.models.gguf_quants import SUPPORTED, decode
-
     reader = gguf.GGUFReader(str(gguf_path))
     arch = str(reader.fields["general.architecture"].contents())
-    for t in reader.tensors:
-        name = hf_tensor_name(t.name)
-        if name is None:
-            logger.debug("skipping GGUF tensor %s", t.name)
-            continue
-        shape = tuple(reversed([int(d) for d in t.shape]))  # GGUF lists dims fastest-first
-        kind = t.tensor_type.name
-        if keep_quantized and len(shape) == 2 and kind not in ("F32", "F16", "BF16"):
-            if kind not in SUPPORTED:
-                raise ConfigError(
-                    f"GGUF tensor {t.name} has type {kind}, which Stencil cannot run quantized "
-                    f"(supported: F32, F16, BF16, {', '.join(SUPPORTED)}); "
-                    'quantization="none" dequantizes it'
+    with open(gguf_path, "rb") as f:
+        for t in reader.tensors:
+            name = hf_tensor_name(t.name)
+            if name is None:
+                logger.debug("skipping GGUF tensor %s", t.name)
+                continue
+            data = _decode(t, _read(f, t), keep_quantized)
+            if arch in PERMUTED_ARCHS and name.endswith(("q_proj.weight", "k_proj.weight")):
+                kv = "k_proj" in name
+                data = _unpermute(
+                    data, config.num_key_value_heads if kv else config.num_attention_heads
                 )
-            data = decode(t.data, kind, shape)
-        else:
-            try:
-                data = gguf.quants.dequantize(t.data, t.tensor_type)
-            except NotImplementedError as e:
-                raise ConfigError(
-                    f"GGUF tensor {t.name} has type {kind}, which cannot be read: {e}"
-                ) from e
-            data = np.array(data, dtype=np.float32).reshape(shape)  # a copy: the file is mapped
-        if arch in PERMUTED_ARCHS and name.endswith(("q_proj.weight", "k_proj.weight")):
-            heads = config.num_attention_heads if "q_proj" in name else config.num_key_value_heads
-            data = _unpermute(data, heads)
-        yield name, data
+            yield name, data
+
+
+def _read(f, t) -> np.ndarray:
+    """The tensor's bytes, read rather than taken from the reader's memory map: mapped pages that
+    a load has touched stay resident, so the file would count twice in RSS while the map lives."""
+    f.seek(int(t.data_offset))
+    raw = np.fromfile(f, dtype=np.uint8, count=int(t.n_bytes))
+    return raw.view(t.data.dtype).reshape(t.data.shape)
+
+
+def _decode(t, raw: np.ndarray, keep_quantized: bool):
+    """One tensor's bytes -> its ``Codes`` (kept quantized) or a float32 array."""
+    import gguf
+
+    from stencil.engine.models.gguf_quants import SUPPORTED, decode
+
+    shape = tuple(reversed([int(d) for d in t.shape]))  # GGUF lists dims fastest-first
+    kind = t.tensor_type.name
+    if keep_quantized and len(shape) == 2 and kind not in ("F32", "F16", "BF16"):
+        if kind not in SUPPORTED:
+            raise ConfigError(
+                f"GGUF tensor {t.name} has type {kind}, which Stencil cannot run quantized "
+                f"(supported: F32, F16, BF16, {', '.join(SUPPORTED)}); "
+                'quantization="none" dequantizes it'
+            )
+        return decode(raw, kind, shape)
+    try:
+        data = gguf.quants.dequantize(raw, t.tensor_type)
+    except NotImplementedError as e:
+        raise ConfigError(f"GGUF tensor {t.name} has type {kind}, which cannot be read: {e}") from e
+    return np.asarray(data, dtype=np.float32).reshape(shape)
 
 
 def _unpermute(data, heads: int):

@@ -7,6 +7,7 @@ file (the embedded SmolLM2's), and llama.cpp's q/k row permutation is applied fo
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +17,15 @@ from stencil.engine.models.gguf import GGUF_NAMES, PERMUTED_ARCHS
 from stencil.engine.models.gguf_encode import encode
 
 FLOAT_TYPES = ("F32", "F16", "BF16")
+
+
+@dataclass(frozen=True, slots=True)
+class Encoded:
+    """A tensor already in GGUF blocks (``data``: uint8 [N, row bytes] of type ``qtype``), written
+    as it is: for files too large to hold as float32 first (a 7B model's random blocks)."""
+
+    qtype: str
+    data: np.ndarray
 
 
 def gguf_tensor_name(hf: str) -> str:
@@ -41,8 +51,8 @@ def write_model_gguf(
     qtype_of: Callable[[str, tuple[int, ...]], str],
     tokenizer_gguf: Path,
 ) -> None:
-    """``state``: HF names -> float32 arrays; ``qtype_of(name, shape)``: a GGML type name
-    (1-D tensors are always written F32)."""
+    """``state``: HF names -> float32 arrays (or ``Encoded`` blocks); ``qtype_of(name, shape)``:
+    a GGML type name (1-D tensors are always written F32)."""
     import gguf
 
     arch = config.model_type
@@ -63,6 +73,10 @@ def write_model_gguf(
     writer.add_vocab_size(config.vocab_size)
     _copy_tokenizer(writer, tokenizer_gguf, config.vocab_size)
     for name, w in state.items():
+        if isinstance(w, Encoded):
+            kind = gguf.GGMLQuantizationType[w.qtype]
+            writer.add_tensor(gguf_tensor_name(name), w.data, raw_dtype=kind)
+            continue
         w = np.asarray(w, dtype=np.float32)
         if arch in PERMUTED_ARCHS and name.endswith(("q_proj.weight", "k_proj.weight")):
             heads = config.num_attention_heads if "q_proj" in name else config.num_key_value_heads
