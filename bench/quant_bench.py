@@ -26,6 +26,7 @@ import gguf
 import numpy as np
 import torch
 from common import table
+from shapes import QWEN_05B
 from workload import make_workload
 
 from stencil import LLM, SamplingParams, default_model_path
@@ -33,19 +34,6 @@ from stencil.engine.models.default_model import _fetch_gguf
 from stencil.engine.models.gguf_writer import Encoded, write_model_gguf
 from stencil.engine.models.quantized import weight_bytes
 from stencil.paths import cache_root
-
-QWEN_05B = dict(
-    hidden_size=896,
-    num_hidden_layers=24,
-    num_attention_heads=14,
-    num_key_value_heads=2,
-    intermediate_size=4864,
-    vocab_size=151936,
-    tie_word_embeddings=True,
-    max_position_embeddings=4096,
-    rms_norm_eps=1e-6,
-    rope_theta=1e6,
-)
 
 
 def q4_k_m(name: str, shape) -> str:

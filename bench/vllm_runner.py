@@ -5,6 +5,8 @@ import json
 import sys
 import time
 
+from workload import outside_prompt  # bench/ is on sys.path: this script runs from there
+
 
 def main() -> None:
     job = json.load(sys.stdin)
@@ -18,6 +20,7 @@ def main() -> None:
         max_model_len=job.get("max_model_len", 2048),
         seed=0,
         max_num_seqs=job.get("max_num_seqs", 64),
+        enable_prefix_caching=job.get("prefix_caching", True),
     )
 
     def sampling(item, max_tokens):
@@ -31,7 +34,7 @@ def main() -> None:
     prompts = [TokensPrompt(prompt_token_ids=i["prompt_ids"]) for i in job["items"]]
     # probes and warm-up run on a prompt outside the workload: on the workload's own prompts they
     # would leave its prefixes in vLLM's prefix cache and the timed prefill would hit them
-    outside = TokensPrompt(prompt_token_ids=_outside(job["items"][0]["prompt_ids"]))
+    outside = TokensPrompt(prompt_token_ids=outside_prompt(job["items"][0]["prompt_ids"]))
     # vLLM refuses a whole batch for one constraint it rejects (say a schema with format "binary"):
     # probe each request's constraint alone with one token, time only the ones it accepts
     kept = [i for i, item in enumerate(job["items"]) if _accepts(llm, outside, sampling(item, 1))]
@@ -54,12 +57,6 @@ def main() -> None:
             }
         )
     )
-
-
-def _outside(ids: list[int]) -> list[int]:
-    """A prompt as long as ``ids`` (at most 64 tokens) sharing no prefix block with any workload
-    prompt: token ids 100-199, which the workload's text prompts start with only by chance."""
-    return [100 + (t % 100) for t in reversed(ids[:64])]
 
 
 def _accepts(llm, prompt, probe) -> bool:

@@ -29,3 +29,10 @@ def make_workload(
         ids = tokenizer(text, add_special_tokens=False).input_ids[:plen]
         items.append(Item(ids, rng.randint(*output_range)))
     return items
+
+
+def outside_prompt(ids: list[int]) -> list[int]:
+    """A warm-up prompt as long as ``ids`` (at most 64 tokens) that shares no prefix block with
+    the workload: token ids 100-199, which the workload's text prompts start with only by chance.
+    Warming on it leaves both engines' prefix caches without any workload prefix."""
+    return [100 + (t % 100) for t in reversed(ids[:64])]

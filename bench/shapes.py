@@ -1,0 +1,40 @@
+"""The benchmarks' second model shape: Qwen2.5-0.5B's config with random weights (the result must
+not hinge on one tiny model), as a safetensors directory in the cache."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from stencil import default_model_path
+from stencil.paths import cache_root
+
+QWEN_05B = dict(
+    hidden_size=896,
+    num_hidden_layers=24,
+    num_attention_heads=14,
+    num_key_value_heads=2,
+    intermediate_size=4864,
+    vocab_size=151936,
+    tie_word_embeddings=True,
+    max_position_embeddings=4096,
+    rms_norm_eps=1e-6,
+    rope_theta=1e6,
+)
+
+
+def qwen_05b_dir() -> Path:
+    """Random weights in Qwen2.5-0.5B's shape (fp32 safetensors), with SmolLM2's tokenizer."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer, Qwen2Config
+
+    path = cache_root() / "bench" / "qwen2.5-0.5b-random"
+    if (path / "config.json").is_file():
+        return path
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(Qwen2Config(**QWEN_05B), dtype=torch.float32)
+    tmp = path.with_name(path.name + ".part")
+    model.save_pretrained(tmp)
+    AutoTokenizer.from_pretrained(str(default_model_path())).save_pretrained(tmp)
+    tmp.rename(path)
+    return path
