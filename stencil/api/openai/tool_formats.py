@@ -93,8 +93,10 @@ class ToolCallFormat:
         """``(content before the calls, the calls as name/arguments dicts)``; calls is None when
         ``text`` holds no complete call. ``bare``: the calls' JSON without ``open``/``close``."""
         content, started = self.split(text)
-        if not started and not bare:
-            return text, None
+        if not started:
+            if not bare:
+                return text, None
+            content = ""
         body = text[len(content) :]
         values = _json_values(body, (self.open, self.close, self.separator, "<|python_tag|>"))
         if values is None:
