@@ -32,8 +32,8 @@ from stencil.api.openai.surface import check_completion_surface
 from stencil.api.openai.tool_formats import (
     SMOLLM2,
     ToolCallFormat,
+    added_tokens,
     detect_format,
-    special_token_id,
 )
 from stencil.api.openai.tools import ToolPlan, function_tools, plan_tools
 from stencil.constraints import Constraint
@@ -82,7 +82,7 @@ def convert_chat(req: ChatCompletionRequest, model: ModelInfo) -> Plan:
     text = render_chat(req, model.tokenizer, plan, model.max_model_len)
     ids = prompt_ids(model, text, "messages")
     sources = collect_sources(req)
-    trigger_id = special_token_id(model.tokenizer, fmt.trigger)
+    tokens, special = added_tokens(model.tokenizer, fmt)
     if plan is not None:
         if plan.mode == "auto" and sources:
             raise bad_request(
@@ -90,11 +90,11 @@ def convert_chat(req: ChatCompletionRequest, model: ModelInfo) -> Plan:
                 "use tool_choice 'none' or 'required'",
                 "tool_choice",
             )
-        sources.append(_tool_source(plan, fmt, trigger_id))
+        sources.append(_tool_source(plan, fmt, tokens))
     constraint = _single_constraint(req, sources)
     max_tokens = req.max_completion_tokens or req.max_tokens
     params = sampling_params(req, len(ids), max_tokens, constraint, model)
-    if plan is not None and trigger_id is not None:
+    if plan is not None and special:
         params.skip_special_tokens = False  # the trigger token's text marks where calls begin
     if req.logprobs:
         params.logprobs = req.top_logprobs or 0
@@ -106,14 +106,14 @@ def convert_chat(req: ChatCompletionRequest, model: ModelInfo) -> Plan:
     return Plan(ids, text, params, plan, fmt, echo, param)
 
 
-def _tool_source(plan: ToolPlan, fmt: ToolCallFormat, trigger_id: int | None) -> Source:
+def _tool_source(plan: ToolPlan, fmt: ToolCallFormat, tokens: dict[str, int]) -> Source:
     """The tools' constraint: SmolLM2's forced calls are the bare JSON array; every other case
     is the family's call syntax (``tool_formats``), alone (forced) or after text (auto)."""
     param = "tool_choice" if plan.mode == "forced" else "tools"
     if plan.mode == "forced" and fmt is SMOLLM2:
         return Source(param, "json", plan.schema)
     grammar = fmt.grammar(
-        list(plan.tools), auto=plan.mode == "auto", single=plan.single, trigger_id=trigger_id
+        list(plan.tools), auto=plan.mode == "auto", single=plan.single, tokens=tokens
     )
     return Source(param, "tool_calls", grammar)
 

@@ -44,20 +44,23 @@ class ToolCallFormat:
     # ---- the constraint ----------------------------------------------------------------------
 
     def grammar(
-        self, tools: list[Tool], *, auto: bool, single: bool, trigger_id: int | None
+        self, tools: list[Tool], *, auto: bool, single: bool, tokens: dict[str, int]
     ) -> tuple[str, dict[str, Any]]:
         """``(lark, json_rules)`` for ``Constraint.grammar``: the whole output is one block
-        (forced), or text or a block (``auto``). ``trigger_id``: the trigger's special token."""
+        (forced), or text or a block (``auto``). ``tokens``: the syntax's pieces that are
+        single added tokens (``added_tokens``), written as those tokens."""
         if self.array:
             rules = {"calls": calls_schema(tools, single=single, args_key=self.args_key)}
             body = "calls"
         else:
             rules = {"call": call_item_schema(tools, self.args_key)}
             body = "call"
-        trig = "" if not self.open else f"<[{trigger_id}]>" if trigger_id else _lit(self.trigger)
-        rest = _lit(self.open[len(self.trigger) :])
-        one = f"{rest} {body} {_lit(self.close)}".strip()
-        after = one if self.array or single else f"{one} ({_lit(self.separator)} {trig} {one})*"
+        trigger_id = tokens.get(self.trigger)
+        trig = _lit(self.trigger, tokens) if self.open else ""
+        rest = _lit(self.open[len(self.trigger) :], tokens)
+        one = f"{rest} {body} {_lit(self.close, tokens)}".strip()
+        sep = _lit(self.separator, tokens)
+        after = one if self.array or single else f"{one} ({sep} {trig} {one})*"
         block = f"{trig} {after}".strip()
         if not auto:
             lines = [f"start: {block}"]
@@ -137,7 +140,14 @@ def _json_values(body: str, glue: tuple[str, ...]) -> list[Any] | None:
         values.append(value)
 
 
-def _lit(text: str) -> str:
+def _lit(text: str, tokens: dict[str, int]) -> str:
+    """``text`` as Lark: string literals, and ``<[id]>`` for the pieces that are added tokens
+    (a tokenizer's added tokens are only reachable as themselves)."""
+    for piece, token_id in tokens.items():
+        at = text.find(piece)
+        if at >= 0:
+            head, tail = text[:at], text[at + len(piece) :]
+            return f"{_lit(head, tokens)} <[{token_id}]> {_lit(tail, tokens)}".strip()
     return json.dumps(text) if text else ""
 
 
@@ -177,10 +187,14 @@ def detect_format(tokenizer: Any) -> ToolCallFormat:
     return SMOLLM2
 
 
-def special_token_id(tokenizer: Any, text: str) -> int | None:
-    """The id of ``text`` when the tokenizer has it as one special token (its text is then only
-    reachable through that token), else None."""
+def added_tokens(tokenizer: Any, fmt: ToolCallFormat) -> tuple[dict[str, int], bool]:
+    """The pieces of ``fmt``'s syntax that are single added tokens of ``tokenizer`` (text ->
+    id), and whether one of them is special (its text then shows only when special tokens are
+    not skipped)."""
+    wanted = {fmt.trigger, fmt.close.strip()} - {""}
+    found, special = {}, False
     for token_id, added in (getattr(tokenizer, "added_tokens_decoder", None) or {}).items():
-        if added.content == text and added.special:
-            return int(token_id)
-    return None
+        if added.content in wanted:
+            found[added.content] = int(token_id)
+            special = special or bool(added.special)
+    return found, special
