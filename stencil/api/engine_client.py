@@ -15,8 +15,8 @@ from typing import Any
 
 from stencil.api.errors import APIError
 from stencil.api.metrics import ServerMetrics
-from stencil.api.openai.convert import ModelInfo, Plan, with_constraint
-from stencil.api.openai.tools import TOOL_CALL_OPEN, parse_calls, split_tool_text
+from stencil.api.openai.convert import ModelInfo, Plan
+from stencil.api.openai.tools import openai_calls
 from stencil.constraints import ConstraintError
 from stencil.engine.errors import EngineError, QueueFullError
 from stencil.engine.outputs import CompletionOutput, PositionLogprobs, RequestOutput
@@ -188,10 +188,7 @@ async def events(
     plan: Plan, gen: Generation, runner: EngineClient, model: ModelInfo, offset: int = 0
 ) -> AsyncIterator[Event]:
     """Per-choice events for one plan; choice indices are shifted by ``offset``."""
-    if plan.tools is not None and plan.tools.mode == "auto":
-        stream = _auto_tool_events(plan, gen, runner, model)
-    else:
-        stream = _plain_events(plan, gen)
+    stream = _plain_events(plan, gen) if plan.tools is None else _tool_events(plan, gen, model)
     async for ev in stream:
         if offset:
             ev.index += offset
@@ -199,7 +196,6 @@ async def events(
 
 
 async def _plain_events(plan: Plan, gen: Generation) -> AsyncIterator[Event]:
-    forced = plan.tools is not None
     sent: dict[int, int] = {}
     lp_sent: dict[int, int] = {}
     done: set[int] = set()
@@ -207,80 +203,74 @@ async def _plain_events(plan: Plan, gen: Generation) -> AsyncIterator[Event]:
         for c in out.outputs:
             if c.index in done:
                 continue
-            if not forced and len(c.text) > sent.get(c.index, 0):
+            if len(c.text) > sent.get(c.index, 0):
                 start, lp_start = sent.get(c.index, 0), lp_sent.get(c.index, 0)
                 yield Delta(c.index, c.text[start:], list((c.logprobs or [])[lp_start:]))
                 sent[c.index], lp_sent[c.index] = len(c.text), len(c.logprobs or [])
             if c.finish_reason is not None:
                 done.add(c.index)
-                for ev in _finish(plan, c, forced, len(c.token_ids)):
+                yield Finish(c.index, _reason(c), len(c.token_ids), c.error)
+
+
+async def _tool_events(plan: Plan, gen: Generation, model: ModelInfo) -> AsyncIterator[Event]:
+    """Tools in one constrained request: forced, the output is the calls; ``auto``, text is
+    streamed until the family's trigger starts a call (``tool_formats``), which is held back
+    and parsed when it is complete."""
+    assert plan.tools is not None
+    fmt, auto = plan.tool_format, plan.tools.mode == "auto"
+    sent: dict[int, tuple[int, int]] = {}  # index -> (chars, logprobs) emitted
+    started: set[int] = set()
+    done: set[int] = set()
+    async for out in gen:
+        for c in out.outputs:
+            if c.index in done:
+                continue
+            if auto and c.index not in started:
+                safe, call = fmt.split(c.text)
+                if call:
+                    started.add(c.index)
+                chars, lps = sent.get(c.index, (0, 0))
+                if len(safe) > chars:
+                    yield Delta(c.index, safe[chars:], list((c.logprobs or [])[lps:]))
+                    sent[c.index] = (len(safe), len(c.logprobs or []))
+            if c.finish_reason is not None:
+                done.add(c.index)
+                for ev in _finish_tools(plan, c, sent.get(c.index, (0, 0)), model):
                     yield ev
 
 
-def _finish(plan: Plan, c: CompletionOutput, forced: bool, num_tokens: int) -> list[Event]:
-    if forced:
-        calls = parse_calls(c.text)
-        if calls is not None:
-            return [ToolCalls(c.index, calls), Finish(c.index, "tool_calls", num_tokens)]
-        return [
-            Delta(c.index, c.text, list(c.logprobs or [])),
-            Finish(c.index, _reason(c), num_tokens, c.error),
+def _finish_tools(
+    plan: Plan, c: CompletionOutput, sent: tuple[int, int], model: ModelInfo
+) -> list[Event]:
+    assert plan.tools is not None
+    auto = plan.tools.mode == "auto"
+    content, calls = plan.tool_format.parse(c.text, bare=not auto)
+    chars, lps = sent
+    out: list[Event] = []
+    if calls is not None:
+        if auto and len(content) > chars:
+            out.append(Delta(c.index, content[chars:], list((c.logprobs or [])[lps:])))
+        out += [
+            ToolCalls(c.index, openai_calls(calls)),
+            Finish(c.index, "tool_calls", len(c.token_ids)),
         ]
-    return [Finish(c.index, _reason(c), num_tokens, c.error)]
+        return out
+    if len(c.text) > chars:
+        out.append(Delta(c.index, c.text[chars:], list((c.logprobs or [])[lps:])))
+    reason = _reason(c)
+    if auto and reason == "stop" and _at_budget(plan, c, model):
+        reason = "length"  # free text cut by max_tokens (the text branch always "closes")
+    return [*out, Finish(c.index, reason, len(c.token_ids), c.error)]
+
+
+def _at_budget(plan: Plan, c: CompletionOutput, model: ModelInfo) -> bool:
+    """Did the text end because max_tokens ran out (its last token is not an end token)?"""
+    if not c.token_ids or len(c.token_ids) < (plan.params.max_tokens or 0):
+        return False
+    last = c.token_ids[-1]
+    return last != c.stop_reason and model.tokenizer.decode([last], skip_special_tokens=True) != ""
 
 
 def _reason(c: CompletionOutput) -> str:
     # a constrained output that is complete at max_tokens already says "stop" (close_on_length)
     return c.finish_reason or "stop"
-
-
-async def _auto_tool_events(
-    plan: Plan, gen: Generation, runner: EngineClient, model: ModelInfo
-) -> AsyncIterator[Event]:
-    """``tool_choice: auto``: free text until the model writes ``<tool_call>``, then the call
-    list is generated under the tools' constraint in a second request."""
-    emitted, lp_emitted = 0, 0
-    last: CompletionOutput | None = None
-    started = False
-    async for out in gen:
-        last = out.outputs[0]
-        safe, started = split_tool_text(last.text)
-        if len(safe) > emitted:
-            yield Delta(0, safe[emitted:], list((last.logprobs or [])[lp_emitted:]))
-            emitted, lp_emitted = len(safe), len(last.logprobs or [])
-        if started or last.finish_reason is not None:
-            break
-    gen.close()
-    if last is None:
-        yield Finish(0, "stop", 0)
-        return
-    if not started:
-        if len(last.text) > emitted:
-            yield Delta(0, last.text[emitted:], list((last.logprobs or [])[lp_emitted:]))
-        yield Finish(0, _reason(last), len(last.token_ids), last.error)
-        return
-    async for ev in _constrained_call(plan, last, runner, model, gen.request_id):
-        yield ev
-
-
-async def _constrained_call(
-    plan: Plan, first: CompletionOutput, runner: EngineClient, model: ModelInfo, rid: str
-) -> AsyncIterator[Event]:
-    used = len(first.token_ids)
-    prefix = first.text[: first.text.find(TOOL_CALL_OPEN)] + TOOL_CALL_OPEN
-    ids = plan.prompt_ids + model.tokenizer(prefix, add_special_tokens=False).input_ids
-    budget = min((plan.params.max_tokens or 1) - used, model.max_model_len - len(ids))
-    if budget < 1:
-        yield Finish(0, "length", used)
-        return
-    assert plan.tool_constraint is not None
-    params = with_constraint(plan.params, plan.tool_constraint, budget)
-    gen = await runner.open(ids, params, f"{rid}-call", "tools")
-    last: CompletionOutput | None = None
-    async for out in gen:
-        last = out.outputs[0]
-    if last is None:
-        yield Finish(0, "error", used, "no output for the tool call")
-        return
-    for ev in _finish(plan, last, True, used + len(last.token_ids)):
-        yield ev

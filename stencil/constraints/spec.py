@@ -58,7 +58,7 @@ class Constraint:
             return Constraint.regex(self.source, limits=limits)
         if self.kind == "choice":
             return Constraint.choice(json.loads(self.source), limits=limits)
-        return Constraint.grammar(self.source, limits=limits)
+        return Constraint.grammar(self.source, **opts, limits=limits)
 
     @property
     def key(self) -> str:
@@ -176,14 +176,48 @@ class Constraint:
 
     @classmethod
     def grammar(
-        cls, text: str, *, limits: Limits = DEFAULT_LIMITS, defer: bool = False
+        cls,
+        text: str,
+        *,
+        json_rules: dict[str, Any] | str | None = None,
+        limits: Limits = DEFAULT_LIMITS,
+        defer: bool = False,
     ) -> Constraint:
         """Text derived from the ``start`` rule of a Lark grammar (GBNF ``root ::=`` grammars
-        are translated to Lark)."""
+        are translated to Lark).
+
+        ``json_rules`` names rules the grammar uses but does not define, each a JSON Schema:
+        each is translated as ``json_schema`` translates it (declared properties only, bounded
+        whitespace) and joined to the grammar as ``name: %json {...}``."""
+        options: tuple[tuple[str, Any], ...] = ()
+        if isinstance(json_rules, str):  # the canonical text kept in ``options``
+            json_rules = json.loads(json_rules)
+        if json_rules:
+            _check_rule_names(json_rules)
+            ordered = {k: json_rules[k] for k in sorted(json_rules)}  # property order is kept
+            options = (("json_rules", json.dumps(ordered, ensure_ascii=False)),)
         if defer:
             _check_text(text, limits.max_text_bytes, "max_text_bytes", InvalidGrammarError)
-            return cls("grammar", text, (), limits=limits)
-        return cls("grammar", text, (), text_grammars.lark_grammar(text, limits), (), limits)
+            for schema in (json_rules or {}).values():
+                document.load(schema, limits, shallow=True)
+            return cls("grammar", text, options, limits=limits)
+        rules = {name: _rule_schema(schema, limits) for name, schema in (json_rules or {}).items()}
+        llg = text_grammars.lark_grammar(text, limits, rules)
+        return cls("grammar", text, options, llg, (), limits)
+
+
+def _check_rule_names(json_rules: object) -> None:
+    if not isinstance(json_rules, dict) or not all(
+        isinstance(k, str) and k.isidentifier() and k.islower() for k in json_rules
+    ):
+        raise InvalidGrammarError("json_rules must map lower-case rule names to JSON Schemas")
+
+
+def _rule_schema(schema: Any, limits: Limits) -> dict[str, Any]:
+    """One ``json_rules`` schema translated for llguidance's ``%json``."""
+    loaded, _ = document.load(schema, limits)
+    guidance = guidance_options("bounded", None)
+    return json_schema.prepare(loaded, closed=True, guidance=guidance, limits=limits).schema
 
 
 def _check_grounding_source(source_text: object, limits: Limits) -> None:

@@ -65,10 +65,13 @@ def lark_text(text: str, limits: Limits) -> str:
     return text
 
 
-def lark_grammar(text: str, limits: Limits) -> str:
-    return _validated(
-        llguidance.LLMatcher.grammar_from_lark(lark_text(text, limits)), limits, "grammar"
-    )
+def lark_grammar(text: str, limits: Limits, json_rules: dict | None = None) -> str:
+    """An llguidance grammar for a Lark or GBNF ``text``; ``json_rules`` (rule name ->
+    translated JSON Schema) are appended as ``name: %json {...}`` rules."""
+    lark = lark_text(text, limits)
+    for name, schema in (json_rules or {}).items():
+        lark += f"\n{name}: %json {json.dumps(schema, ensure_ascii=False)}\n"
+    return _validated(llguidance.LLMatcher.grammar_from_lark(lark), limits, "grammar")
 
 
 def validated_lark(text: str, limits: Limits, what: str) -> str:

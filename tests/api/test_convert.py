@@ -147,10 +147,12 @@ def test_required_with_several_tools_is_any_of(model):
     assert len(schema["items"]["anyOf"]) == 2 and "maxItems" not in schema
 
 
-def test_auto_tools_keep_text_free_and_prebuild_call_constraint(model):
+def test_auto_tools_constrain_text_or_a_call_in_one_request(model):
     plan = chat(model, tools=[TOOL])
-    assert plan.tools.mode == "auto" and plan.params.constraint is None
-    assert plan.tool_constraint is not None
+    c = plan.params.constraint
+    assert plan.tools.mode == "auto" and plan.tool_format.name == "smollm2"
+    assert c.kind == "grammar" and "hd[lazy]: TEXT" in c.source and plan.params.close_on_length
+    assert plan.constraint_param == "tools" and c.translated().is_translated
 
 
 def test_tool_choice_none_hides_tools(model):
@@ -239,7 +241,6 @@ BAD_CHAT = [
     ({"tools": [TOOL, TOOL]}, "tools.1.function.name"),
     ({"tools": [TOOL], "tool_choice": "required", "guided_regex": "a"}, "tool_choice"),
     ({"tools": [TOOL], "guided_regex": "a"}, "tool_choice"),
-    ({"tools": [TOOL], "n": 2}, "n"),
     (
         {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]},
         "messages.0.content.0",

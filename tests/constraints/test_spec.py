@@ -236,3 +236,25 @@ def test_unknown_format_is_an_annotation_with_warning():
 )
 def test_client_schemas_compile(schema):
     Constraint.json_schema(schema)
+
+
+def test_grammar_json_rules_embed_translated_schemas(smol_compiler, smol_tokenizer):
+    lark = 'start: "<a>" person "</a>"'
+    c = Constraint.grammar(lark, json_rules={"person": PERSON})
+    deferred = Constraint.grammar(lark, json_rules={"person": PERSON}, defer=True)
+    assert deferred.key == c.key and deferred.translated().llg_grammar == c.llg_grammar
+    reordered = {**PERSON, "properties": dict(reversed(PERSON["properties"].items()))}
+    assert Constraint.grammar(lark, json_rules={"person": reordered}).key != c.key
+    matcher = smol_compiler.compile(c).new_matcher()
+    ok = '<a>{"name": "Ada", "age": 36}</a>'
+    assert all(matcher.accept_token(t) for t in smol_tokenizer(ok).input_ids)
+    assert matcher.is_accepting()
+    matcher = smol_compiler.compile(c).new_matcher()
+    extra = '<a>{"name": "Ada", "age": 36, "x"'  # declared properties only (closed)
+    assert not all(matcher.accept_token(t) for t in smol_tokenizer(extra).input_ids)
+
+
+@pytest.mark.parametrize("rules", [{"Bad-Name": PERSON}, {"p": 3}])
+def test_grammar_json_rules_bad_input(rules):
+    with pytest.raises(ConstraintError):
+        Constraint.grammar('start: "x" p', json_rules=rules)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from stencil.api.errors import bad_request
@@ -29,6 +29,12 @@ from stencil.api.openai.structured_output import (
     whitespace_options,
 )
 from stencil.api.openai.surface import check_completion_surface
+from stencil.api.openai.tool_formats import (
+    SMOLLM2,
+    ToolCallFormat,
+    added_tokens,
+    detect_format,
+)
 from stencil.api.openai.tools import ToolPlan, function_tools, plan_tools
 from stencil.constraints import Constraint
 from stencil.engine.errors import RequestError
@@ -42,6 +48,7 @@ class ModelInfo:
     tokenizer: Any
     max_model_len: int
     vocab_size: int
+    tool_format: ToolCallFormat | None = None  # None: detected from the chat template
 
 
 @dataclass(slots=True)
@@ -52,7 +59,7 @@ class Plan:
     prompt_text: str
     params: SamplingParams
     tools: ToolPlan | None = None
-    tool_constraint: Constraint | None = None
+    tool_format: ToolCallFormat = SMOLLM2
     echo_text: str = ""
     constraint_param: str | None = None  # the field that named the constraint (for 400s)
 
@@ -71,33 +78,44 @@ def convert_chat(req: ChatCompletionRequest, model: ModelInfo) -> Plan:
             "continue_final_message",
         )
     plan = plan_tools(function_tools(req.tools), req.tool_choice, req.parallel_tool_calls)
-    if plan is not None and plan.mode == "auto" and req.n > 1:
-        raise bad_request("n > 1 is not supported with tool_choice 'auto'", "n")
+    fmt = model.tool_format or detect_format(model.tokenizer)
     text = render_chat(req, model.tokenizer, plan, model.max_model_len)
     ids = prompt_ids(model, text, "messages")
-    sources = collect_sources(req, plan)
-    constraint = _single_constraint(req, sources)
-    tool_constraint = None
-    if plan is not None and plan.mode == "auto":
-        if constraint is not None:
+    sources = collect_sources(req)
+    tokens, special = added_tokens(model.tokenizer, fmt)
+    if plan is not None:
+        if plan.mode == "auto" and sources:
             raise bad_request(
                 "a structured-output constraint cannot be combined with tool_choice 'auto'; "
                 "use tool_choice 'none' or 'required'",
                 "tool_choice",
             )
-        tool_constraint = build_constraint(
-            Source("tools", "json", plan.schema), whitespace_options(req)
-        )
+        sources.append(_tool_source(plan, fmt, tokens))
+    constraint = _single_constraint(req, sources)
     max_tokens = req.max_completion_tokens or req.max_tokens
     params = sampling_params(req, len(ids), max_tokens, constraint, model)
+    if plan is not None and special:
+        params.skip_special_tokens = False  # the trigger token's text marks where calls begin
     if req.logprobs:
         params.logprobs = req.top_logprobs or 0
     echo = ""
     last = req.messages[-1]
     if req.echo and isinstance(last, AssistantMessage):
         echo = content_text(last.content)
-    param = sources[0].param if sources else ("tools" if tool_constraint else None)
-    return Plan(ids, text, params, plan, tool_constraint, echo, param)
+    param = sources[0].param if sources else None
+    return Plan(ids, text, params, plan, fmt, echo, param)
+
+
+def _tool_source(plan: ToolPlan, fmt: ToolCallFormat, tokens: dict[str, int]) -> Source:
+    """The tools' constraint: SmolLM2's forced calls are the bare JSON array; every other case
+    is the family's call syntax (``tool_formats``), alone (forced) or after text (auto)."""
+    param = "tool_choice" if plan.mode == "forced" else "tools"
+    if plan.mode == "forced" and fmt is SMOLLM2:
+        return Source(param, "json", plan.schema)
+    grammar = fmt.grammar(
+        list(plan.tools), auto=plan.mode == "auto", single=plan.single, tokens=tokens
+    )
+    return Source(param, "tool_calls", grammar)
 
 
 # ---- completions ------------------------------------------------------------------------------
@@ -111,7 +129,7 @@ def convert_completion(req: CompletionRequest, model: ModelInfo) -> list[Plan]:
         raise bad_request("best_of must equal n (no server-side reranking)", "best_of")
     if req.echo and req.logprobs is not None:
         raise bad_request("echo with logprobs (prompt logprobs) is not supported", "echo")
-    sources = collect_sources(req, None)
+    sources = collect_sources(req)
     constraint = _single_constraint(req, sources)
     plans = []
     for ids, text in _prompts(req.prompt, model):
@@ -239,22 +257,6 @@ def sampling_params(
         close_on_length=constraint is not None,
     )
     return _validated(lambda: SamplingParams(**fields), model.vocab_size)
-
-
-def with_constraint(
-    params: SamplingParams, constraint: Constraint, max_tokens: int
-) -> SamplingParams:
-    """A copy of ``params`` for the constrained second step of an ``auto`` tool call."""
-    return replace(
-        params,
-        n=1,
-        constraint=constraint,
-        close_on_length=True,
-        max_tokens=max_tokens,
-        min_tokens=0,
-        stop=[],
-        stop_token_ids=[],
-    )
 
 
 def _validated(make: Callable[[], SamplingParams], vocab_size: int) -> SamplingParams:

@@ -20,6 +20,7 @@ from stencil.api.openai.protocol import (
 from stencil.api.openai.surface import MESSAGE_FIELDS, REFUSED_ROLES, check_chat_surface, refuse
 from stencil.api.openai.tools import (
     ToolPlan,
+    call_arguments,
     function_tools,
     render_tool_calls,
     tools_system_prompt,
@@ -96,8 +97,15 @@ def _message_body(msg: Any, native_calls: bool) -> dict[str, Any]:
     if isinstance(msg, AssistantMessage):
         text = content_text(msg.content)
         if msg.tool_calls and native_calls:
-            calls = [
-                {"type": "function", "id": c.id, "function": c.function.model_dump()}
+            calls = [  # templates read arguments as a mapping (transformers' convention)
+                {
+                    "type": "function",
+                    "id": c.id,
+                    "function": {
+                        "name": c.function.name,
+                        "arguments": call_arguments(c.function.arguments),
+                    },
+                }
                 for c in msg.tool_calls
             ]
             return {"role": "assistant", "content": text, "tool_calls": calls}

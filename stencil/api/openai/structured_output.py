@@ -1,7 +1,7 @@
 """Structured-output fields of a request -> one ``Constraint``.
 
 A request may name its constraint in several ways (``response_format``, vLLM's ``guided_*``,
-``structured_outputs``, forced ``tool_choice``); this module lists every one it finds (so two are
+``structured_outputs``, and tools); this module lists every one it finds (so two are
 a 400) and builds the one constraint, mapping ``ConstraintError`` to a 400 naming the field.
 """
 
@@ -17,7 +17,6 @@ from stencil.api.openai.protocol import (
     ResponseFormatJsonSchema,
     SamplingFields,
 )
-from stencil.api.openai.tools import ToolPlan
 from stencil.constraints import Constraint, ConstraintError
 
 
@@ -26,7 +25,7 @@ class Source:
     """One constraint named by a request: where (``param``), what kind, and its value."""
 
     param: str
-    kind: str  # json | json_object | regex | choice | grammar
+    kind: str  # json | json_object | regex | choice | grammar | tool_calls
     value: Any = None
 
 
@@ -60,8 +59,9 @@ class Grounding:
         return cls(so.source_text, bool(so.ground_strings))
 
 
-def collect_sources(req: SamplingFields, tools: ToolPlan | None) -> list[Source]:
-    """Every constraint the request names, in a fixed order."""
+def collect_sources(req: SamplingFields) -> list[Source]:
+    """Every constraint the request names in its structured-output fields, in a fixed order
+    (a tool plan adds its own: ``convert``)."""
     out: list[Source] = []
     rf = req.response_format
     if isinstance(rf, ResponseFormatJsonObject):
@@ -89,8 +89,6 @@ def collect_sources(req: SamplingFields, tools: ToolPlan | None) -> list[Source]
                 out.append(Source(f"structured_outputs.{kind}", kind, value))
         if so.json_object:
             out.append(Source("structured_outputs.json_object", "json_object"))
-    if tools is not None and tools.mode == "forced":
-        out.append(Source("tool_choice", "json", tools.schema))
     return out
 
 
@@ -149,6 +147,9 @@ def _build(src: Source, ws: Whitespace | None, grounding: Grounding | None) -> C
         return Constraint.regex(_text(src), defer=True)
     if src.kind == "grammar":
         return Constraint.grammar(_text(src), defer=True)
+    if src.kind == "tool_calls":  # (lark, json_rules) written by tool_formats
+        lark, rules = src.value
+        return Constraint.grammar(lark, json_rules=rules, defer=True)
     if src.kind == "choice":
         choices = src.value
         if not choices or not all(isinstance(c, str) for c in choices):

@@ -1,15 +1,11 @@
-"""Tool calling: how tools reach the prompt, the schema that constrains calls, and call parsing.
+"""Tool calling: which tools a request offers and how (``ToolPlan``), the tool prompt for chat
+templates that do not render tools (SmolLM2's convention), and OpenAI ``tool_calls`` objects.
 
-The wire format follows SmolLM2's (and Hermes') convention: a call is
-``<tool_call>[{"name": ..., "arguments": {...}}]</tool_call>``. For ``required`` and named
-``tool_choice`` the whole output is constrained to the JSON array (no tags); for ``auto`` the model
-writes text freely and, once it writes ``<tool_call>``, the array is generated under the same
-constraint in a second, constrained step (see ``server``).
+The call syntax of each model family, its constraint and its parser are in ``tool_formats``.
 """
 
 from __future__ import annotations
 
-import copy
 import json
 import uuid
 from dataclasses import dataclass
@@ -23,6 +19,7 @@ from stencil.api.openai.protocol import (
     NamedToolChoice,
     Tool,
 )
+from stencil.api.openai.tool_schema import calls_schema
 
 TOOL_CALL_OPEN = "<tool_call>"
 TOOL_CALL_CLOSE = "</tool_call>"
@@ -35,6 +32,8 @@ class ToolPlan:
     mode: str
     schema: dict[str, Any]
     tool_names: tuple[str, ...]
+    tools: tuple[Tool, ...] = ()
+    single: bool = False
 
 
 def function_tools(tools: list[Any] | None) -> list[Tool]:
@@ -77,7 +76,8 @@ def plan_tools(
     single = isinstance(tool_choice, NamedToolChoice) or not parallel_tool_calls
     mode = "auto" if tool_choice == "auto" else "forced"
     schema = calls_schema(chosen, single=single)
-    return ToolPlan(mode=mode, schema=schema, tool_names=tuple(t.function.name for t in chosen))
+    names = tuple(t.function.name for t in chosen)
+    return ToolPlan(mode, schema, names, tuple(chosen), single)
 
 
 def _pick(tools: list[Tool], names: list[str], param: str) -> list[Tool]:
@@ -96,77 +96,6 @@ def _check_unique_names(tools: list[Tool]) -> None:
                 f"duplicate tool name {t.function.name!r}", f"tools.{i}.function.name"
             )
         seen.add(t.function.name)
-
-
-# ---- the constraint ---------------------------------------------------------------------------
-
-
-def calls_schema(tools: list[Tool], *, single: bool) -> dict[str, Any]:
-    """A JSON Schema for ``[{"name": N, "arguments": {...}}, ...]`` over ``tools``."""
-    defs: dict[str, Any] = {}
-    variants = []
-    for i, tool in enumerate(tools):
-        params = tool.function.parameters or {"type": "object", "properties": {}}
-        args = relocate_schema(params, f"tool{i}_", defs)
-        variants.append(
-            {
-                "type": "object",
-                "properties": {"name": {"const": tool.function.name}, "arguments": args},
-                "required": ["name", "arguments"],
-                "additionalProperties": False,
-            }
-        )
-    item = variants[0] if len(variants) == 1 else {"anyOf": variants}
-    schema: dict[str, Any] = {"type": "array", "items": item, "minItems": 1}
-    if single:
-        schema["maxItems"] = 1
-    if defs:
-        schema["$defs"] = defs
-    return schema
-
-
-def relocate_schema(schema: dict[str, Any], prefix: str, defs: dict[str, Any]) -> dict[str, Any]:
-    """Return ``schema`` made embeddable: its ``$defs``/``definitions`` move into ``defs`` under
-    ``prefix`` and every local ``$ref`` is rewritten to match. A ref to the root (``#``) or to
-    another pointer inside it makes the whole schema a def of its own."""
-    schema = copy.deepcopy(schema)
-    for key in ("$schema", "$id"):
-        schema.pop(key, None)
-    local: dict[str, Any] = {}
-    for key in ("$defs", "definitions"):
-        for name, sub in (schema.pop(key, None) or {}).items():
-            local[f"#/{key}/{name}"] = (f"{prefix}{name}", sub)
-    root_name = f"{prefix}root"
-    uses_root = [False]
-
-    def rewrite(node: Any) -> Any:
-        if isinstance(node, dict):
-            out = {k: rewrite(v) for k, v in node.items()}
-            ref = node.get("$ref")
-            if isinstance(ref, str) and ref.startswith("#"):
-                out["$ref"] = _rewrite_ref(ref, local, root_name, uses_root)
-            return out
-        if isinstance(node, list):
-            return [rewrite(v) for v in node]
-        return node
-
-    body = rewrite(schema)
-    for new_name, sub in local.values():
-        defs[new_name] = rewrite(sub)
-    if uses_root[0]:
-        defs[root_name] = body
-        return {"$ref": f"#/$defs/{root_name}"}
-    return body
-
-
-def _rewrite_ref(
-    ref: str, local: dict[str, tuple[str, Any]], root_name: str, uses_root: list[bool]
-) -> str:
-    for old, (new_name, _) in local.items():
-        if ref == old or ref.startswith(old + "/"):
-            return f"#/$defs/{new_name}{ref[len(old) :]}"
-    uses_root[0] = True
-    return f"#/$defs/{root_name}{ref[1:]}"
 
 
 # ---- the prompt -------------------------------------------------------------------------------
@@ -191,69 +120,39 @@ def tools_system_prompt(tools: list[Tool]) -> str:
 
 def render_tool_calls(msg: AssistantMessage) -> str:
     """An assistant message's past tool calls as the text the model would have written."""
-    calls = []
-    for tc in msg.tool_calls or []:
-        args = tc.function.arguments
-        if isinstance(args, str):
-            try:
-                args = json.loads(args)
-            except json.JSONDecodeError as e:
-                raise bad_request(
-                    f"tool call arguments are not valid JSON: {e}", "messages.tool_calls"
-                ) from None
-        calls.append({"name": tc.function.name, "arguments": args})
+    calls = [
+        {"name": tc.function.name, "arguments": call_arguments(tc.function.arguments)}
+        for tc in msg.tool_calls or []
+    ]
     return f"{TOOL_CALL_OPEN}{json.dumps(calls, ensure_ascii=False)}{TOOL_CALL_CLOSE}"
 
 
-# ---- parsing ----------------------------------------------------------------------------------
+def openai_calls(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Parsed ``{"name", "arguments"}`` calls as OpenAI ``tool_calls`` (arguments a JSON string)."""
+    return [
+        {
+            "id": new_call_id(),
+            "type": "function",
+            "function": {
+                "name": c["name"],
+                "arguments": json.dumps(c["arguments"], ensure_ascii=False),
+            },
+        }
+        for c in calls
+    ]
 
 
-def parse_calls(text: str) -> list[dict[str, Any]] | None:
-    """Parse the constrained call array into OpenAI ``tool_calls``; None if it is not complete."""
-    text = text.strip()
-    if text.startswith(TOOL_CALL_OPEN):
-        text = text[len(TOOL_CALL_OPEN) :]
-    if text.endswith(TOOL_CALL_CLOSE):
-        text = text[: -len(TOOL_CALL_CLOSE)]
+def call_arguments(args: Any) -> Any:
+    """A past call's ``arguments`` (a JSON string on the wire) as the JSON value it holds."""
+    if not isinstance(args, str):
+        return args
     try:
-        calls = json.loads(text)
-    except json.JSONDecodeError:
-        return None
-    if isinstance(calls, dict):
-        calls = [calls]
-    if not isinstance(calls, list) or not calls:
-        return None
-    out = []
-    for call in calls:
-        if not isinstance(call, dict) or not isinstance(call.get("name"), str):
-            return None
-        out.append(
-            {
-                "id": new_call_id(),
-                "type": "function",
-                "function": {
-                    "name": call["name"],
-                    "arguments": json.dumps(call.get("arguments", {}), ensure_ascii=False),
-                },
-            }
-        )
-    return out
+        return json.loads(args)
+    except json.JSONDecodeError as e:
+        raise bad_request(
+            f"tool call arguments are not valid JSON: {e}", "messages.tool_calls"
+        ) from None
 
 
 def new_call_id() -> str:
     return f"call_{uuid.uuid4().hex[:24]}"
-
-
-def split_tool_text(text: str) -> tuple[str, bool]:
-    """For ``auto``: the text safe to emit and whether a call has started.
-
-    Returns (prefix, started). When ``started`` is False, a tail that could still grow into
-    ``<tool_call>`` is held back from ``prefix``.
-    """
-    at = text.find(TOOL_CALL_OPEN)
-    if at >= 0:
-        return text[:at], True
-    for k in range(min(len(TOOL_CALL_OPEN) - 1, len(text)), 0, -1):
-        if TOOL_CALL_OPEN.startswith(text[-k:]):
-            return text[:-k], False
-    return text, False

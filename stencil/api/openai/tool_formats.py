@@ -1,0 +1,200 @@
+"""Tool-call syntax per model family: detection from the chat template, the constraint grammar
+that makes a call conform (forced, or triggered in ``auto``) and the parser back to ``tool_calls``.
+
+The families and their names follow vLLM's tool parsers:
+
+- ``hermes`` (Qwen2.5, Qwen3, Hermes): ``<tool_call>\\n{"name": .., "arguments": {..}}\\n</tool_call>``,
+  one object per tag, tags separated by a newline;
+- ``llama3_json`` (Llama 3.1+): the output *is* ``{"name": .., "parameters": {..}}`` (calls joined
+  by ``"; "``; a leading ``<|python_tag|>`` is accepted when parsing);
+- ``mistral``: ``[TOOL_CALLS][{"name": .., "arguments": {..}}, ..]``;
+- ``smollm2`` (templates that do not render tools, SmolLM2's own convention):
+  ``<tool_call>[{"name": .., "arguments": {..}}, ..]</tool_call>``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from stencil.api.openai.protocol import Tool
+from stencil.api.openai.tool_schema import call_item_schema, calls_schema
+
+_TEXT = "TEXT: /(.|\\n)*/"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallFormat:
+    """One family's call syntax. A *block* is ``open`` + calls + ``close``."""
+
+    name: str
+    open: str  # opens a block; "" = the output starts with the call's JSON
+    close: str
+    args_key: str  # "arguments" | "parameters"
+    array: bool  # a block holds a JSON array of calls (else one call object per block)
+    separator: str = ""  # between blocks (one-object formats)
+    calls_first: bool = False  # auto: a call can only open the output (else after any text)
+
+    @property
+    def trigger(self) -> str:
+        """The text whose appearance starts a call in ``auto``."""
+        return self.open.rstrip() or "{"
+
+    # ---- the constraint ----------------------------------------------------------------------
+
+    def grammar(
+        self, tools: list[Tool], *, auto: bool, single: bool, tokens: dict[str, int]
+    ) -> tuple[str, dict[str, Any]]:
+        """``(lark, json_rules)`` for ``Constraint.grammar``: the whole output is one block
+        (forced), or text or a block (``auto``). ``tokens``: the syntax's pieces that are
+        single added tokens (``added_tokens``), written as those tokens."""
+        if self.array:
+            rules = {"calls": calls_schema(tools, single=single, args_key=self.args_key)}
+            body = "calls"
+        else:
+            rules = {"call": call_item_schema(tools, self.args_key)}
+            body = "call"
+        trigger_id = tokens.get(self.trigger)
+        trig = _lit(self.trigger, tokens) if self.open else ""
+        rest = _lit(self.open[len(self.trigger) :], tokens)
+        one = f"{rest} {body} {_lit(self.close, tokens)}".strip()
+        sep = _lit(self.separator, tokens)
+        after = one if self.array or single else f"{one} ({sep} {trig} {one})*"
+        block = f"{trig} {after}".strip()
+        if not auto:
+            lines = [f"start: {block}"]
+        elif self.calls_first or not self.open:
+            plain = "TEXT" if trigger_id is not None else "PLAIN"
+            lines = [f"start: {plain} | {block}", _TEXT]
+            lines += [f"PLAIN: /{_not_starting_with(self.trigger)}/"] if plain == "PLAIN" else []
+        elif trigger_id is not None:  # a special token cannot occur inside TEXT
+            lines = [f"start: TEXT | TEXT {block}", _TEXT]
+        else:
+            lines = [f"start: TEXT | hd {after}", f"hd[lazy]: TEXT {trig}", _TEXT]
+        return "%llguidance {}\n" + "\n".join(lines) + "\n", rules
+
+    # ---- parsing -----------------------------------------------------------------------------
+
+    def split(self, text: str) -> tuple[str, bool]:
+        """For streaming ``auto``: ``(text safe to emit, whether a call has started)``; a tail
+        that could still grow into the trigger is held back."""
+        if not self.open:
+            head = text.lstrip()
+            if head.startswith(("{", "<|python_tag|>")):
+                return "", True
+            return ("", False) if not head or "<|python_tag|>".startswith(head) else (text, False)
+        at = text.find(self.trigger)
+        if at >= 0:
+            return text[:at], True
+        for k in range(min(len(self.trigger) - 1, len(text)), 0, -1):
+            if self.trigger.startswith(text[-k:]):
+                return text[:-k], False
+        return text, False
+
+    def parse(self, text: str, *, bare: bool = False) -> tuple[str, list[dict[str, Any]] | None]:
+        """``(content before the calls, the calls as name/arguments dicts)``; calls is None when
+        ``text`` holds no complete call. ``bare``: the calls' JSON without ``open``/``close``."""
+        content, started = self.split(text)
+        if not started:
+            if not bare:
+                return text, None
+            content = ""
+        body = text[len(content) :]
+        values = _json_values(body, (self.open, self.close, self.separator, "<|python_tag|>"))
+        if values is None:
+            return text, None
+        calls = []
+        for v in values:
+            for call in v if isinstance(v, list) else [v]:
+                args = (
+                    call.get(self.args_key, call.get("arguments")) if isinstance(call, dict) else 0
+                )
+                if not isinstance(call.get("name") if args != 0 else None, str):
+                    return text, None
+                calls.append({"name": call["name"], "arguments": args if args is not None else {}})
+        return content, calls or None
+
+
+def _json_values(body: str, glue: tuple[str, ...]) -> list[Any] | None:
+    """The JSON values in ``body``, between any of the ``glue`` strings and whitespace; None
+    when anything else is there or a value is incomplete."""
+    decoder = json.JSONDecoder()
+    pieces = sorted((g.strip() for g in glue if g.strip()), key=len, reverse=True)
+    values, i = [], 0
+    while True:
+        while i < len(body):
+            if body[i].isspace() or body[i] == ";":
+                i += 1
+                continue
+            hit = next((g for g in pieces if body.startswith(g, i)), None)
+            if hit is None:
+                break
+            i += len(hit)
+        if i == len(body):
+            return values
+        try:
+            value, i = decoder.raw_decode(body, i)
+        except json.JSONDecodeError:
+            return None
+        values.append(value)
+
+
+def _lit(text: str, tokens: dict[str, int]) -> str:
+    """``text`` as Lark: string literals, and ``<[id]>`` for the pieces that are added tokens
+    (a tokenizer's added tokens are only reachable as themselves)."""
+    for piece, token_id in tokens.items():
+        at = text.find(piece)
+        if at >= 0:
+            head, tail = text[:at], text[at + len(piece) :]
+            return f"{_lit(head, tokens)} <[{token_id}]> {_lit(tail, tokens)}".strip()
+    return json.dumps(text) if text else ""
+
+
+def _not_starting_with(prefix: str) -> str:
+    """A regex (Lark ``/.../`` body) for any text that does not start with ``prefix``."""
+    alts = [""]
+    for i, ch in enumerate(prefix):
+        head = "".join(_cls(c) for c in prefix[:i])
+        if i:
+            alts.append(head)
+        alts.append(f"{head}{_cls(ch, negate=True)}(.|\\n)*")
+    return "(" + "|".join(alts) + ")"
+
+
+def _cls(ch: str, *, negate: bool = False) -> str:
+    esc = "\\" + ch if ch in "]\\^-[/" else ch
+    return f"[{'^' if negate else ''}{esc}]"
+
+
+SMOLLM2 = ToolCallFormat("smollm2", "<tool_call>", "</tool_call>", "arguments", array=True)
+HERMES = ToolCallFormat("hermes", "<tool_call>\n", "\n</tool_call>", "arguments", False, "\n")
+LLAMA3_JSON = ToolCallFormat("llama3_json", "", "", "parameters", False, "; ", calls_first=True)
+MISTRAL = ToolCallFormat("mistral", "[TOOL_CALLS]", "", "arguments", array=True)
+FORMATS = {f.name: f for f in (SMOLLM2, HERMES, LLAMA3_JSON, MISTRAL)}
+
+
+def detect_format(tokenizer: Any) -> ToolCallFormat:
+    """The family's call syntax, read from the chat template (what it renders past calls as)."""
+    template = getattr(tokenizer, "chat_template", None)
+    template = template if isinstance(template, str) else ""
+    if "[TOOL_CALLS]" in template:
+        return MISTRAL
+    if "<tool_call>" in template and "tools" in template:
+        return HERMES
+    if "<|python_tag|>" in template or '"parameters"' in template:
+        return LLAMA3_JSON
+    return SMOLLM2
+
+
+def added_tokens(tokenizer: Any, fmt: ToolCallFormat) -> tuple[dict[str, int], bool]:
+    """The pieces of ``fmt``'s syntax that are single added tokens of ``tokenizer`` (text ->
+    id), and whether one of them is special (its text then shows only when special tokens are
+    not skipped)."""
+    wanted = {fmt.trigger, fmt.close.strip()} - {""}
+    found, special = {}, False
+    for token_id, added in (getattr(tokenizer, "added_tokens_decoder", None) or {}).items():
+        if added.content in wanted:
+            found[added.content] = int(token_id)
+            special = special or bool(added.special)
+    return found, special
