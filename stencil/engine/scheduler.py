@@ -1,8 +1,11 @@
 """Continuous batching at step granularity over the paged KV cache.
 
 Each step: running sequences first (decode, or the next chunk of a prefill), then waiting ones
-FCFS, within ``max_num_seqs`` and the token budget ``max_num_batched_tokens``. When blocks run
-out, the most recently admitted running sequence is preempted (freed; recomputed later).
+FCFS, within ``max_num_seqs`` and the token budget ``max_num_batched_tokens``. A step that decodes
+carries at most ``decode_prefill_budget`` prompt tokens (None: the whole budget), so a burst of
+new prompts is spread over several steps instead of stalling every running stream for one long
+step (inter-token latency vs time to first token). When blocks run out, the most recently admitted
+running sequence is preempted (freed; recomputed later).
 """
 
 from __future__ import annotations
@@ -49,10 +52,12 @@ class Scheduler:
         max_num_seqs: int,
         max_num_batched_tokens: int,
         metrics: EngineMetrics | None = None,
+        decode_prefill_budget: int | None = None,
     ) -> None:
         self.bm = block_manager
         self.max_num_seqs = max_num_seqs
         self.max_num_batched_tokens = max_num_batched_tokens
+        self.decode_prefill_budget = decode_prefill_budget
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
         self.metrics = metrics if metrics is not None else EngineMetrics()
@@ -67,29 +72,38 @@ class Scheduler:
     def schedule(self) -> SchedulerOutput:
         out = SchedulerOutput()
         budget = self.max_num_batched_tokens
-        budget = self._schedule_running(out, budget)
+        prefill = budget
+        if self.decode_prefill_budget is not None and any(map(_decoding, self.running)):
+            prefill = min(budget, self.decode_prefill_budget)
+        budget, prefill = self._schedule_running(out, budget, prefill)
         if not out.preempted:
-            self._schedule_waiting(out, budget)
+            self._schedule_waiting(out, min(budget, prefill))
         for s in list(out.scheduled):
             if s.seq.pending_forks and s.samples:
                 self._fork(s.seq, out)
         return out
 
-    def _schedule_running(self, out: SchedulerOutput, budget: int) -> int:
+    def _schedule_running(self, out: SchedulerOutput, budget: int, prefill: int) -> tuple[int, int]:
         i = 0
         while i < len(self.running) and budget > 0:
             seq = self.running[i]
             n = min(seq.num_tokens - seq.num_computed_tokens, budget)
+            if not _decoding(seq):
+                n = min(n, prefill)
+                if n <= 0:  # over this step's prefill budget: the next step continues it
+                    i += 1
+                    continue
+                prefill -= n
             while not self.bm.can_allocate(self.bm.blocks_needed(seq, seq.num_computed_tokens + n)):
                 victim = self.running[-1]
                 self._preempt(victim, out)
                 if victim is seq:
-                    return budget
+                    return budget, prefill
             out.copies += self.bm.allocate(seq, seq.num_computed_tokens + n)
             out.scheduled.append(ScheduledSeq(seq, n))
             budget -= n
             i += 1
-        return budget
+        return budget, prefill
 
     def _schedule_waiting(self, out: SchedulerOutput, budget: int) -> None:
         while self.waiting and budget > 0:
@@ -163,3 +177,8 @@ class Scheduler:
             child.finish("abort")
         seq.pending_forks = []
         self.bm.free(seq)
+
+
+def _decoding(seq: Sequence) -> bool:
+    """One token left to compute: the sequence decodes this step (its prompt is done)."""
+    return seq.num_tokens - seq.num_computed_tokens == 1

@@ -201,16 +201,18 @@ ops = st.tuples(
     capacity=st.integers(16, 64),  # KV slots: block_size * num_blocks
     max_num_seqs=st.integers(1, 6),
     budget=st.sampled_from([1, 3, 8, 64]),
+    decode_prefill=st.sampled_from([None, 1, 2, 5]),
     prefix=st.booleans(),
     eos_prob=st.sampled_from([0.0, 0.1]),
     seed=st.integers(0, 2**16),
 )
 def test_any_interleaving_keeps_integrity_and_finishes(
-    program, block_size, capacity, max_num_seqs, budget, prefix, eos_prob, seed
+    program, block_size, capacity, max_num_seqs, budget, decode_prefill, prefix, eos_prob, seed
 ):
     num_blocks = max(capacity // block_size, 2)
     bm = BlockManager(num_blocks, block_size, enable_prefix_caching=prefix)
-    h = Harness(bm, Scheduler(bm, max_num_seqs, budget), random.Random(seed), eos_prob)
+    sched = Scheduler(bm, max_num_seqs, budget, decode_prefill_budget=decode_prefill)
+    h = Harness(bm, sched, random.Random(seed), eos_prob)
     work = 0
     for op in program:
         if op[0] == "add":
@@ -298,3 +300,25 @@ def test_max_num_seqs_counts_pending_forks():
     while any(not r.finished for r in h.requests):
         h.step()
     assert bm.num_free_blocks == bm.num_blocks
+
+
+def test_decode_prefill_budget_spreads_a_prompt_while_others_decode():
+    """While a sequence decodes, a new 20-token prompt is prefilled 4 tokens a step and the decode
+    advances every step; with nothing decoding, a prompt takes the whole budget at once."""
+    bm = BlockManager(64, 4, enable_prefix_caching=False)
+    h = Harness(bm, Scheduler(bm, 4, 64, decode_prefill_budget=4), random.Random(0), 0.0)
+
+    def step() -> dict[str, int]:
+        out = h.sched.schedule()
+        sampling = [s.seq for s in out.scheduled if s.samples]
+        h.sched.after_step(out)
+        for seq in sampling:
+            h._sample(seq)
+        return {s.seq.request_id: s.num_new_tokens for s in out.scheduled}
+
+    h.add(list(range(10)), 40, 1)
+    assert step() == {"r0": 10}  # nothing decodes yet: the whole prompt at once
+    h.add(list(range(100, 120)), 4, 1)
+    steps = [step() for _ in range(6)]
+    assert [s["r0"] for s in steps] == [1] * 6  # the running stream decodes every step
+    assert [s.get("r1") for s in steps] == [4, 4, 4, 4, 4, 1]  # then r1 decodes too
