@@ -9,12 +9,15 @@ linear per kernel (torch's weight-only ops, oneDNN fp32/bf16, Stencil's C kernel
     python bench/quant_bench.py --kernels
     python bench/quant_bench.py --rss-7b      # a random 7B-shaped Q4_0 file: load + generate, peak RSS
 
-The llama.cpp peer column is a TODO (its build takes ~15 minutes on 2 cores)."""
+Engines alternate (kept, fp32, llama.cpp; ``--repeat`` rounds), each warmed outside the
+workload; the llama.cpp row runs ``llama-server -np 16`` (``bench/llama_server.py``; its build:
+docs/engine.md) on the same file, with ``json_schema`` for the JSON workload."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import statistics
 import subprocess
@@ -23,13 +26,15 @@ import time
 from pathlib import Path
 
 import gguf
+import llama_server
 import numpy as np
 import torch
 from common import table
 from shapes import QWEN_05B
-from workload import make_workload
+from workload import Item, make_workload, outside_prompt
 
 from stencil import LLM, SamplingParams, default_model_path
+from stencil.constraints import Constraint
 from stencil.engine.models.default_model import _fetch_gguf
 from stencil.engine.models.gguf_writer import Encoded, write_model_gguf
 from stencil.engine.models.quantized import weight_bytes
@@ -188,6 +193,25 @@ def bench_rss_7b(args) -> None:
     )
 
 
+PERSON = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "maxLength": 40},
+        "age": {"type": "integer", "minimum": 0, "maximum": 150},
+    },
+    "required": ["name", "age"],
+}
+
+
+def params(label: str, max_tokens: int) -> SamplingParams:
+    """The "json" workload asks for PERSON and stops where the JSON closes; the others ignore EOS."""
+    if label == "json":
+        return SamplingParams(
+            temperature=0, max_tokens=max_tokens, constraint=Constraint.json_schema(PERSON)
+        )
+    return SamplingParams(temperature=0, max_tokens=max_tokens, ignore_eos=True)
+
+
 def run(path: Path, quantization: str | None, items, threads: int) -> dict:
     llm = LLM(
         str(path),
@@ -198,21 +222,13 @@ def run(path: Path, quantization: str | None, items, threads: int) -> dict:
         num_kv_blocks=2048,
     )
     eng = llm.engine
-    # warm up outside the timed workload
-    eng.add_request(
-        "warm", [1, 2, 3, 4], SamplingParams(temperature=0, max_tokens=4, ignore_eos=True)
-    )
-    while eng.has_unfinished_requests():
-        eng.step()
+    warm = outside_prompt(items["engine"][0].prompt_ids)
+    llm.generate([warm, warm], [params("engine", 4), params("json", 8)], use_tqdm=False)
     out = {"weights": weight_bytes(eng.runner.model)}
     for label, work in items.items():
         before = eng.get_metrics()["generation_tokens_total"]
         for i, it in enumerate(work):
-            eng.add_request(
-                f"{label}{i}",
-                it.prompt_ids,
-                SamplingParams(temperature=0, max_tokens=it.max_tokens, ignore_eos=True),
-            )
+            eng.add_request(f"{label}{i}", it.prompt_ids, params(label, it.max_tokens))
         t = time.perf_counter()
         while eng.has_unfinished_requests():
             eng.step()
@@ -220,6 +236,23 @@ def run(path: Path, quantization: str | None, items, threads: int) -> dict:
             time.perf_counter() - t
         )
     return out
+
+
+def run_llama_cpp(path: Path, items, threads: int) -> dict:
+    """The same workloads through ``llama-server -np 16`` on the same file."""
+    server = llama_server.start(path, threads)
+    try:
+        warm = [Item(outside_prompt(items["engine"][0].prompt_ids), 4)]
+        llama_server.output_tok_s(server, warm)
+        llama_server.output_tok_s(server, warm, PERSON, eos=True)
+        return {
+            label: llama_server.output_tok_s(
+                server, work, PERSON if label == "json" else None, eos=label == "json"
+            )
+            for label, work in items.items()
+        }
+    finally:
+        server.stop()
 
 
 def bench_models(args) -> None:
@@ -230,49 +263,61 @@ def bench_models(args) -> None:
         if m.startswith("qwen-"):
             files[m] = qwen_file(m.removeprefix("qwen-"))
     tok = AutoTokenizer.from_pretrained(str(default_model_path()))
+    n = args.requests
     items = {
-        "engine": make_workload(
-            tok, n=args.requests, prompt_range=(32, 256), output_range=(16, 128)
-        ),
-        "decode": make_workload(
-            tok, n=args.requests, seed=1, prompt_range=(8, 16), output_range=(96, 128)
-        ),
+        "engine": make_workload(tok, n=n, prompt_range=(32, 256), output_range=(16, 128)),
+        "decode": make_workload(tok, n=n, seed=1, prompt_range=(8, 16), output_range=(96, 128)),
+        "json": make_workload(tok, n=n, seed=2, prompt_range=(32, 256), output_range=(64, 64)),
     }
+    engines = {
+        "Stencil, kept quantized": lambda path: run(path, None, items, args.threads),
+        "Stencil, dequantized fp32": lambda path: run(path, "none", items, args.threads),
+    }
+    if llama_server.available() and not args.no_llama_cpp:
+        engines["llama.cpp llama-server -np 16"] = lambda path: run_llama_cpp(
+            path, items, args.threads
+        )
     rows = []
     for name in args.models:
         path = files[name]
         file_bytes = sum(int(t.n_bytes) for t in gguf.GGUFReader(str(path)).tensors)
-        res = {q: [] for q in ("kept", "fp32")}
-        for _ in range(args.repeat):  # alternate A B A B: the machine is shared
-            res["kept"].append(run(path, None, items, args.threads))
-            res["fp32"].append(run(path, "none", items, args.threads))
-        med = {q: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for q, rs in res.items()}
-        for q in ("kept", "fp32"):
-            m = med[q]
+        res: dict[str, list[dict]] = {e: [] for e in engines}
+        for r in range(args.repeat):  # alternated A B C A B C: the machine is shared
+            for engine, go in engines.items():
+                res[engine].append({**go(path), "load": os.getloadavg()[0]})
+                print(name, engine, r, res[engine][-1], flush=True)
+        med = {e: {k: statistics.median(x[k] for x in rs) for k in rs[0]} for e, rs in res.items()}
+        fp32 = med["Stencil, dequantized fp32"]
+        for engine, m in med.items():
+            weights = m.get("weights")
             rows.append(
                 [
                     name,
-                    q,
+                    engine,
                     f"{m['engine']:.1f}",
                     f"{m['decode']:.1f}",
-                    f"{m['decode'] / med['fp32']['decode']:.2f}x",
-                    f"{m['weights'] / 2**20:.0f}",
-                    f"{m['weights'] / file_bytes:.2f}x",
-                    "TODO",
+                    f"{m['json']:.1f}",
+                    f"{m['decode'] / fp32['decode']:.2f}x",
+                    f"{weights / 2**20:.0f}" if weights else "-",
+                    f"{weights / file_bytes:.2f}x" if weights else "-",
+                    " / ".join(f"{x['load']:.1f}" for x in res[engine]),
                 ]
             )
-        print(rows[-2], rows[-1], flush=True)
+    print(
+        f"\nmedians of {args.repeat} alternated runs, {args.threads} threads, {n} requests each\n"
+    )
     print(
         table(
             [
                 "file",
-                "weights",
+                "engine",
                 "engine tok/s",
                 "decode tok/s",
+                "JSON schema tok/s",
                 "decode vs fp32",
                 "weights MiB",
                 "vs file tensor bytes",
-                "llama.cpp",
+                "load after each run",
             ],
             rows,
         )
@@ -365,6 +410,7 @@ def main() -> None:
     ap.add_argument("--models", nargs="+", default=["smollm2", "qwen-q8_0", "qwen-q4_k_m"])
     ap.add_argument("--kernels", action="store_true")
     ap.add_argument("--rss-7b", action="store_true")
+    ap.add_argument("--no-llama-cpp", action="store_true")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     if args.kernels:
