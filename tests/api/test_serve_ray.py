@@ -9,6 +9,7 @@ import concurrent.futures
 import json
 import os
 import signal
+import time
 from pathlib import Path
 from typing import Any
 
@@ -51,9 +52,18 @@ def _health(server: ServeProcess) -> dict[str, Any]:
     return httpx.get(server.url("/health"), timeout=TIMEOUT).json()
 
 
+def _health_of(server: ServeProcess, replicas: int) -> dict[str, Any]:
+    """/health once the ingress knows ``replicas`` replicas (it learns them from Serve soon
+    after the application is up)."""
+    deadline = time.monotonic() + 60
+    while (health := _health(server))["status"] != "ok" or len(health["replicas"]) < replicas:
+        assert time.monotonic() < deadline, health
+        time.sleep(0.2)
+    return health
+
+
 def test_two_replicas_one_endpoint_then_one_killed(server: ServeProcess) -> None:
-    health = _health(server)
-    assert health["status"] == "ok" and len(health["replicas"]) == 2, health
+    health = _health_of(server, replicas=2)
     assert all(r["status"] == "ok" for r in health["replicas"]), health
     pids = {r["replica"]: r["pid"] for r in health["replicas"]}
 
@@ -86,6 +96,7 @@ def test_two_replicas_one_endpoint_then_one_killed(server: ServeProcess) -> None
             assert "choices" in first
             waiting = pool.submit(httpx.post, server.url("/v1/chat/completions"),
                                   json=_long(shared), headers=server.headers(), timeout=TIMEOUT)  # fmt: skip
+            _wait_running(server, victim, 2)  # both requests are on the victim
             os.kill(pids[victim], signal.SIGKILL)
             rest = [line[len("data: ") :] for line in lines if line.startswith("data: ")]
         failed = waiting.result(timeout=120)
@@ -99,6 +110,19 @@ def test_two_replicas_one_endpoint_then_one_killed(server: ServeProcess) -> None
     answers = [_chat(server, f"after the kill {i}") for i in range(6)]
     assert all(r.status_code == 200 for r in answers), [r.text for r in answers]
     assert _health(server)["status"] == "ok"
+
+
+def _wait_running(server: ServeProcess, replica: str, n: int) -> None:
+    sample = f'stencil:num_requests_running{{replica="{replica}"'
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        text = httpx.get(server.url("/metrics"), headers=server.headers(), timeout=TIMEOUT).text
+        values = [float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                  if line.startswith(sample)]  # fmt: skip
+        if values and values[0] >= n:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{n} requests never ran together on replica {replica}")
 
 
 def _long(prompt: str, stream: bool = False) -> dict[str, Any]:
