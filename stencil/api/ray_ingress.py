@@ -20,6 +20,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response, Streami
 
 from stencil.api.asgi_call import ForwardedRequest
 from stencil.api.errors import APIError
+from stencil.api.routes import read_body
 from stencil.api.state import ServerConfig
 
 logger = logging.getLogger(__name__)
@@ -54,9 +55,10 @@ def ingress_app(engines: Any, config: ServerConfig) -> FastAPI:
 
     @app.api_route("/{path:path}", methods=METHODS)
     async def forward(request: Request) -> Response:
-        body = await _read_body(request, config.max_body_bytes)
-        if body is None:
-            return _error(APIError("request body too large", status=413))
+        try:
+            body = await read_body(request, config.max_body_bytes)
+        except APIError as e:
+            return _error(e)
         return await _forward(engines, _forwarded(request, body))
 
     return app
@@ -134,16 +136,6 @@ def _forwarded(request: Request, body: bytes) -> ForwardedRequest:
         body,
         prompt_text(body),
     )
-
-
-async def _read_body(request: Request, limit: int) -> bytes | None:
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            return None
-        chunks.append(chunk)
-    return b"".join(chunks)
 
 
 def prompt_text(body: bytes) -> str:
