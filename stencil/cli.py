@@ -36,6 +36,26 @@ def add_server_flags(parser: argparse.ArgumentParser) -> None:
         )
 
 
+def add_replica_flags(parser: argparse.ArgumentParser) -> None:
+    """Scale-out on Ray Serve (``pip install 'stencil-serve[ray]'``); see docs/scaling.md."""
+    group = parser.add_argument_group("replicas (Ray Serve)")
+    group.add_argument(
+        "--replicas", type=int, default=None, help="engine replicas behind one endpoint"
+    )
+    group.add_argument(
+        "--ray",
+        metavar="ADDRESS",
+        default=None,
+        help="the Ray cluster to run on (default with --replicas: a local instance)",
+    )
+    group.add_argument(
+        "--autoscaling",
+        metavar="JSON|FILE",
+        default=None,
+        help='Ray Serve autoscaling_config, e.g. \'{"min_replicas": 1, "max_replicas": 4}\'',
+    )
+
+
 def server_config(args: argparse.Namespace) -> Any:
     """The ServerConfig the serve flags describe."""
     from stencil.api.state import ServerConfig
@@ -59,6 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     serve = sub.add_parser("serve", help="run the OpenAI-compatible HTTP server")
     add_server_flags(serve)
+    add_replica_flags(serve)
     add_engine_flags(serve)
 
     gen = sub.add_parser("generate", help="generate from one prompt with the offline engine")
@@ -140,11 +161,16 @@ def main(argv: list[str] | None = None) -> int:
 def serve(args: argparse.Namespace) -> int:
     """Run uvicorn at once (``/health`` says 503 while the model loads); exit 1 if loading fails.
     SIGTERM drains (``--shutdown-timeout``) and exits 0."""
+    config = engine_config(args)
+    settings = server_config(args)
+    if args.replicas is not None or args.ray or args.autoscaling:
+        from stencil.api.ray_serve import serve_replicas
+
+        return serve_replicas(config, settings, args.replicas, args.ray, args.autoscaling)
+
     from stencil.api.app import create_app
     from stencil.api.uvicorn_server import StencilServer
 
-    config = engine_config(args)
-    settings = server_config(args)
     failed: list[BaseException] = []
 
     def load() -> Any:

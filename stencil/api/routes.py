@@ -59,9 +59,8 @@ def _ready(state: AppState) -> AppState:
     return state
 
 
-async def _body(request: Request, state: AppState) -> Any:
-    """The JSON body, read up to ``max_body_bytes`` (413 beyond, even without Content-Length)."""
-    limit = state.config.max_body_bytes
+async def read_body(request: Request, limit: int) -> bytes:
+    """The raw body, read up to ``limit`` bytes (413 beyond, even without Content-Length)."""
     too_large = APIError(
         f"request body exceeds {limit} bytes", status=413, code="request_too_large"
     )
@@ -74,7 +73,12 @@ async def _body(request: Request, state: AppState) -> Any:
         if size > limit:
             raise too_large
         parts.append(part)
-    raw = b"".join(parts)
+    return b"".join(parts)
+
+
+async def _body(request: Request, state: AppState) -> Any:
+    """The JSON body, read up to ``max_body_bytes``."""
+    raw = await read_body(request, state.config.max_body_bytes)
     try:
         doc = json.loads(raw)
     except (ValueError, RecursionError) as e:  # JSONDecodeError and UnicodeDecodeError too

@@ -89,6 +89,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="run on Ray (a local instance, or the cluster at ADDRESS)",
     )
     parser.add_argument("--ray-actors", type=int, default=1, help="engine actors (--ray)")
+    parser.add_argument(
+        "--ray-batch-size", type=int, default=16, help="files per batch sent to an actor (--ray)"
+    )
+    parser.add_argument(
+        "--ray-max-retries",
+        type=int,
+        default=3,
+        help="restarts of a killed actor and retries of its batch; then its files get error "
+        "records (--ray)",
+    )
     parser.add_argument("--overwrite", action="store_true", help="discard earlier results")
     parser.add_argument("--retry-errors", action="store_true", help="redo files that failed")
     add_engine_flags(parser)  # fmt: skip
@@ -171,7 +181,10 @@ def _backend(args: argparse.Namespace, spec: ExtractSpec, llm: Any) -> Any:
 
         _quiet("ray", "ray.data")
 
-        return RayExtractor(args.ray, spec, kwargs, actors=args.ray_actors)
+        return RayExtractor(
+            args.ray, spec, kwargs, actors=args.ray_actors, batch_size=args.ray_batch_size,
+            max_retries=args.ray_max_retries,
+        )  # fmt: skip
     return _LazyEngine(spec, kwargs, args.concurrency, llm)
 
 

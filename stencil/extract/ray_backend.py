@@ -4,6 +4,10 @@ The driver reads the files (it needs their hashes for resume anyway) and ships t
 actor holds one ``stencil.LLM`` and runs every batch it receives as one continuous batch through
 ``EngineExtractor``. Outcomes stream back to the driver, which validates and writes the records
 (the same JSONL, the same resume rules). Needs the ``ray`` extra: ``pip install stencil-serve[ray]``.
+
+A killed actor (node lost, OOM) is restarted and its batch retried, up to ``max_retries`` times; Ray
+delivers a batch's outputs only from the attempt that finished, so nothing is written twice. When
+the retries run out, every file without an outcome gets an error outcome: none is lost.
 """
 
 from __future__ import annotations
@@ -48,7 +52,8 @@ class RayExtractor:
         spec: ExtractSpec,
         engine_kwargs: dict[str, Any],
         actors: int = 1,
-        batch_size: int = 32,
+        batch_size: int = 16,
+        max_retries: int = 3,
     ) -> None:
         try:
             import ray
@@ -62,6 +67,7 @@ class RayExtractor:
         self.engine_kwargs = engine_kwargs
         self.actors = max(1, actors)
         self.batch_size = max(1, batch_size)
+        self.max_retries = max(0, max_retries)
 
     def _init(self) -> bool:
         """Connect (or start a local instance); True when this call started Ray."""
@@ -87,6 +93,17 @@ class RayExtractor:
                 self.ray.shutdown()
 
     def _stream(self, items: list[dict[str, Any]]) -> Iterator[Outcome]:
+        missing = {item["key"] for item in items}
+        try:
+            for outcome in self._pipeline(items):
+                missing.discard(outcome.key)
+                yield outcome
+        except self.ray.exceptions.RayError as e:  # retries exhausted, or the cluster is gone
+            error = f"the Ray pipeline failed: {type(e).__name__}: {str(e)[:300]}"
+            for key in sorted(missing):
+                yield Outcome(key, error=error)
+
+    def _pipeline(self, items: list[dict[str, Any]]) -> Iterator[Outcome]:
         import ray.data
 
         ctx = ray.data.DataContext.get_current()
@@ -103,6 +120,8 @@ class RayExtractor:
             batch_format="numpy",
             compute=ray.data.ActorPoolStrategy(size=self.actors),
             num_cpus=threads,
+            max_restarts=self.max_retries,
+            max_task_retries=self.max_retries,
         )
         for row in results.iter_rows():
             yield Outcome(**{name: _plain(row[name]) for name in _OUTCOME_FIELDS})

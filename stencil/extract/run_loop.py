@@ -92,7 +92,9 @@ class Run:
         try:
             docs, jobs = self._read(todo, bar)
             for outcome in self._outcomes(jobs):
-                doc = docs.pop(outcome.key)
+                doc = docs.pop(outcome.key, None)
+                if doc is None:  # a backend that answered twice: the first answer stands
+                    continue
                 self._write(outcome_record(doc, outcome, self.validator), bar, start)
             for doc in docs.values():  # a backend that lost a job: say so, never drop the file
                 lost = Outcome(-1, error="the backend returned no result for this file")

@@ -66,3 +66,13 @@ def live_server() -> LiveServer:
     server.should_exit = True
     thread.join(10)
     engine.shutdown()
+
+
+@pytest.fixture(scope="session")
+def ray_address() -> Any:
+    """A real local Ray cluster (2 CPUs, head on 127.0.0.1), shared by the Ray tests; shut down
+    (and its processes reaped) at the end of the session."""
+    from stencil.testing.ray_cluster import local_cluster
+
+    with local_cluster(num_cpus=2) as address:
+        yield address

@@ -1,5 +1,6 @@
 """``stencil extract`` end to end with the embedded model: a folder of 20 mixed documents, a
-SIGKILLed run that resumes, ``--server`` against a real ``stencil serve``, and ``--ray``."""
+SIGKILLed run that resumes, ``--server`` against a real ``stencil serve``, and ``--ray`` on a
+real local Ray cluster."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from test_extract_fixtures import BAD_FILES, TEST_SCHEMA, write_sample_folder
 
 from stencil.cli import build_parser
 from stencil.extract.command import run
+from stencil.testing.ray_cluster import Killer
 from stencil.testing.serve_process import start_serve
 
 MAX_TOKENS = "48"  # TEST_SCHEMA outputs close well inside this: every readable file is ok
@@ -157,14 +159,42 @@ def test_server_gives_records_of_the_same_shape(
     _check_shape(records, folder)
 
 
-def test_ray_gives_records_of_the_same_shape(sample: tuple[Path, Path, dict[str, str]]) -> None:
-    pytest.importorskip("ray.data", reason="the ray extra is not installed")
+def test_ray_two_actors_a_killed_actor_and_resume(
+    sample: tuple[Path, Path, dict[str, str]], ray_address: str
+) -> None:
+    """``--ray ADDRESS`` on a local cluster, two actors, one file per batch. Run 1 (no retries):
+    an actor SIGKILLed mid-batch -> its files get error records, none is lost or doubled. Run 2
+    (``--retry-errors``, all 5 files, another kill): the killed batch is retried, the new files
+    are added, every file has exactly one record of the local run's shape."""
     folder, schema, _ = sample
     out = folder.parent / "ray.jsonl"
-    argv = _argv(schema, out, "--ray", "--ray-actors", "1", "--num-threads", "1",
-                 "--max-model-len", "1024", "--num-kv-blocks", "128", *_subset(folder))  # fmt: skip
-    assert _extract(argv) == 1
+    files = _subset(folder)
+    flags = ("--ray", ray_address, "--ray-actors", "2", "--ray-batch-size", "1",
+             "--num-threads", "1", "--max-model-len", "1024", "--num-kv-blocks", "128")  # fmt: skip
+
+    assert _extract_killing_one_batch(_argv(schema, out, *flags, "--ray-max-retries", "0",
+                                            *files[:3])) == 1  # fmt: skip
+    first = _records(out)
+    assert sorted(r["file"] for r in first) == sorted(files[:3])
+    failed = [r for r in first if not r["ok"]]
+    assert failed and all("the Ray pipeline failed" in r["error"] for r in failed), first
+
+    assert _extract_killing_one_batch(_argv(schema, out, *flags, "--retry-errors", *files)) == 1
     records = _records(out)
-    assert len(records) == 5 and sum(r["ok"] for r in records) == 4
+    assert [r for r in records if r["ok"]][: len(first) - len(failed)] == [
+        r for r in first if r["ok"]
+    ]  # resume: the first run's results stay as they were
+    assert sorted(r["file"] for r in records) == sorted(files)
+    assert sum(r["ok"] for r in records) == 4  # all but empty.txt
     _check_shape(records, folder)
-    assert _extract(argv) == 1 and _records(out) == records  # same resume rules
+
+
+def _extract_killing_one_batch(argv: list[str]) -> int:
+    killer = Killer("MapBatches(ExtractActor)).submit", delay=0.5)
+    killer.start()
+    try:
+        code = _extract(argv)
+    finally:
+        killer.stop()
+    assert killer.killed is not None, "no extract actor ran a batch"
+    return code
