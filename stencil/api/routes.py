@@ -290,7 +290,7 @@ async def _respond(
         gens = await _unless_disconnected(request, st, open_all(runner, ctx))
     except ClientGone:
         return Response(status_code=499)
-    stream = all_events(runner, ctx, gens, st.model)
+    stream = all_events(ctx, gens, st.model)
 
     def close_all(completed: bool = True) -> None:
         if not completed:
@@ -306,7 +306,7 @@ async def _respond(
             headers={"Cache-Control": "no-cache", "X-Request-Id": ctx.id},
         )
     try:
-        choices = await _unless_disconnected(request, st, collect(stream, ctx, timing))
+        choices = await _unless_disconnected(request, st, collect(stream, timing))
     except ClientGone:
         return Response(status_code=499)
     finally:
