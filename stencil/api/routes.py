@@ -277,7 +277,7 @@ def _tokenize(req: TokenizeRequest, model: ModelInfo) -> list[int]:
             "chat_template_kwargs": req.chat_template_kwargs,
         },
     )
-    text = render_chat(chat, model.tokenizer, None, model.max_model_len)
+    text = render_chat(chat, model.tokenizer, None, model.max_model_len, model.call_format)
     return prompt_ids(model, text, "messages")
 
 
