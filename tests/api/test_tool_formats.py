@@ -10,6 +10,7 @@ meta-llama/Llama-3.1-8B-Instruct and mistralai/Mistral-7B-Instruct-v0.3."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import NamedTuple
 
@@ -188,6 +189,68 @@ def test_auto_answers_text_when_the_model_does_not(family_server):
     text = "".join(c.choices[0].delta.content or "" for c in chunks)
     assert not any(c.choices[0].delta.tool_calls for c in chunks)
     assert text and chunks[-1].choices[0].finish_reason in ("stop", "length")
+
+
+def _split_choice(choice) -> tuple[str, list, str]:
+    """One choice of a response: (content, tool calls, finish_reason), each checked alone."""
+    calls = choice.message.tool_calls or []
+    if choice.finish_reason == "tool_calls":
+        _conform(calls)
+    else:
+        assert not calls
+        assert choice.finish_reason in ("stop", "length")
+    return choice.message.content or "", calls, choice.finish_reason
+
+
+def _stream_choices(stream) -> dict[int, tuple[str, list, str]]:
+    """Streamed chunks reassembled per choice index: (content, [(name, arguments)], finish)."""
+    text: dict[int, str] = {}
+    calls: dict[int, dict[int, list[str]]] = {}
+    finish: dict[int, str] = {}
+    for chunk in stream:
+        for c in chunk.choices:
+            assert c.index not in finish, "a delta after the choice finished"
+            text[c.index] = text.get(c.index, "") + (c.delta.content or "")
+            for tc in c.delta.tool_calls or []:
+                name, args = calls.setdefault(c.index, {}).setdefault(tc.index, ["", ""])
+                calls[c.index][tc.index] = [
+                    name + (tc.function.name or ""),
+                    args + (tc.function.arguments or ""),
+                ]
+            if c.finish_reason is not None:
+                finish[c.index] = c.finish_reason
+    return {
+        i: (text.get(i, ""), [tuple(v) for _, v in sorted(calls.get(i, {}).items())], finish[i])
+        for i in sorted(finish)
+    }
+
+
+def test_auto_with_n_choices_parses_each_choice_alone(family_server):
+    """``n`` > 1 in ``auto``: the trigger and the end token are each made about as likely as
+    all other tokens together (a bias of ln V on a random model's near-flat logits), so a
+    choice calls when the trigger comes before the end (even odds): among 16 sampled choices
+    some call and some answer text. Each is parsed alone, finishes with its own reason, and
+    streaming gives the same choices under their own indexes."""
+    tok = family_server.tokenizer
+    even = math.log(len(tok))
+    body = {
+        "tool_choice": "auto",
+        "n": 16,
+        "seed": 7,
+        "max_tokens": 80,
+        "logit_bias": family_server.trigger_bias(even) | {str(tok.eos_token_id): even},
+    }
+    r = family_server.chat(**body)
+    assert sorted(c.index for c in r.choices) == list(range(16))
+    choices = {c.index: _split_choice(c) for c in r.choices}
+    reasons = [finish for _, _, finish in choices.values()]
+    assert "tool_calls" in reasons and {"stop", "length"} & set(reasons), reasons
+    streamed = _stream_choices(family_server.chat(**body, stream=True))
+    expected = {
+        i: (text, [(c.function.name, c.function.arguments) for c in calls], finish)
+        for i, (text, calls, finish) in choices.items()
+    }
+    assert streamed == expected
 
 
 def test_history_renders_in_the_family_syntax(family_server):
