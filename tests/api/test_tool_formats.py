@@ -191,6 +191,27 @@ def test_auto_answers_text_when_the_model_does_not(family_server):
     assert text and chunks[-1].choices[0].finish_reason in ("stop", "length")
 
 
+def test_langchain_bind_tools_auto_parses_the_call(family_server):
+    """LangChain's ``bind_tools(tool_choice="auto")`` reads the family's call back as
+    ``AIMessage.tool_calls`` (the trigger favoured, as above)."""
+    from langchain_openai import ChatOpenAI
+
+    client = family_server.client
+    chat = ChatOpenAI(
+        base_url=str(client.base_url),
+        api_key=client.api_key,
+        model=family_server.family,
+        max_tokens=120,
+        max_retries=0,
+        logit_bias={int(k): v for k, v in family_server.trigger_bias(100).items()},
+    )
+    out = chat.bind_tools(TOOLS, tool_choice="auto").invoke(USER[0]["content"])
+    assert out.response_metadata["finish_reason"] == "tool_calls" and out.tool_calls
+    for call in out.tool_calls:
+        assert call["id"].startswith("call_")
+        jsonschema.validate(call["args"], SCHEMAS[call["name"]])
+
+
 def _split_choice(choice) -> tuple[str, list, str]:
     """One choice of a response: (content, tool calls, finish_reason), each checked alone."""
     calls = choice.message.tool_calls or []
