@@ -174,20 +174,24 @@ def test_litellm_named_tool(live_server):
 # ---- DSPy ------------------------------------------------------------------------------------
 
 
+def _dspy_lm(live_server, provider: str, max_tokens: int):
+    import dspy
+
+    return dspy.LM(
+        f"{provider}/{live_server.model}",
+        api_base=live_server.v1,
+        api_key=live_server.api_key,
+        temperature=0.0,
+        max_tokens=max_tokens,
+        cache=False,
+    )
+
+
 def test_dspy_lm_response_format(live_server):
     """DSPy's LM (LiteLLM underneath) with a Pydantic ``response_format``: the server enforces it.
     (DSPy's JSONAdapter sends a schema only for a model it knows supports one: see the
     ``dspy_lm`` fixture below.)"""
-    import dspy
-
-    lm = dspy.LM(
-        f"hosted_vllm/{live_server.model}",
-        api_base=live_server.v1,
-        api_key=live_server.api_key,
-        temperature=0.0,
-        max_tokens=60,
-        cache=False,
-    )
+    lm = _dspy_lm(live_server, "hosted_vllm", max_tokens=60)
     out = lm(PERSON_TEXT, response_format=Person)
     assert isinstance(Person.model_validate_json(out[0]), Person)
     assert lm.history[-1]["usage"]["completion_tokens"] > 0
@@ -198,7 +202,6 @@ def dspy_lm(live_server):
     """A ``dspy.LM`` for the live server, declared as an OpenAI-compatible (vLLM-dialect)
     provider that supports response schemas (DSPy's own capability table does not know a local
     model, and then its JSONAdapter falls back to ``json_object``)."""
-    import dspy
     from dspy.lm15 import (
         AccessPolicy,
         ModelSupport,
@@ -215,14 +218,7 @@ def dspy_lm(live_server):
         ProviderDefinition.chat(access, compat=compat), supports=supports, replace=True
     )
     try:
-        yield dspy.LM(
-            f"stencil/{live_server.model}",
-            api_base=live_server.v1,
-            api_key=live_server.api_key,
-            temperature=0.0,
-            max_tokens=80,
-            cache=False,
-        )
+        yield _dspy_lm(live_server, "stencil", max_tokens=80)
     finally:
         unregister_provider("stencil")
 
