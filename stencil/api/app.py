@@ -62,7 +62,7 @@ def create_app(
         state.attach(engine)
 
     @contextlib.asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         loader = asyncio.create_task(_load(state, factory)) if factory else None
         yield
         if loader is not None:

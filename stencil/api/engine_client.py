@@ -185,17 +185,17 @@ def _param_for(e: Exception) -> str | None:
 
 
 async def events(
-    plan: Plan, gen: Generation, runner: EngineClient, model: ModelInfo, offset: int = 0
+    plan: Plan, gen: Generation, model: ModelInfo, offset: int = 0
 ) -> AsyncIterator[Event]:
     """Per-choice events for one plan; choice indices are shifted by ``offset``."""
-    stream = _plain_events(plan, gen) if plan.tools is None else _tool_events(plan, gen, model)
+    stream = _plain_events(gen) if plan.tools is None else _tool_events(plan, gen, model)
     async for ev in stream:
         if offset:
             ev.index += offset
         yield ev
 
 
-async def _plain_events(plan: Plan, gen: Generation) -> AsyncIterator[Event]:
+async def _plain_events(gen: Generation) -> AsyncIterator[Event]:
     sent: dict[int, int] = {}
     lp_sent: dict[int, int] = {}
     done: set[int] = set()

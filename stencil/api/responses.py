@@ -62,10 +62,10 @@ async def open_all(runner: EngineClient, ctx: Context) -> list[Generation]:
 
 
 async def all_events(
-    runner: EngineClient, ctx: Context, gens: list[Generation], model: ModelInfo
+    ctx: Context, gens: list[Generation], model: ModelInfo
 ) -> AsyncIterator[Event]:
     streams = [
-        events(plan, gen, runner, model, offset=k * ctx.n)
+        events(plan, gen, model, offset=k * ctx.n)
         for k, (plan, gen) in enumerate(zip(ctx.plans, gens, strict=True))
     ]
     if len(streams) == 1:
@@ -138,9 +138,7 @@ class Timing:
             self.metrics.finished[f.reason] += 1
 
 
-async def collect(
-    stream: AsyncIterator[Event], ctx: Context, timing: Timing
-) -> dict[int, ChoiceState]:
+async def collect(stream: AsyncIterator[Event], timing: Timing) -> dict[int, ChoiceState]:
     choices: dict[int, ChoiceState] = {}
     async for ev in stream:
         st = choices.setdefault(ev.index, ChoiceState())

@@ -281,7 +281,7 @@ def _tokenize(req: TokenizeRequest, model: ModelInfo) -> list[int]:
             "chat_template_kwargs": req.chat_template_kwargs,
         },
     )
-    text = render_chat(chat, model.tokenizer, None, model.max_model_len)
+    text = render_chat(chat, model.tokenizer, None, model.max_model_len, model.call_format)
     return prompt_ids(model, text, "messages")
 
 
@@ -294,7 +294,7 @@ async def _respond(
         gens = await _unless_disconnected(request, st, open_all(runner, ctx))
     except ClientGone:
         return Response(status_code=499)
-    stream = all_events(runner, ctx, gens, st.model)
+    stream = all_events(ctx, gens, st.model)
 
     def close_all(completed: bool = True) -> None:
         if not completed:
@@ -310,7 +310,7 @@ async def _respond(
             headers={"Cache-Control": "no-cache", "X-Request-Id": ctx.id},
         )
     try:
-        choices = await _unless_disconnected(request, st, collect(stream, ctx, timing))
+        choices = await _unless_disconnected(request, st, collect(stream, timing))
     except ClientGone:
         return Response(status_code=499)
     finally:

@@ -95,7 +95,7 @@ class StencilServer(uvicorn.Server):
         self._loop = asyncio.get_running_loop()
         await super().serve(sockets)
 
-    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:  # noqa: ARG002 (uvicorn's)
         # not recorded in _captured_signals: uvicorn would re-raise it at exit (status -15)
         if self._signalled or self.should_exit or self._loop is None:
             self.force_exit = self.should_exit = True  # a second signal: stop now

@@ -135,6 +135,41 @@ def test_langchain_stream_function_calling(chat):
     _valid(chunks[-1], Person)
 
 
+class GetWeather(BaseModel):
+    """Current weather in a city."""
+
+    city: Short
+    unit: Role | None = None
+
+
+def _check_auto(message, finish_reason: str | None) -> None:
+    """An ``AIMessage`` from ``tool_choice="auto"``: valid calls, or text that holds none."""
+    if message.tool_calls:
+        assert finish_reason == "tool_calls"
+        for call in message.tool_calls:
+            assert call["name"] == "GetWeather" and call["id"]
+            GetWeather.model_validate(call["args"])
+    else:
+        assert isinstance(message.content, str) and message.content
+        assert "<tool_call>" not in message.content and finish_reason in ("stop", "length")
+
+
+def test_langchain_bind_tools_auto(chat):
+    """``bind_tools(..., tool_choice="auto")``: the 135M model answers in text here (it never
+    starts a call in auto: docs/server.md); tests/api/test_tool_formats.py forces the call branch
+    through LangChain on tiny models of each family."""
+    out = chat.bind_tools([GetWeather], tool_choice="auto").invoke("Weather in Paris?")
+    _check_auto(out, out.response_metadata.get("finish_reason"))
+
+
+def test_langchain_bind_tools_auto_stream(chat):
+    chunks = list(chat.bind_tools([GetWeather], tool_choice="auto").stream("Weather in Paris?"))
+    message = chunks[0]
+    for c in chunks[1:]:
+        message += c
+    _check_auto(message, message.response_metadata.get("finish_reason"))
+
+
 @pytest.fixture(scope="module")
 def openai_client(live_server):
     return live_server.openai()

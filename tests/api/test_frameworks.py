@@ -174,20 +174,75 @@ def test_litellm_named_tool(live_server):
 # ---- DSPy ------------------------------------------------------------------------------------
 
 
-def test_dspy_lm_response_format(live_server):
-    """DSPy's LM (LiteLLM underneath) with a Pydantic ``response_format``: the server enforces it.
-    (DSPy's JSONAdapter only sends a schema for models in its own capability list; for a local
-    model it falls back to prompting and ``json_object``, where a 135M model writes ``{}``.)"""
+def _dspy_lm(live_server, provider: str, max_tokens: int):
     import dspy
 
-    lm = dspy.LM(
-        f"hosted_vllm/{live_server.model}",
+    return dspy.LM(
+        f"{provider}/{live_server.model}",
         api_base=live_server.v1,
         api_key=live_server.api_key,
         temperature=0.0,
-        max_tokens=60,
+        max_tokens=max_tokens,
         cache=False,
     )
-    out = lm(messages=[{"role": "user", "content": PERSON_TEXT}], response_format=Person)
+
+
+def test_dspy_lm_response_format(live_server):
+    """DSPy's LM (LiteLLM underneath) with a Pydantic ``response_format``: the server enforces it.
+    (DSPy's JSONAdapter sends a schema only for a model it knows supports one: see the
+    ``dspy_lm`` fixture below.)"""
+    lm = _dspy_lm(live_server, "hosted_vllm", max_tokens=60)
+    out = lm(PERSON_TEXT, response_format=Person)
     assert isinstance(Person.model_validate_json(out[0]), Person)
     assert lm.history[-1]["usage"]["completion_tokens"] > 0
+
+
+@pytest.fixture
+def dspy_lm(live_server):
+    """A ``dspy.LM`` for the live server, declared as an OpenAI-compatible (vLLM-dialect)
+    provider that supports response schemas (DSPy's own capability table does not know a local
+    model, and then its JSONAdapter falls back to ``json_object``)."""
+    from dspy.lm15 import (
+        AccessPolicy,
+        ModelSupport,
+        OpenAIChatCompat,
+        ProviderDefinition,
+        register_provider,
+        unregister_provider,
+    )
+
+    access = AccessPolicy(provider="stencil", base_url=live_server.v1)
+    compat = OpenAIChatCompat.preset("vllm")
+    supports = ModelSupport(response_schema=True, function_calling=True)
+    register_provider(
+        ProviderDefinition.chat(access, compat=compat), supports=supports, replace=True
+    )
+    try:
+        yield _dspy_lm(live_server, "stencil", max_tokens=80)
+    finally:
+        unregister_provider("stencil")
+
+
+def test_dspy_json_adapter_typed_outputs(dspy_lm):
+    """DSPy's JSONAdapter sends the signature's output fields as a JSON schema; the server
+    enforces it, and DSPy parses the reply into the declared Python types."""
+    import dspy
+
+    class Facts(dspy.Signature):
+        """Extract facts about the person in the text."""
+
+        text: str = dspy.InputField()
+        name: str = dspy.OutputField()
+        age: int = dspy.OutputField()
+        alive: bool = dspy.OutputField()
+        known_for: list[str] = dspy.OutputField()
+
+    with dspy.context(lm=dspy_lm, adapter=dspy.JSONAdapter()):
+        out = dspy.Predict(Facts)(text=PERSON_TEXT)
+    assert isinstance(out.name, str) and isinstance(out.age, int)
+    assert isinstance(out.alive, bool)
+    assert isinstance(out.known_for, list) and all(isinstance(x, str) for x in out.known_for)
+    sent = dspy_lm.history[-1]
+    schema = sent["kwargs"]["response_format"].model_json_schema()  # a schema, not json_object
+    assert set(schema["required"]) == {"name", "age", "alive", "known_for"}
+    assert sent["usage"]["completion_tokens"] > 0

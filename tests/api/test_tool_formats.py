@@ -1,119 +1,49 @@
 """Native tool-call syntax per model family: a tiny random-weight model per family, carrying that
-family's chat template and special tokens, behind a real server. The constraint forces the syntax
-(``required`` / named, or ``auto`` with the trigger token favoured by ``logit_bias``); the parsed
-``tool_calls`` are checked against the tools' schemas with jsonschema."""
+family's real chat template and special tokens, behind a real server. The constraint forces the
+syntax (``required`` / named, or ``auto`` with the trigger token favoured by ``logit_bias``); the
+parsed ``tool_calls`` are checked against the tools' schemas with jsonschema.
+
+The templates in ``chat_templates/`` are the ``chat_template`` of each model's
+tokenizer_config.json as shipped: Qwen/Qwen2.5-7B-Instruct (the whole Qwen2.5-Instruct line),
+meta-llama/Llama-3.1-8B-Instruct and mistralai/Mistral-7B-Instruct-v0.3."""
 
 from __future__ import annotations
 
 import json
-import threading
-import time
+import math
 from pathlib import Path
+from typing import NamedTuple
 
 import jsonschema
 import pytest
 
 from stencil.api.openai.tool_formats import FORMATS, detect_format
 
-QWEN25_TEMPLATE = """{%- if tools %}<|im_start|>system
-{{ messages[0].content if messages[0].role == 'system' else 'You are a helpful assistant.' }}
+TEMPLATES = Path(__file__).parent / "chat_templates"
 
-# Tools
 
-You may call one or more functions to assist with the user query.
+class Family(NamedTuple):
+    template: str  # a file in chat_templates/
+    special: list[str]  # added special tokens
+    plain: list[str]  # added non-special tokens (Qwen's <tool_call> is one)
+    architecture: str
+    trigger: str  # the text that starts a call in auto
 
-You are provided with function signatures within <tools></tools> XML tags:
-<tools>{% for tool in tools %}
-{{ tool | tojson }}{% endfor %}
-</tools>
-
-For each function call, return a json object with function name and arguments within \
-<tool_call></tool_call> XML tags:
-<tool_call>
-{"name": <function-name>, "arguments": <args-json-object>}
-</tool_call><|im_end|>
-{% elif messages[0].role == 'system' %}<|im_start|>system
-{{ messages[0].content }}<|im_end|>
-{% endif %}
-{%- for message in messages %}
-{%- if message.role == 'user' or (message.role == 'system' and not loop.first) \
-or (message.role == 'assistant' and not message.tool_calls) %}<|im_start|>{{ message.role }}
-{{ message.content }}<|im_end|>
-{% elif message.role == 'assistant' %}<|im_start|>assistant
-{% if message.content %}{{ message.content }}{% endif %}
-{%- for tool_call in message.tool_calls %}{% set tool_call = tool_call.function %}
-<tool_call>
-{"name": "{{ tool_call.name }}", "arguments": {{ tool_call.arguments | tojson }}}
-</tool_call>{% endfor %}<|im_end|>
-{% elif message.role == 'tool' %}<|im_start|>user
-<tool_response>
-{{ message.content }}
-</tool_response><|im_end|>
-{% endif %}{% endfor %}
-{%- if add_generation_prompt %}<|im_start|>assistant
-{% endif %}"""
-
-LLAMA31_TEMPLATE = """{{- bos_token }}<|start_header_id|>system<|end_header_id|>
-
-{% if tools %}Environment: ipython
-{% endif %}Cutting Knowledge Date: December 2023
-Today Date: 26 Jul 2024
-
-{% if messages[0].role == 'system' %}{{ messages[0].content }}{% set messages = messages[1:] %}\
-{% endif %}<|eot_id|>
-{%- if tools %}{% set first = messages[0].content %}{% set messages = messages[1:] %}\
-<|start_header_id|>user<|end_header_id|>
-
-Given the following functions, please respond with a JSON for a function call with its proper \
-arguments that best answers the given prompt.
-
-Respond in the format {"name": function name, "parameters": dictionary of argument name and its \
-value}. Do not use variables.
-
-{% for t in tools %}{{ t | tojson(indent=4) }}
-
-{% endfor %}{{ first }}<|eot_id|>
-{%- endif %}
-{%- for message in messages %}
-{%- if message.role == 'assistant' and message.tool_calls %}\
-<|start_header_id|>assistant<|end_header_id|>
-
-{% for tc in message.tool_calls %}{% if builtin_tools is defined %}<|python_tag|>{% endif %}\
-{"name": "{{ tc.function.name }}", "parameters": {{ tc.function.arguments | tojson }}}\
-{% endfor %}<|eot_id|>
-{%- elif message.role == 'tool' %}<|start_header_id|>ipython<|end_header_id|>
-
-{{ message.content }}<|eot_id|>
-{%- else %}<|start_header_id|>{{ message.role }}<|end_header_id|>
-
-{{ message.content }}<|eot_id|>
-{%- endif %}{% endfor %}
-{%- if add_generation_prompt %}<|start_header_id|>assistant<|end_header_id|>
-
-{% endif %}"""
-
-MISTRAL_TEMPLATE = """{{- bos_token }}{%- set users = messages | selectattr('role', 'equalto', \
-'user') | list %}{%- for message in messages %}{%- if message.role == 'user' %}\
-{%- if tools and message == users[-1] %}[AVAILABLE_TOOLS] {{ tools | tojson }}[/AVAILABLE_TOOLS]\
-{%- endif %}[INST] {{ message.content }}[/INST]{%- elif message.role == 'assistant' and \
-message.tool_calls %}[TOOL_CALLS] [{% for tc in message.tool_calls %}{"name": "\
-{{ tc.function.name }}", "arguments": {{ tc.function.arguments | tojson }}}{% if not loop.last \
-%}, {% endif %}{% endfor %}]{{ eos_token }}{%- elif message.role == 'assistant' %} \
-{{ message.content }}{{ eos_token }}{%- elif message.role == 'tool' %}[TOOL_RESULTS] \
-{"content": {{ message.content | tojson }}}[/TOOL_RESULTS]{%- endif %}{%- endfor %}"""
 
 FAMILIES = {
-    # name: (template, special tokens, plain added tokens, architecture, trigger text)
-    "hermes": (QWEN25_TEMPLATE, [], ["<tool_call>", "</tool_call>"], "qwen2", "<tool_call>"),
-    "llama3_json": (
-        LLAMA31_TEMPLATE,
-        ["<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>", "<|python_tag|>"],
+    "hermes": Family(
+        "qwen2.5-instruct.jinja", [], ["<tool_call>", "</tool_call>"], "qwen2", "<tool_call>"
+    ),
+    "llama3_json": Family(
+        "llama-3.1-instruct.jinja",
+        ["<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"]
+        + ["<|eom_id|>", "<|python_tag|>"],
         [],
         "llama",
         "{",
     ),
-    "mistral": (
-        MISTRAL_TEMPLATE,
+    "mistral": Family(
+        "mistral-7b-instruct-v0.3.jinja",
         ["[INST]", "[/INST]", "[TOOL_CALLS]", "[AVAILABLE_TOOLS]", "[/AVAILABLE_TOOLS]"]
         + ["[TOOL_RESULTS]", "[/TOOL_RESULTS]"],
         [],
@@ -156,11 +86,11 @@ USER = [{"role": "user", "content": "Weather in Paris, and 2 + 3?"}]
 def family_tokenizer(default_model_dir: Path, family: str, out: Path):
     from transformers import AddedToken, AutoTokenizer
 
-    template, special, plain, _, _ = FAMILIES[family]
+    spec = FAMILIES[family]
     tok = AutoTokenizer.from_pretrained(str(default_model_dir))
-    tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in plain])
-    tok.add_special_tokens({"additional_special_tokens": special})
-    tok.chat_template = template
+    tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in spec.plain])
+    tok.add_special_tokens({"additional_special_tokens": spec.special})
+    tok.chat_template = (TEMPLATES / spec.template).read_text()
     tok.save_pretrained(out)
     return tok
 
@@ -172,20 +102,34 @@ def family_model(default_model_dir: Path, family: str, root: Path) -> Path:
 
     tok = family_tokenizer(default_model_dir, family, root / f"{family}-tok")
     config_cls = {"qwen2": Qwen2Config, "llama": LlamaConfig, "mistral": MistralConfig}
-    config = config_cls[FAMILIES[family][3]](
+    config = config_cls[FAMILIES[family].architecture](
         **{**_COMMON, "vocab_size": len(tok), "max_position_embeddings": 2048}
     )
     return build_tiny_model(family, root / family, root / f"{family}-tok", config)
 
 
+class FamilyServer(NamedTuple):
+    family: str
+    client: object  # openai.OpenAI
+    tokenizer: object
+
+    def chat(self, **kwargs):
+        """A chat completion for ``USER`` with ``TOOLS`` (each overridable)."""
+        body = {"messages": USER, "tools": TOOLS, "max_tokens": 120} | kwargs
+        return self.client.chat.completions.create(model=self.family, **body)
+
+    def trigger_bias(self, bias: float) -> dict[str, float]:
+        ids = self.tokenizer(FAMILIES[self.family].trigger, add_special_tokens=False).input_ids
+        assert len(ids) == 1, ids
+        return {str(ids[0]): bias}
+
+
 @pytest.fixture(scope="module", params=list(FAMILIES))
 def family_server(request, tmp_path_factory):
     import stencil
-    from stencil.api.app import ServerConfig, create_app
-    from stencil.api.uvicorn_server import StencilServer
     from stencil.engine.async_engine import AsyncLLMEngine
     from stencil.engine.config import EngineConfig
-    from stencil.testing.serve_process import free_port
+    from stencil.testing.live_server import serving
 
     default_dir = Path(stencil.default_model_path())
     if not (default_dir / "config.json").is_file():
@@ -195,21 +139,8 @@ def family_server(request, tmp_path_factory):
     engine = AsyncLLMEngine.from_config(
         EngineConfig(model=str(model_dir), seed=0, dtype="float32", device="cpu", num_threads=1)
     )
-    settings = ServerConfig(port=free_port(), log_level="warning")
-    server = StencilServer(create_app(engine, settings), settings)
-    thread = threading.Thread(target=server.run, name="uvicorn", daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 60
-    while not server.started:
-        assert time.monotonic() < deadline and thread.is_alive(), "server did not start"
-        time.sleep(0.05)
-    from openai import OpenAI
-
-    client = OpenAI(base_url=f"http://127.0.0.1:{settings.port}/v1", api_key="x", max_retries=0)
-    yield family, client, engine.tokenizer
-    server.should_exit = True
-    thread.join(10)
-    engine.shutdown()
+    with serving(engine) as live:
+        yield FamilyServer(family, live.openai(), engine.tokenizer)
 
 
 def _conform(calls, names=None) -> None:
@@ -221,70 +152,38 @@ def _conform(calls, names=None) -> None:
 
 
 def test_family_is_detected(family_server):
-    family, _, tok = family_server
-    assert detect_format(tok).name == family
+    assert detect_format(family_server.tokenizer).name == family_server.family
 
 
 def test_required_calls_conform(family_server):
-    family, client, _ = family_server
-    r = client.chat.completions.create(
-        model=family, messages=USER, tools=TOOLS, tool_choice="required", max_tokens=120, seed=1
-    )
-    choice = r.choices[0]
+    choice = family_server.chat(tool_choice="required", seed=1).choices[0]
     assert choice.finish_reason == "tool_calls" and not choice.message.content
     _conform(choice.message.tool_calls)
 
 
 def test_named_call_streams(family_server):
-    family, client, _ = family_server
-    stream = client.chat.completions.create(
-        model=family,
-        messages=USER,
-        tools=TOOLS,
-        tool_choice={"type": "function", "function": {"name": "add"}},
-        max_tokens=120,
-        stream=True,
-    )
-    chunks = [c for c in stream if c.choices]
+    named = {"type": "function", "function": {"name": "add"}}
+    chunks = [c for c in family_server.chat(tool_choice=named, stream=True) if c.choices]
     deltas = [tc for c in chunks for tc in (c.choices[0].delta.tool_calls or [])]
     assert chunks[-1].choices[0].finish_reason == "tool_calls"
     assert [d.function.name for d in deltas] == ["add"]
     jsonschema.validate(json.loads(deltas[0].function.arguments), SCHEMAS["add"])
 
 
-def _trigger_id(tok, family: str) -> int:
-    ids = tok(FAMILIES[family][4], add_special_tokens=False).input_ids
-    assert len(ids) == 1, ids
-    return ids[0]
-
-
 def test_auto_calls_when_the_model_writes_the_trigger(family_server):
-    family, client, tok = family_server
-    r = client.chat.completions.create(
-        model=family,
-        messages=USER,
-        tools=TOOLS,
-        tool_choice="auto",
-        parallel_tool_calls=False,
-        max_tokens=120,
-        logit_bias={str(_trigger_id(tok, family)): 100},
+    r = family_server.chat(
+        tool_choice="auto", parallel_tool_calls=False, logit_bias=family_server.trigger_bias(100)
     )
     choice = r.choices[0]
     assert choice.finish_reason == "tool_calls"
     assert len(choice.message.tool_calls) == 1
     _conform(choice.message.tool_calls)
-    assert FAMILIES[family][4] not in (choice.message.content or "")
+    assert FAMILIES[family_server.family].trigger not in (choice.message.content or "")
 
 
 def test_auto_answers_text_when_the_model_does_not(family_server):
-    family, client, tok = family_server
-    stream = client.chat.completions.create(
-        model=family,
-        messages=USER,
-        tools=TOOLS,
-        max_tokens=12,
-        stream=True,
-        logit_bias={str(_trigger_id(tok, family)): -100},
+    stream = family_server.chat(
+        max_tokens=12, stream=True, logit_bias=family_server.trigger_bias(-100)
     )
     chunks = [c for c in stream if c.choices]
     text = "".join(c.choices[0].delta.content or "" for c in chunks)
@@ -292,23 +191,110 @@ def test_auto_answers_text_when_the_model_does_not(family_server):
     assert text and chunks[-1].choices[0].finish_reason in ("stop", "length")
 
 
+def test_langchain_bind_tools_auto_parses_the_call(family_server):
+    """LangChain's ``bind_tools(tool_choice="auto")`` reads the family's call back as
+    ``AIMessage.tool_calls`` (the trigger favoured, as above)."""
+    from langchain_openai import ChatOpenAI
+
+    client = family_server.client
+    chat = ChatOpenAI(
+        base_url=str(client.base_url),
+        api_key=client.api_key,
+        model=family_server.family,
+        max_tokens=120,
+        max_retries=0,
+        logit_bias={int(k): v for k, v in family_server.trigger_bias(100).items()},
+    )
+    out = chat.bind_tools(TOOLS, tool_choice="auto").invoke(USER[0]["content"])
+    assert out.response_metadata["finish_reason"] == "tool_calls" and out.tool_calls
+    for call in out.tool_calls:
+        assert call["id"].startswith("call_")
+        jsonschema.validate(call["args"], SCHEMAS[call["name"]])
+
+
+def _split_choice(choice) -> tuple[str, list, str]:
+    """One choice of a response: (content, tool calls, finish_reason), each checked alone."""
+    calls = choice.message.tool_calls or []
+    if choice.finish_reason == "tool_calls":
+        _conform(calls)
+    else:
+        assert not calls
+        assert choice.finish_reason in ("stop", "length")
+    return choice.message.content or "", calls, choice.finish_reason
+
+
+def _stream_choices(stream) -> dict[int, tuple[str, list, str]]:
+    """Streamed chunks reassembled per choice index: (content, [(name, arguments)], finish)."""
+    text: dict[int, str] = {}
+    calls: dict[int, dict[int, list[str]]] = {}
+    finish: dict[int, str] = {}
+    for chunk in stream:
+        for c in chunk.choices:
+            assert c.index not in finish, "a delta after the choice finished"
+            text[c.index] = text.get(c.index, "") + (c.delta.content or "")
+            for tc in c.delta.tool_calls or []:
+                name, args = calls.setdefault(c.index, {}).setdefault(tc.index, ["", ""])
+                calls[c.index][tc.index] = [
+                    name + (tc.function.name or ""),
+                    args + (tc.function.arguments or ""),
+                ]
+            if c.finish_reason is not None:
+                finish[c.index] = c.finish_reason
+    return {
+        i: (text.get(i, ""), [tuple(v) for _, v in sorted(calls.get(i, {}).items())], finish[i])
+        for i in sorted(finish)
+    }
+
+
+def test_auto_with_n_choices_parses_each_choice_alone(family_server):
+    """``n`` > 1 in ``auto``: the trigger and the end token are each made about as likely as
+    all other tokens together (a bias of ln V on a random model's near-flat logits), so a
+    choice calls when the trigger comes before the end (even odds): among 16 sampled choices
+    some call and some answer text. Each is parsed alone, finishes with its own reason, and
+    streaming gives the same choices under their own indexes."""
+    tok = family_server.tokenizer
+    even = math.log(len(tok))
+    body = {
+        "tool_choice": "auto",
+        "n": 16,
+        "seed": 7,
+        "max_tokens": 80,
+        "logit_bias": family_server.trigger_bias(even) | {str(tok.eos_token_id): even},
+    }
+    r = family_server.chat(**body)
+    assert sorted(c.index for c in r.choices) == list(range(16))
+    choices = {c.index: _split_choice(c) for c in r.choices}
+    reasons = [finish for _, _, finish in choices.values()]
+    assert "tool_calls" in reasons and {"stop", "length"} & set(reasons), reasons
+    streamed = _stream_choices(family_server.chat(**body, stream=True))
+    expected = {
+        i: (text, [(c.function.name, c.function.arguments) for c in calls], finish)
+        for i, (text, calls, finish) in choices.items()
+    }
+    assert streamed == expected
+
+
 def test_history_renders_in_the_family_syntax(family_server):
     from stencil.api.openai.convert import ModelInfo, convert_chat
     from stencil.api.openai.protocol import ChatCompletionRequest
+    from stencil.api.openai.tools import new_call_id
 
-    family, _, tok = family_server
-    call = {"id": "call_1", "type": "function"}
+    family, tok = family_server.family, family_server.tokenizer
+    call_id = new_call_id()  # what this server hands out: "call_" + 24 characters
+    call = {"id": call_id, "type": "function"}
     call["function"] = {"name": "add", "arguments": '{"a": 2, "b": 3}'}
     messages = [
         *USER,
         {"role": "assistant", "content": None, "tool_calls": [call]},
-        {"role": "tool", "tool_call_id": "call_1", "content": "5"},
+        {"role": "tool", "tool_call_id": call_id, "content": "5"},
     ]
     req = ChatCompletionRequest(model="m", messages=messages, tools=TOOLS)
     text = convert_chat(req, ModelInfo(tok, 4096, len(tok))).prompt_text
     args = "parameters" if family == "llama3_json" else "arguments"
-    assert f'{{"name": "add", "{args}": {{"a": 2, "b": 3}}}}' in text
+    assert f'{{"name": "add", "{args}": {{"a": 2, "b": 3}}' in text
     assert "get_weather" in text  # the tools, rendered by the template itself
+    if family == "mistral":  # Mistral's template takes 9-character ids only
+        assert f'"id": "{call_id[-9:]}"' in text and f'"call_id": "{call_id[-9:]}"' in text
 
 
 # ---- parsing, no model --------------------------------------------------------------------------

@@ -50,6 +50,10 @@ class ModelInfo:
     vocab_size: int
     tool_format: ToolCallFormat | None = None  # None: detected from the chat template
 
+    @property
+    def call_format(self) -> ToolCallFormat:
+        return self.tool_format or detect_format(self.tokenizer)
+
 
 @dataclass(slots=True)
 class Plan:
@@ -78,8 +82,8 @@ def convert_chat(req: ChatCompletionRequest, model: ModelInfo) -> Plan:
             "continue_final_message",
         )
     plan = plan_tools(function_tools(req.tools), req.tool_choice, req.parallel_tool_calls)
-    fmt = model.tool_format or detect_format(model.tokenizer)
-    text = render_chat(req, model.tokenizer, plan, model.max_model_len)
+    fmt = model.call_format
+    text = render_chat(req, model.tokenizer, plan, model.max_model_len, fmt)
     ids = prompt_ids(model, text, "messages")
     sources = collect_sources(req)
     tokens, special = added_tokens(model.tokenizer, fmt)

@@ -18,6 +18,7 @@ from stencil.api.openai.protocol import (
     ToolMessage,
 )
 from stencil.api.openai.surface import MESSAGE_FIELDS, REFUSED_ROLES, check_chat_surface, refuse
+from stencil.api.openai.tool_formats import SMOLLM2, ToolCallFormat
 from stencil.api.openai.tools import (
     ToolPlan,
     call_arguments,
@@ -38,10 +39,15 @@ _RESERVED_TEMPLATE_KWARGS = {
 
 
 def render_chat(
-    req: ChatCompletionRequest, tokenizer: Any, plan: ToolPlan | None, max_len: int | None = None
+    req: ChatCompletionRequest,
+    tokenizer: Any,
+    plan: ToolPlan | None,
+    max_len: int | None = None,
+    fmt: ToolCallFormat = SMOLLM2,
 ) -> str:
-    """Render ``messages`` (and the tools, when they will be used) with the chat template.
-    More messages than ``max_len`` (each renders to at least one token) is a 400 at once."""
+    """Render ``messages`` (and the tools, when they will be used) with the chat template;
+    past calls' ids as ``fmt``'s template takes them. More messages than ``max_len`` (each
+    renders to at least one token) is a 400 at once."""
     if max_len is not None and len(req.messages) > max_len:
         raise bad_request(
             f"{len(req.messages)} messages cannot fit in this model's context of {max_len} tokens",
@@ -54,7 +60,7 @@ def render_chat(
     native_calls = "tool_calls" in template
     for i, m in enumerate(req.messages):
         _check_message(m, i)
-    messages = [_message_dict(m, native_calls) for m in req.messages]
+    messages = [_message_dict(m, native_calls, fmt) for m in req.messages]
     kwargs = dict(req.chat_template_kwargs or {})
     clash = sorted(_RESERVED_TEMPLATE_KWARGS & kwargs.keys())
     if clash:
@@ -78,21 +84,21 @@ def render_chat(
         raise bad_request(f"the chat template could not render messages: {e}", "messages") from None
 
 
-def _message_dict(msg: Any, native_calls: bool) -> dict[str, Any]:
-    out = _message_body(msg, native_calls)
+def _message_dict(msg: Any, native_calls: bool, fmt: ToolCallFormat) -> dict[str, Any]:
+    out = _message_body(msg, native_calls, fmt)
     if getattr(msg, "name", None) is not None:
         out["name"] = msg.name  # templates that have a place for it use it; others ignore it
     return out
 
 
-def _message_body(msg: Any, native_calls: bool) -> dict[str, Any]:
+def _message_body(msg: Any, native_calls: bool, fmt: ToolCallFormat) -> dict[str, Any]:
     if isinstance(msg, SystemMessage):
         return {"role": "system", "content": content_text(msg.content)}
     if isinstance(msg, ToolMessage):
         return {
             "role": "tool",
             "content": content_text(msg.content),
-            "tool_call_id": msg.tool_call_id,
+            "tool_call_id": fmt.history_call_id(msg.tool_call_id),
         }
     if isinstance(msg, AssistantMessage):
         text = content_text(msg.content)
@@ -100,7 +106,7 @@ def _message_body(msg: Any, native_calls: bool) -> dict[str, Any]:
             calls = [  # templates read arguments as a mapping (transformers' convention)
                 {
                     "type": "function",
-                    "id": c.id,
+                    "id": fmt.history_call_id(c.id),
                     "function": {
                         "name": c.function.name,
                         "arguments": call_arguments(c.function.arguments),

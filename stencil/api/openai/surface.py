@@ -37,7 +37,9 @@ _SAMPLING = {
     "presence_penalty": Field("honoured", "sampling penalty"),
     "logit_bias": Field("honoured", "added to the logits before the constraint's mask"),
     "max_tokens": Field("honoured", "completion budget; constrained outputs close within it"),
-    "n": Field("honoured", "1-16 choices"),
+    "n": Field(
+        "honoured", "1-16 choices; with tools in `auto` each choice is text or calls on its own"
+    ),
     "seed": Field("honoured", "per-request sampling seed"),
     "stop": Field("honoured", "stop strings"),
     "stream": Field("honoured", "server-sent events"),

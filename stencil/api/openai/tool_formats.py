@@ -35,6 +35,13 @@ class ToolCallFormat:
     array: bool  # a block holds a JSON array of calls (else one call object per block)
     separator: str = ""  # between blocks (one-object formats)
     calls_first: bool = False  # auto: a call can only open the output (else after any text)
+    call_id_chars: int = 0  # templates that take call ids of exactly this length (0: any)
+
+    def history_call_id(self, call_id: str) -> str:
+        """A past call's id as the template takes it: Mistral's are 9 characters, so longer ids
+        (this server's ``call_...``) keep their last 9, as vLLM does."""
+        n = self.call_id_chars
+        return call_id[-n:] if n and len(call_id) > n else call_id
 
     @property
     def trigger(self) -> str:
@@ -170,7 +177,7 @@ def _cls(ch: str, *, negate: bool = False) -> str:
 SMOLLM2 = ToolCallFormat("smollm2", "<tool_call>", "</tool_call>", "arguments", array=True)
 HERMES = ToolCallFormat("hermes", "<tool_call>\n", "\n</tool_call>", "arguments", False, "\n")
 LLAMA3_JSON = ToolCallFormat("llama3_json", "", "", "parameters", False, "; ", calls_first=True)
-MISTRAL = ToolCallFormat("mistral", "[TOOL_CALLS]", "", "arguments", array=True)
+MISTRAL = ToolCallFormat("mistral", "[TOOL_CALLS]", "", "arguments", array=True, call_id_chars=9)
 FORMATS = {f.name: f for f in (SMOLLM2, HERMES, LLAMA3_JSON, MISTRAL)}
 
 

@@ -1,0 +1,67 @@
+"""A real uvicorn server on 127.0.0.1 (a free port) around an engine, in a thread of the test
+process: what the API tests talk to with real clients."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from stencil.testing.serve_process import free_port
+
+
+@dataclass
+class LiveServer:
+    base_url: str  # http://127.0.0.1:PORT
+    api_key: str
+    model: str
+    engine: Any
+
+    @property
+    def v1(self) -> str:
+        return f"{self.base_url}/v1"
+
+    def openai(self, **kwargs: Any) -> Any:
+        from openai import OpenAI
+
+        return OpenAI(base_url=self.v1, api_key=self.api_key, max_retries=0, **kwargs)
+
+    def metrics(self) -> dict[str, float]:
+        import httpx
+
+        text = httpx.get(
+            f"{self.base_url}/metrics", headers={"Authorization": f"Bearer {self.api_key}"}
+        ).text
+        out = {}
+        for line in text.splitlines():
+            if line.startswith("stencil:") and "{" in line and "_bucket" not in line:
+                name = line.split("{", 1)[0][len("stencil:") :]
+                out.setdefault(name, float(line.rsplit(" ", 1)[1]))
+        return out
+
+
+@contextlib.contextmanager
+def serving(engine: Any, api_key: str | None = None) -> Iterator[LiveServer]:
+    """``engine`` behind a real uvicorn server on a free port, in a thread; shut down after."""
+    from stencil.api.app import ServerConfig, create_app
+    from stencil.api.uvicorn_server import StencilServer
+
+    port = free_port()
+    settings = ServerConfig(api_key=api_key, port=port, log_level="warning")
+    server = StencilServer(create_app(engine, settings), settings)
+    thread = threading.Thread(target=server.run, name="uvicorn", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise RuntimeError("the test server did not start")
+        time.sleep(0.05)
+    try:
+        yield LiveServer(f"http://127.0.0.1:{port}", api_key or "x", engine.model_name, engine)
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        engine.shutdown()
