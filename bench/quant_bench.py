@@ -43,13 +43,19 @@ from stencil.paths import cache_root
 
 def q4_k_m(name: str, shape) -> str:
     """llama.cpp's Q4_K_M recipe, roughly: Q6_K for the embedding and for attn_v / ffn_down in
-    the first half of the layers (and every third after), Q4_K elsewhere."""
+    the first half of the layers (and every third after), Q4_K elsewhere; rows that are not a
+    multiple of 256 values fall back as llama-quantize does (Q4_K -> Q5_0, Q6_K -> Q8_0: in
+    Qwen2.5-0.5B every tensor but ffn_down, whose rows hold 4,864 values)."""
     if "embed" in name:
-        return "Q6_K"
-    if name.endswith(("v_proj.weight", "down_proj.weight")):
+        kind = "Q6_K"
+    elif name.endswith(("v_proj.weight", "down_proj.weight")):
         layer = int(name.split(".")[2])
-        return "Q6_K" if layer < 12 or layer % 3 == 0 else "Q4_K"
-    return "Q4_K"
+        kind = "Q6_K" if layer < 12 or layer % 3 == 0 else "Q4_K"
+    else:
+        kind = "Q4_K"
+    if shape[-1] % 256:
+        return {"Q4_K": "Q5_0", "Q6_K": "Q8_0"}[kind]
+    return kind
 
 
 def qwen_file(kind: str) -> Path:
