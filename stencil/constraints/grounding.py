@@ -19,13 +19,23 @@ from typing import Any
 from .errors import ConstraintError, UnsupportedSchemaError
 
 SENTINEL = "\u0000stencil-grounded:"
-_CHUNK = re.compile(r"\w+|\s|[^\w\s]")
+_EMAIL = r"[A-Za-z0-9._%+\-]+@[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)+"
+# an email address and a number with separators (a date, 1,580.00, a phone number) are one unit
+# each (a span holds all of it or none), then words, single characters
+_CHUNK = re.compile(rf"{_EMAIL}|\d+(?:[\-/.,:]\d+)+|\w+|\s|[^\w\s]")
 # one JSON string character (raw, or one escape); edges exclude whitespace and its escapes
 _CHAR = r'(?:[^"\\\x00-\x1f]|\\["\\\x2fbfnrt]|\\u[0-9a-fA-F]{4})'
 _EDGE = r'(?:[^"\\\x00-\x20]|\\["\\\x2fbfu]|\\u[0-9a-fA-F]{4})'
 _FREE_STRING_KEYS = ("format", "pattern", "enum", "const", "contentEncoding")
 # formats a verbatim span can keep, by a regex whose language is inside the format's
-_SPAN_FORMATS = {"email": r"[A-Za-z0-9._%+\-]+@[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)+"}
+_SPAN_FORMATS = {"email": _EMAIL}
+# the values a sibling property claims by its type or format, which a plain grounded string
+# then never contains: an address, an ISO-style date, a number with a decimal fraction
+_CLAIMED = {
+    "email": _EMAIL,
+    "date": r"[0-9]{1,4}[\-\/.][0-9]{1,2}[\-\/.][0-9]{1,4}",
+    "number": r"[\-+$€£]?[0-9][0-9,]*\.[0-9]+",
+}
 # the keywords a grammar rule around a grounded string handles (anything else: unsupported)
 _OBJECT_KEYS = frozenset({"type", "properties", "required", "additionalProperties"})
 _ARRAY_KEYS = frozenset({"type", "items", "minItems", "maxItems"})
@@ -40,7 +50,7 @@ def mark_grounded(
     ``number`` / ``integer`` subschema without ``enum`` or ``const`` is narrowed to them."""
     count = 0
 
-    def walk(node: Any) -> Any:
+    def walk(node: Any, claimed: str = "") -> Any:
         nonlocal count
         if isinstance(node, list):
             return [walk(v) for v in node]
@@ -54,9 +64,14 @@ def mark_grounded(
                 raise ConstraintError('x-grounded applies to {"type": "string"} subschemas only')
             count += 1
             kept = {k: node[k] for k in ("minLength", "maxLength") if k in node}
-            tag = f"{SENTINEL}{count}:{node.get('format', '')}"  # a span-safe format rides along
+            fmt = node.get("format", "")
+            # a span-safe format and the kinds of value its siblings claim ride along
+            tag = f"{SENTINEL}{count}:{fmt}:{'' if fmt else claimed}"
             return {"type": "string", "const": tag, **kept}
-        out = {k: walk(v) for k, v in node.items() if k != "x-grounded"}
+        out = {k: walk(v) for k, v in node.items() if k not in ("x-grounded", "properties")}
+        if isinstance(node.get("properties"), dict):
+            kinds = ",".join(sorted(_claimed_kinds(node["properties"])))
+            out["properties"] = {k: walk(v, kinds) for k, v in node["properties"].items()}
         if numbers and node.get("type") in ("number", "integer") and not _fixed(node):
             wanted = [v for v in numbers if node["type"] == "number" or v == int(v)]
             out["enum"] = [int(v) if node["type"] == "integer" else v for v in wanted]
@@ -76,6 +91,22 @@ def _groundable_string(node: dict) -> bool:
         return False
     free = [k for k in _FREE_STRING_KEYS if k in node]
     return not free or (free == ["format"] and node["format"] in _SPAN_FORMATS)
+
+
+def _claimed_kinds(properties: dict[str, Any]) -> set[str]:
+    """The kinds of value (``_CLAIMED``) that properties of one object take by type or format."""
+    kinds = set()
+    for sub in properties.values():
+        if not isinstance(sub, dict):
+            continue
+        fmt = sub.get("format")
+        if fmt == "email":
+            kinds.add("email")
+        elif fmt in ("date", "date-time"):
+            kinds.add("date")
+        elif sub.get("type") == "number":
+            kinds.add("number")
+    return kinds
 
 
 def _fixed(node: dict) -> bool:
@@ -164,13 +195,15 @@ class _LarkWriter:
         return name
 
     def grounded(self, node: dict[str, Any]) -> str:
-        number, fmt = node["const"][len(SENTINEL) :].split(":")
+        number, fmt, claimed = node["const"][len(SENTINEL) :].split(":")
         name = f"GROUNDED_{number}"
         low, high = node.get("minLength", 1), node.get("maxLength")
         spec = json.dumps({"substring_chunks": self.chunks}, ensure_ascii=False)
         body = f"%regex {spec} & /{_EDGE}(?:{_CHAR}*{_EDGE})?/"
         if fmt:
             body += f" & /{_SPAN_FORMATS[fmt]}/"
+        for kind in filter(None, claimed.split(",")):
+            body += f" & ~/.*(?:{_CLAIMED[kind]}).*/"
         if low > 1 or high is not None:
             body += f" & /{_CHAR}{{{low},{'' if high is None else high}}}/"
         self.rules[name] = body

@@ -136,6 +136,51 @@ def test_ground_strings_grounds_plain_strings_only(smol_compiler, smol_tokenizer
     assert not accepts_text(compiled, smol_tokenizer, bad)
 
 
+PAYMENT = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string"},
+        "email": {"type": "string", "format": "email"},
+        "paid": {"type": "string", "format": "date"},
+        "amount": {"type": "number"},
+        "code": {"type": "integer"},
+    },
+    "required": ["name"],
+    "additionalProperties": False,
+}
+LETTER = "On 2024-03-05 Ada Lovelace (ada.lovelace@example.com) paid 1,580.00 for order 7 of 12."
+
+
+@pytest.mark.parametrize(
+    ("name", "ok"),
+    [
+        ("Ada Lovelace", True),
+        ("order 7 of 12", True),  # integers are nobody's claim: the sibling is an integer
+        ("ada.lovelace@example.com", False),  # the email's sibling claims addresses
+        ("Ada Lovelace (ada.lovelace@example.com)", False),  # ... inside a span too
+        ("ada.lovelace", False),  # an address is one unit: no part of it
+        ("2024-03-05", False),  # the date's sibling claims dates
+        ("2024-03", False),  # a number with separators is one unit
+        ("paid 1,580.00", False),  # the number's sibling claims decimal numbers
+        ("1,580", False),
+    ],
+)
+def test_plain_strings_skip_units_and_what_siblings_claim(smol_compiler, smol_tokenizer, name, ok):
+    c = Constraint.json_schema(PAYMENT, source_text=LETTER, ground_strings=True)
+    text = json.dumps({"name": name})
+    assert accepts_text(smol_compiler.compile(c), smol_tokenizer, text) is ok
+
+
+def test_the_email_field_itself_takes_the_whole_address(smol_compiler, smol_tokenizer):
+    c = Constraint.json_schema(PAYMENT, source_text=LETTER, ground_strings=True)
+    compiled = smol_compiler.compile(c)
+    good = '{"name": "Ada Lovelace", "email": "ada.lovelace@example.com", "paid": "2024-03-05"}'
+    assert accepts_text(compiled, smol_tokenizer, good)
+    assert not accepts_text(
+        compiled, smol_tokenizer, '{"name": "Ada", "email": "lovelace@example.com"}'
+    )
+
+
 def test_the_source_is_part_of_the_cache_key():
     a = Constraint.json_schema(PERSON, source_text="Ada Lovelace")
     b = Constraint.json_schema(PERSON, source_text="Grace Hopper")
