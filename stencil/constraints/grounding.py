@@ -29,13 +29,15 @@ _EDGE = r'(?:[^"\\\x00-\x20]|\\["\\\x2fbfu]|\\u[0-9a-fA-F]{4})'
 _FREE_STRING_KEYS = ("format", "pattern", "enum", "const", "contentEncoding")
 # formats a verbatim span can keep, by a regex whose language is inside the format's
 _SPAN_FORMATS = {"email": _EMAIL}
-# the values a sibling property claims by its type or format, which a plain grounded string
-# then never contains: an address, an ISO-style date, a number with a decimal fraction
+# the units (chunks) a sibling property claims by its type or format, which a plain grounded
+# string then never contains: an address, an ISO-style date, a number with a decimal fraction
 _CLAIMED = {
-    "email": _EMAIL,
-    "date": r"[0-9]{1,4}[\-\/.][0-9]{1,2}[\-\/.][0-9]{1,4}",
-    "number": r"[\-+$€£]?[0-9][0-9,]*\.[0-9]+",
+    "email": re.compile(_EMAIL),
+    "date": re.compile(r"[0-9]{1,4}[\-/.][0-9]{1,2}[\-/.][0-9]{1,4}"),
+    "number": re.compile(r"[0-9][0-9,]*\.[0-9]+"),
 }
+# stands in for a claimed unit: a raw quote, which no span (JSON string content) can hold
+_BARRIER = '"'
 # the keywords a grammar rule around a grounded string handles (anything else: unsupported)
 _OBJECT_KEYS = frozenset({"type", "properties", "required", "additionalProperties"})
 _ARRAY_KEYS = frozenset({"type", "items", "minItems", "maxItems"})
@@ -198,12 +200,12 @@ class _LarkWriter:
         number, fmt, claimed = node["const"][len(SENTINEL) :].split(":")
         name = f"GROUNDED_{number}"
         low, high = node.get("minLength", 1), node.get("maxLength")
-        spec = json.dumps({"substring_chunks": self.chunks}, ensure_ascii=False)
+        kinds = [_CLAIMED[k] for k in claimed.split(",") if k]
+        chunks = [_BARRIER if any(k.fullmatch(c) for k in kinds) else c for c in self.chunks]
+        spec = json.dumps({"substring_chunks": chunks}, ensure_ascii=False)
         body = f"%regex {spec} & /{_EDGE}(?:{_CHAR}*{_EDGE})?/"
         if fmt:
             body += f" & /{_SPAN_FORMATS[fmt]}/"
-        for kind in filter(None, claimed.split(",")):
-            body += f" & ~/.*(?:{_CLAIMED[kind]}).*/"
         if low > 1 or high is not None:
             body += f" & /{_CHAR}{{{low},{'' if high is None else high}}}/"
         self.rules[name] = body
