@@ -1,7 +1,7 @@
 """Extraction quality: field-level accuracy of the embedded model on 50 labeled template documents,
 through ``stencil extract``'s own engine backend: prompt variants (the default template with the
 schema, a field list with descriptions instead, a worked example that cannot be copied) times
-modes (schema constraint; + grounded strings; + grounded numbers), beside the unconstrained model.
+modes (schema constraint; + grounded strings; + grounded numbers; + grounded dates), beside the unconstrained model.
 
     python bench/extract_quality.py [--docs 50] [--threads 2] [--max-tokens 96]
 
@@ -82,10 +82,16 @@ PROMPTS = {
     "worked example": SCHEMA_PROMPT.replace("{instructions}", "{instructions}" + EXAMPLE),
     "document first + field list (default)": DEFAULT_TEMPLATE,
 }
+OFF = {"grounded": False, "ground_numbers": False, "ground_dates": False}
 MODES = {
-    "schema": {"grounded": False, "ground_numbers": False},
-    "schema + grounded strings": {"grounded": True, "ground_numbers": False},
-    "schema + grounded strings + numbers": {"grounded": True, "ground_numbers": True},
+    "schema": OFF,
+    "schema + grounded strings": {**OFF, "grounded": True},
+    "schema + grounded strings + numbers": {**OFF, "grounded": True, "ground_numbers": True},
+    "schema + grounded strings + numbers + dates (default)": {
+        "grounded": True,
+        "ground_numbers": True,
+        "ground_dates": True,
+    },
 }
 
 

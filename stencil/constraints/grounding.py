@@ -41,15 +41,19 @@ _BARRIER = '"'
 # the keywords a grammar rule around a grounded string handles (anything else: unsupported)
 _OBJECT_KEYS = frozenset({"type", "properties", "required", "additionalProperties"})
 _ARRAY_KEYS = frozenset({"type", "items", "minItems", "maxItems"})
-_NUMBER = re.compile(r"(?<![\w.,\-])-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?![\w,]*\d)")
 
 
 def mark_grounded(
-    schema: Any, *, ground_strings: bool, numbers: list[float] | None = None
+    schema: Any,
+    *,
+    ground_strings: bool,
+    numbers: list[float] | None = None,
+    dates: list[str] | None = None,
 ) -> tuple[Any, int]:
     """A copy of ``schema`` with each grounded string replaced by a sentinel ``const`` (length
     bounds and a span-safe format kept), and how many there are. With ``numbers``, every
-    ``number`` / ``integer`` subschema without ``enum`` or ``const`` is narrowed to them."""
+    ``number`` / ``integer`` subschema without ``enum`` or ``const`` is narrowed to them; with
+    ``dates`` (ISO strings), every such ``format: date`` string."""
     count = 0
 
     def walk(node: Any, claimed: str = "") -> Any:
@@ -77,15 +81,11 @@ def mark_grounded(
         if numbers and node.get("type") in ("number", "integer") and not _fixed(node):
             wanted = [v for v in numbers if node["type"] == "number" or v == int(v)]
             out["enum"] = [int(v) if node["type"] == "integer" else v for v in wanted]
+        if dates and node.get("format") == "date" and not _fixed(node):
+            out["enum"] = dates
         return out
 
     return walk(schema), count
-
-
-def numbers_in(source: str) -> list[float]:
-    """The numbers a text states (``1,580.00`` -> 1580.0), each once, in order."""
-    found = (float(m.group().replace(",", "")) for m in _NUMBER.finditer(source))
-    return list(dict.fromkeys(found))
 
 
 def _groundable_string(node: dict) -> bool:

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from stencil.constraints import Constraint, ConstraintError
 from stencil.constraints.errors import UnsupportedSchemaError
-from stencil.constraints.grounding import numbers_in
+from stencil.constraints.stated import dates_in, numbers_in
 
 SETTINGS = settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))
 INVOICE = """INVOICE  No. INV-2024-0193
@@ -267,3 +267,37 @@ def test_grounded_numbers_come_from_the_document(smol_compiler):
             assert value["qty"] == 2, value  # the integers of the document within the maximum
             seen += 1
     assert seen
+
+
+@pytest.mark.parametrize(
+    ("text", "dates"),
+    [
+        ("Issue date: 2024-03-04   Due date: 2024-04-03", ["2024-03-04", "2024-04-03"]),
+        (
+            "paid March 4, 2024; refund 5 Sept. 2023, 2024/3/7",
+            ["2024-03-04", "2023-09-05", "2024-03-07"],
+        ),
+        ("INV-2024-0193, v1.2.3, build 2024-13-45, Mayday 12 2024", []),  # no calendar date
+        ("due 2024-03-04, signed 03/04/2024", None),  # day and month order unknown: stay free
+    ],
+)
+def test_dates_in(text, dates):
+    assert dates_in(text) == dates
+
+
+@pytest.mark.parametrize(
+    ("doc", "allowed"),
+    [
+        ("Paid on 4 March 2024, due April 3, 2024.", ["2024-03-04", "2024-04-03"]),
+        ("Paid in spring.", None),  # no date stated: the format alone
+    ],
+)
+def test_grounded_dates_come_from_the_document(smol_compiler, smol_tokenizer, doc, allowed):
+    schema = {"type": "object", "properties": {"paid": {"type": "string", "format": "date"}}}
+    compiled = smol_compiler.compile(
+        Constraint.json_schema(schema, source_text=doc, ground_dates=True)
+    )
+    for day in ("2024-03-04", "2024-04-03", "2031-01-02"):
+        ok = allowed is None or day in allowed
+        assert accepts_text(compiled, smol_tokenizer, json.dumps({"paid": day})) is ok, day
+    assert not accepts_text(compiled, smol_tokenizer, '{"paid": "4 March 2024"}')
