@@ -17,12 +17,15 @@ import re
 from typing import Any
 
 from .errors import ConstraintError, UnsupportedSchemaError
+from .json_schema.ecma_regex import ecma_pattern
 
 SENTINEL = "\u0000stencil-grounded:"
 _EMAIL = r"[A-Za-z0-9._%+\-]+@[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)+"
-# an email address and a number with separators (a date, 1,580.00, a phone number) are one unit
-# each (a span holds all of it or none), then words, single characters
-_CHUNK = re.compile(rf"{_EMAIL}|\d+(?:[\-/.,:]\d+)+|\w+|\s|[^\w\s]")
+# an email address and a code with digits (words joined by - / . , : with a digit: a date,
+# 1,580.00, INV-2024-0193, a phone number) are one unit each (a span holds all of it or none),
+# then words, then single characters
+_CODE = r"(?:\w+[\-/.,:])*\w*\d\w*(?:[\-/.,:]\w+)*"
+_CHUNK = re.compile(rf"{_EMAIL}|{_CODE}|\w+|\s|[^\w\s]")
 # one JSON string character (raw, or one escape); edges exclude whitespace and its escapes
 _CHAR = r'(?:[^"\\\x00-\x1f]|\\["\\\x2fbfnrt]|\\u[0-9a-fA-F]{4})'
 _EDGE = r'(?:[^"\\\x00-\x20]|\\["\\\x2fbfu]|\\u[0-9a-fA-F]{4})'
@@ -71,8 +74,8 @@ def mark_grounded(
             count += 1
             kept = {k: node[k] for k in ("minLength", "maxLength") if k in node}
             fmt = node.get("format", "")
-            # a span-safe format and the kinds of value its siblings claim ride along
-            tag = f"{SENTINEL}{count}:{fmt}:{'' if fmt else claimed}"
+            # a span-safe format, the kinds of value its siblings claim and a pattern ride along
+            tag = f"{SENTINEL}{count}:{fmt}:{'' if fmt else claimed}:{node.get('pattern', '')}"
             return {"type": "string", "const": tag, **kept}
         out = {k: walk(v) for k, v in node.items() if k not in ("x-grounded", "properties")}
         if isinstance(node.get("properties"), dict):
@@ -197,7 +200,7 @@ class _LarkWriter:
         return name
 
     def grounded(self, node: dict[str, Any]) -> str:
-        number, fmt, claimed = node["const"][len(SENTINEL) :].split(":")
+        number, fmt, claimed, pattern = node["const"][len(SENTINEL) :].split(":", 3)
         name = f"GROUNDED_{number}"
         low, high = node.get("minLength", 1), node.get("maxLength")
         kinds = [_CLAIMED[k] for k in claimed.split(",") if k]
@@ -206,6 +209,8 @@ class _LarkWriter:
         body = f"%regex {spec} & /{_EDGE}(?:{_CHAR}*{_EDGE})?/"
         if fmt:
             body += f" & /{_SPAN_FORMATS[fmt]}/"
+        if pattern:
+            body += f" & /{_lark_pattern(pattern)}/"
         if low > 1 or high is not None:
             body += f" & /{_CHAR}{{{low},{'' if high is None else high}}}/"
         self.rules[name] = body
@@ -248,6 +253,41 @@ class _LarkWriter:
 
     def gap(self) -> str:
         return "WS? " if self.ws else ""
+
+
+def _lark_pattern(pattern: str) -> str:
+    """A JSON Schema ``pattern`` (a search, ECMA-262) as a Lark regex over the whole value (the
+    value's JSON text: the same wherever it has no quote, backslash or control character)."""
+    branches = []
+    for branch in _top_level_branches(ecma_pattern(pattern)):
+        head = "" if branch.startswith("^") else ".*"
+        tail = "" if branch.endswith("$") and not branch.endswith("\\$") else ".*"
+        branch = branch[1:] if not head else branch
+        branch = branch[:-1] if not tail else branch
+        branches.append(f"{head}(?:{branch}){tail}")
+    return "|".join(branches).replace("/", "\\/")
+
+
+def _top_level_branches(pattern: str) -> list[str]:
+    """``pattern`` split at the ``|`` outside groups and classes."""
+    out, depth, start, i, in_class = [], 0, 0, 0, False
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            i += 2
+            continue
+        if in_class:
+            in_class = c != "]"
+        elif c == "[":
+            in_class = True
+            i += pattern[i + 1 : i + 2] == "]"  # a leading "]" is a literal
+        elif c in "()":
+            depth += 1 if c == "(" else -1
+        elif c == "|" and depth == 0:
+            out.append(pattern[start:i])
+            start = i + 1
+        i += 1
+    return [*out, pattern[start:]]
 
 
 def _optional(expr: str, rest: str) -> str:

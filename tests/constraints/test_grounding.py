@@ -301,3 +301,22 @@ def test_grounded_dates_come_from_the_document(smol_compiler, smol_tokenizer, do
         ok = allowed is None or day in allowed
         assert accepts_text(compiled, smol_tokenizer, json.dumps({"paid": day})) is ok, day
     assert not accepts_text(compiled, smol_tokenizer, '{"paid": "4 March 2024"}')
+
+
+@pytest.mark.parametrize(
+    ("pattern", "value", "ok"),
+    [
+        ("^[A-Z0-9-]*[0-9][A-Z0-9-]*$", "INV-2024-0193", True),
+        ("^[A-Z0-9-]*[0-9][A-Z0-9-]*$", "INVOICE", False),  # a span, not the pattern
+        ("^[A-Z0-9-]*[0-9][A-Z0-9-]*$", "INV-2025-0001", False),  # the pattern, not a span
+        ("\\d", "No. INV-2024-0193", True),  # a pattern is a search: unanchored
+        ("^Acme|Corporation$", '\\"Globex\\" Corporation', True),  # either anchored branch
+        ("^Acme|Corporation$", "Acme Cloud", True),
+        ("^Acme|Corporation$", "Cloud Services", False),
+    ],
+)
+def test_a_grounded_string_keeps_its_pattern(smol_compiler, smol_tokenizer, pattern, value, ok):
+    schema = {"type": "object", "properties": {"v": {"type": "string", "x-grounded": True}}}
+    schema["properties"]["v"]["pattern"] = pattern
+    compiled = smol_compiler.compile(Constraint.json_schema(schema, source_text=INVOICE))
+    assert accepts_text(compiled, smol_tokenizer, f'{{"v": "{value}"}}') is ok
