@@ -39,6 +39,8 @@ _CLAIMED = {
     "date": re.compile(r"[0-9]{1,4}[\-/.][0-9]{1,2}[\-/.][0-9]{1,4}"),
     "number": re.compile(r"[0-9][0-9,]*\.[0-9]+"),
 }
+# the longest span (JSON characters) checked against a grounded string's pattern at compile time
+_SPAN_CHECK = 256
 # stands in for a claimed unit: a raw quote, which no span (JSON string content) can hold
 _BARRIER = '"'
 # the keywords a grammar rule around a grounded string handles (anything else: unsupported)
@@ -134,7 +136,37 @@ def source_chunks(source: str) -> list[str]:
 
 def grounded_lark(translated: dict[str, Any], source: str) -> str:
     """The Lark grammar for a translated schema whose grounded strings carry sentinels."""
-    return _LarkWriter(translated, source_chunks(source)).grammar()
+    try:
+        return _LarkWriter(translated, source_chunks(source)).grammar()
+    except _NoSpan as e:
+        raise ConstraintError(f"a required grounded string cannot be filled: {e}") from None
+
+
+class _NoSpan(ConstraintError):
+    """No span of the source fits a grounded string (its pattern matches none)."""
+
+
+def _some_span_matches(chunks: list[str], regex: str, low: int, high: int | None) -> bool:
+    """Whether a span (a run of chunks without barriers, not starting or ending at whitespace,
+    ``low``..``high`` characters of JSON text) fully matches ``regex`` (a Lark regex body).
+    Spans over ``_SPAN_CHECK`` characters are not tried: past it, the answer is yes."""
+    if high is None or high > _SPAN_CHECK:
+        return True
+    whole = re.compile(regex.replace("\\/", "/"))
+    space = [c.isspace() or c in ("\\n", "\\r", "\\t") for c in chunks]
+    for i, first in enumerate(chunks):
+        if space[i] or first == _BARRIER:
+            continue
+        text = ""
+        for j in range(i, len(chunks)):
+            if chunks[j] == _BARRIER:
+                break
+            text += chunks[j]
+            if high is not None and len(text) > high:
+                break
+            if not space[j] and len(text) >= low and whole.fullmatch(text):
+                return True
+    return False
 
 
 class _LarkWriter:
@@ -210,6 +242,8 @@ class _LarkWriter:
         if fmt:
             body += f" & /{_SPAN_FORMATS[fmt]}/"
         if pattern:
+            if not _some_span_matches(chunks, _lark_pattern(pattern), low, high):
+                raise _NoSpan(f"no span of the source text matches the pattern {pattern!r}")
             body += f" & /{_lark_pattern(pattern)}/"
         if low > 1 or high is not None:
             body += f" & /{_CHAR}{{{low},{'' if high is None else high}}}/"
@@ -218,14 +252,16 @@ class _LarkWriter:
 
     def obj(self, node: dict[str, Any], pointer: str) -> str:
         required = set(node.get("required", ()))
-        members = [
-            (
-                f'{_literal(json.dumps(k, ensure_ascii=False))} {self.gap()}":" {self.gap()}'
-                f"{self.expr(v, f'{pointer}/properties/{k}')}",
-                k in required,
-            )
-            for k, v in node.get("properties", {}).items()
-        ]
+        members = []
+        for k, v in node.get("properties", {}).items():
+            try:
+                value = self.expr(v, f"{pointer}/properties/{k}")
+            except _NoSpan:
+                if k in required:
+                    raise
+                continue  # an optional property no span can fill is left out
+            key = _literal(json.dumps(k, ensure_ascii=False))
+            members.append((f'{key} {self.gap()}":" {self.gap()}{value}', k in required))
         # first: the members from here on when none is written yet; after: when one is
         first, after = "", ""
         for text, needed in reversed(members):

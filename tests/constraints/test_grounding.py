@@ -320,3 +320,19 @@ def test_a_grounded_string_keeps_its_pattern(smol_compiler, smol_tokenizer, patt
     schema["properties"]["v"]["pattern"] = pattern
     compiled = smol_compiler.compile(Constraint.json_schema(schema, source_text=INVOICE))
     assert accepts_text(compiled, smol_tokenizer, f'{{"v": "{value}"}}') is ok
+
+
+def test_a_pattern_no_span_matches_leaves_out_an_optional_property(smol_compiler, smol_tokenizer):
+    code = {"type": "string", "x-grounded": True, "pattern": "[0-9]", "maxLength": 40}
+    schema = {
+        "type": "object",
+        "properties": {"code": code, "name": {"type": "string", "x-grounded": True}},
+        "required": ["name"],
+        "additionalProperties": False,
+    }
+    doc = "Ada Lovelace wrote the notes."  # no digit anywhere
+    compiled = smol_compiler.compile(Constraint.json_schema(schema, source_text=doc))
+    assert accepts_text(compiled, smol_tokenizer, '{"name": "Ada Lovelace"}')
+    assert not accepts_text(compiled, smol_tokenizer, '{"code": "Ada", "name": "Ada"}')
+    with pytest.raises(ConstraintError, match="cannot be filled"):
+        Constraint.json_schema({**schema, "required": ["code"]}, source_text=doc)
