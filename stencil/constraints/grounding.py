@@ -17,7 +17,7 @@ import re
 from typing import Any
 
 from .errors import ConstraintError, UnsupportedSchemaError
-from .json_schema.ecma_regex import ecma_pattern
+from .json_schema.ecma_regex import ecma_pattern, structure
 
 SENTINEL = "\u0000stencil-grounded:"
 _EMAIL = r"[A-Za-z0-9._%+\-]+@[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)+"
@@ -306,24 +306,8 @@ def _lark_pattern(pattern: str) -> str:
 
 def _top_level_branches(pattern: str) -> list[str]:
     """``pattern`` split at the ``|`` outside groups and classes."""
-    out, depth, start, i, in_class = [], 0, 0, 0, False
-    while i < len(pattern):
-        c = pattern[i]
-        if c == "\\":
-            i += 2
-            continue
-        if in_class:
-            in_class = c != "]"
-        elif c == "[":
-            in_class = True
-            i += pattern[i + 1 : i + 2] == "]"  # a leading "]" is a literal
-        elif c in "()":
-            depth += 1 if c == "(" else -1
-        elif c == "|" and depth == 0:
-            out.append(pattern[start:i])
-            start = i + 1
-        i += 1
-    return [*out, pattern[start:]]
+    cuts = [i for i, c, depth in structure(pattern) if c == "|" and depth == 0]
+    return [pattern[a + 1 : b] for a, b in zip([-1, *cuts], [*cuts, len(pattern)], strict=True)]
 
 
 def _optional(expr: str, rest: str) -> str:
