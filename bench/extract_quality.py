@@ -1,7 +1,9 @@
 """Extraction quality: field-level accuracy of the embedded model on 50 labeled template documents,
-through ``stencil extract``'s own engine backend: prompt variants (the default template with the
-schema, a field list with descriptions instead, a worked example that cannot be copied) times
-modes (schema constraint; + grounded strings; + grounded numbers), beside the unconstrained model.
+through ``stencil extract``'s own engine backend: prompt variants (the schema in the system
+prompt, a field list there instead, a worked example that cannot be copied, the document first
+then the fields, the fields before and after the document: the default) times modes (schema
+constraint; + grounded strings; + grounded numbers; + grounded dates), beside the unconstrained
+model.
 
     python bench/extract_quality.py [--docs 50] [--threads 2] [--max-tokens 96]
 
@@ -74,18 +76,34 @@ JSON Schema:
 ---
 Document ({filename}):
 {document}"""
+DOCUMENT_FIRST = """\
+You extract data from documents. Copy values exactly as written in the document.
+---
+Document ({filename}):
+{document}
+
+Reply with one JSON object with these fields:
+{fields}
+{instructions}"""
 PROMPTS = {
     "schema in system prompt": SCHEMA_PROMPT,
     "field list in system prompt": SCHEMA_PROMPT.replace(
         "JSON Schema:\n{schema}", "Fields:\n{fields}"
     ).replace("follows this JSON Schema", "has these fields"),
     "worked example": SCHEMA_PROMPT.replace("{instructions}", "{instructions}" + EXAMPLE),
-    "document first + field list (default)": DEFAULT_TEMPLATE,
+    "document first + field list": DOCUMENT_FIRST,
+    "field list, document, field list (default)": DEFAULT_TEMPLATE,
 }
+OFF = {"grounded": False, "ground_numbers": False, "ground_dates": False}
 MODES = {
-    "schema": {"grounded": False, "ground_numbers": False},
-    "schema + grounded strings": {"grounded": True, "ground_numbers": False},
-    "schema + grounded strings + numbers": {"grounded": True, "ground_numbers": True},
+    "schema": OFF,
+    "schema + grounded strings": {**OFF, "grounded": True},
+    "schema + grounded strings + numbers": {**OFF, "grounded": True, "ground_numbers": True},
+    "schema + grounded strings + numbers + dates (default)": {
+        "grounded": True,
+        "ground_numbers": True,
+        "ground_dates": True,
+    },
 }
 
 

@@ -17,30 +17,51 @@ import re
 from typing import Any
 
 from .errors import ConstraintError, UnsupportedSchemaError
+from .json_schema.ecma_regex import ecma_pattern, structure
 
 SENTINEL = "\u0000stencil-grounded:"
-_CHUNK = re.compile(r"\w+|\s|[^\w\s]")
+_EMAIL = r"[A-Za-z0-9._%+\-]+@[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)+"
+# an email address and a code with digits (words joined by - / . , : with a digit: a date,
+# 1,580.00, INV-2024-0193, a phone number) are one unit each (a span holds all of it or none),
+# then words, then single characters
+_CODE = r"(?:\w+[\-/.,:])*\w*\d\w*(?:[\-/.,:]\w+)*"
+_CHUNK = re.compile(rf"{_EMAIL}|{_CODE}|\w+|\s|[^\w\s]")
 # one JSON string character (raw, or one escape); edges exclude whitespace and its escapes
 _CHAR = r'(?:[^"\\\x00-\x1f]|\\["\\\x2fbfnrt]|\\u[0-9a-fA-F]{4})'
 _EDGE = r'(?:[^"\\\x00-\x20]|\\["\\\x2fbfu]|\\u[0-9a-fA-F]{4})'
 _FREE_STRING_KEYS = ("format", "pattern", "enum", "const", "contentEncoding")
 # formats a verbatim span can keep, by a regex whose language is inside the format's
-_SPAN_FORMATS = {"email": r"[A-Za-z0-9._%+\-]+@[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)+"}
+_SPAN_FORMATS = {"email": _EMAIL}
+# the units (chunks) a sibling property claims by its type or format, which a plain grounded
+# string then never contains: an address, an ISO-style date, a number with a decimal fraction
+_CLAIMED = {
+    "email": re.compile(_EMAIL),
+    "date": re.compile(r"[0-9]{1,4}[\-/.][0-9]{1,2}[\-/.][0-9]{1,4}"),
+    "number": re.compile(r"[0-9][0-9,]*\.[0-9]+"),
+}
+# the longest span (JSON characters) checked against a grounded string's pattern at compile time
+_SPAN_CHECK = 256
+# stands in for a claimed unit: a raw quote, which no span (JSON string content) can hold
+_BARRIER = '"'
 # the keywords a grammar rule around a grounded string handles (anything else: unsupported)
 _OBJECT_KEYS = frozenset({"type", "properties", "required", "additionalProperties"})
 _ARRAY_KEYS = frozenset({"type", "items", "minItems", "maxItems"})
-_NUMBER = re.compile(r"(?<![\w.,\-])-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?![\w,]*\d)")
 
 
 def mark_grounded(
-    schema: Any, *, ground_strings: bool, numbers: list[float] | None = None
+    schema: Any,
+    *,
+    ground_strings: bool,
+    numbers: list[float] | None = None,
+    dates: list[str] | None = None,
 ) -> tuple[Any, int]:
     """A copy of ``schema`` with each grounded string replaced by a sentinel ``const`` (length
     bounds and a span-safe format kept), and how many there are. With ``numbers``, every
-    ``number`` / ``integer`` subschema without ``enum`` or ``const`` is narrowed to them."""
+    ``number`` / ``integer`` subschema without ``enum`` or ``const`` is narrowed to them; with
+    ``dates`` (ISO strings), every such ``format: date`` string."""
     count = 0
 
-    def walk(node: Any) -> Any:
+    def walk(node: Any, claimed: str = "") -> Any:
         nonlocal count
         if isinstance(node, list):
             return [walk(v) for v in node]
@@ -54,21 +75,22 @@ def mark_grounded(
                 raise ConstraintError('x-grounded applies to {"type": "string"} subschemas only')
             count += 1
             kept = {k: node[k] for k in ("minLength", "maxLength") if k in node}
-            tag = f"{SENTINEL}{count}:{node.get('format', '')}"  # a span-safe format rides along
+            fmt = node.get("format", "")
+            # a span-safe format, the kinds of value its siblings claim and a pattern ride along
+            tag = f"{SENTINEL}{count}:{fmt}:{'' if fmt else claimed}:{node.get('pattern', '')}"
             return {"type": "string", "const": tag, **kept}
-        out = {k: walk(v) for k, v in node.items() if k != "x-grounded"}
+        out = {k: walk(v) for k, v in node.items() if k not in ("x-grounded", "properties")}
+        if isinstance(node.get("properties"), dict):
+            kinds = ",".join(sorted(_claimed_kinds(node["properties"])))
+            out["properties"] = {k: walk(v, kinds) for k, v in node["properties"].items()}
         if numbers and node.get("type") in ("number", "integer") and not _fixed(node):
             wanted = [v for v in numbers if node["type"] == "number" or v == int(v)]
             out["enum"] = [int(v) if node["type"] == "integer" else v for v in wanted]
+        if dates and node.get("format") == "date" and not _fixed(node):
+            out["enum"] = dates
         return out
 
     return walk(schema), count
-
-
-def numbers_in(source: str) -> list[float]:
-    """The numbers a text states (``1,580.00`` -> 1580.0), each once, in order."""
-    found = (float(m.group().replace(",", "")) for m in _NUMBER.finditer(source))
-    return list(dict.fromkeys(found))
 
 
 def _groundable_string(node: dict) -> bool:
@@ -76,6 +98,22 @@ def _groundable_string(node: dict) -> bool:
         return False
     free = [k for k in _FREE_STRING_KEYS if k in node]
     return not free or (free == ["format"] and node["format"] in _SPAN_FORMATS)
+
+
+def _claimed_kinds(properties: dict[str, Any]) -> set[str]:
+    """The kinds of value (``_CLAIMED``) that properties of one object take by type or format."""
+    kinds = set()
+    for sub in properties.values():
+        if not isinstance(sub, dict):
+            continue
+        fmt = sub.get("format")
+        if fmt == "email":
+            kinds.add("email")
+        elif fmt in ("date", "date-time"):
+            kinds.add("date")
+        elif sub.get("type") == "number":
+            kinds.add("number")
+    return kinds
 
 
 def _fixed(node: dict) -> bool:
@@ -98,7 +136,37 @@ def source_chunks(source: str) -> list[str]:
 
 def grounded_lark(translated: dict[str, Any], source: str) -> str:
     """The Lark grammar for a translated schema whose grounded strings carry sentinels."""
-    return _LarkWriter(translated, source_chunks(source)).grammar()
+    try:
+        return _LarkWriter(translated, source_chunks(source)).grammar()
+    except _NoSpan as e:
+        raise ConstraintError(f"a required grounded string cannot be filled: {e}") from None
+
+
+class _NoSpan(ConstraintError):
+    """No span of the source fits a grounded string (its pattern matches none)."""
+
+
+def _some_span_matches(chunks: list[str], regex: str, low: int, high: int | None) -> bool:
+    """Whether a span (a run of chunks without barriers, not starting or ending at whitespace,
+    ``low``..``high`` characters of JSON text) fully matches ``regex`` (a Lark regex body).
+    Spans over ``_SPAN_CHECK`` characters are not tried: past it, the answer is yes."""
+    if high is None or high > _SPAN_CHECK:
+        return True
+    whole = re.compile(regex.replace("\\/", "/"))
+    space = [c.isspace() or c in ("\\n", "\\r", "\\t") for c in chunks]
+    for i, first in enumerate(chunks):
+        if space[i] or first == _BARRIER:
+            continue
+        text = ""
+        for j in range(i, len(chunks)):
+            if chunks[j] == _BARRIER:
+                break
+            text += chunks[j]
+            if high is not None and len(text) > high:
+                break
+            if not space[j] and len(text) >= low and whole.fullmatch(text):
+                return True
+    return False
 
 
 class _LarkWriter:
@@ -164,13 +232,19 @@ class _LarkWriter:
         return name
 
     def grounded(self, node: dict[str, Any]) -> str:
-        number, fmt = node["const"][len(SENTINEL) :].split(":")
+        number, fmt, claimed, pattern = node["const"][len(SENTINEL) :].split(":", 3)
         name = f"GROUNDED_{number}"
         low, high = node.get("minLength", 1), node.get("maxLength")
-        spec = json.dumps({"substring_chunks": self.chunks}, ensure_ascii=False)
+        kinds = [_CLAIMED[k] for k in claimed.split(",") if k]
+        chunks = [_BARRIER if any(k.fullmatch(c) for k in kinds) else c for c in self.chunks]
+        spec = json.dumps({"substring_chunks": chunks}, ensure_ascii=False)
         body = f"%regex {spec} & /{_EDGE}(?:{_CHAR}*{_EDGE})?/"
         if fmt:
             body += f" & /{_SPAN_FORMATS[fmt]}/"
+        if pattern:
+            if not _some_span_matches(chunks, _lark_pattern(pattern), low, high):
+                raise _NoSpan(f"no span of the source text matches the pattern {pattern!r}")
+            body += f" & /{_lark_pattern(pattern)}/"
         if low > 1 or high is not None:
             body += f" & /{_CHAR}{{{low},{'' if high is None else high}}}/"
         self.rules[name] = body
@@ -178,14 +252,16 @@ class _LarkWriter:
 
     def obj(self, node: dict[str, Any], pointer: str) -> str:
         required = set(node.get("required", ()))
-        members = [
-            (
-                f'{_literal(json.dumps(k, ensure_ascii=False))} {self.gap()}":" {self.gap()}'
-                f"{self.expr(v, f'{pointer}/properties/{k}')}",
-                k in required,
-            )
-            for k, v in node.get("properties", {}).items()
-        ]
+        members = []
+        for k, v in node.get("properties", {}).items():
+            try:
+                value = self.expr(v, f"{pointer}/properties/{k}")
+            except _NoSpan:
+                if k in required:
+                    raise
+                continue  # an optional property no span can fill is left out
+            key = _literal(json.dumps(k, ensure_ascii=False))
+            members.append((f'{key} {self.gap()}":" {self.gap()}{value}', k in required))
         # first: the members from here on when none is written yet; after: when one is
         first, after = "", ""
         for text, needed in reversed(members):
@@ -213,6 +289,25 @@ class _LarkWriter:
 
     def gap(self) -> str:
         return "WS? " if self.ws else ""
+
+
+def _lark_pattern(pattern: str) -> str:
+    """A JSON Schema ``pattern`` (a search, ECMA-262) as a Lark regex over the whole value (the
+    value's JSON text: the same wherever it has no quote, backslash or control character)."""
+    branches = []
+    for branch in _top_level_branches(ecma_pattern(pattern)):
+        head = "" if branch.startswith("^") else ".*"
+        tail = "" if branch.endswith("$") and not branch.endswith("\\$") else ".*"
+        branch = branch[1:] if not head else branch
+        branch = branch[:-1] if not tail else branch
+        branches.append(f"{head}(?:{branch}){tail}")
+    return "|".join(branches).replace("/", "\\/")
+
+
+def _top_level_branches(pattern: str) -> list[str]:
+    """``pattern`` split at the ``|`` outside groups and classes."""
+    cuts = [i for i, c, depth in structure(pattern) if c == "|" and depth == 0]
+    return [pattern[a + 1 : b] for a, b in zip([-1, *cuts], [*cuts, len(pattern)], strict=True)]
 
 
 def _optional(expr: str, rest: str) -> str:

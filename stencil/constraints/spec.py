@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from . import grounding, json_schema, text_grammars
+from . import grounding, json_schema, stated, text_grammars
 from .errors import ConstraintError, ConstraintTooLargeError, InvalidGrammarError, InvalidRegexError
 from .json_schema import document
 from .limits import DEFAULT_LIMITS, Limits
@@ -78,6 +78,7 @@ class Constraint:
         source_text: str | None = None,
         ground_strings: bool = False,
         ground_numbers: bool = False,
+        ground_dates: bool = False,
     ) -> Constraint:
         """JSON matching ``schema``. Objects with declared ``properties`` and no
         ``additionalProperties`` admit only the declared keys unless
@@ -86,8 +87,9 @@ class Constraint:
         Grounding: with ``source_text``, every string subschema marked ``"x-grounded": true``
         (with ``ground_strings``, every string without ``format``, ``pattern``, ``enum`` or
         ``const``; ``format: email`` included) only admits a verbatim span of ``source_text``;
-        with ``ground_numbers`` every free number is one that ``source_text`` states
-        (see ``grounding``)."""
+        with ``ground_numbers`` every free number is one that ``source_text`` states, with
+        ``ground_dates`` every free ``format: date`` string one of the dates it states (normalized
+        to ISO; left free when it states none or writes one ambiguously: see ``stated``)."""
         if whitespace not in POLICIES:
             raise ConstraintError(f"whitespace must be one of {POLICIES}, not {whitespace!r}")
         if whitespace_pattern is not None and not defer:
@@ -98,12 +100,13 @@ class Constraint:
             ("whitespace", whitespace),
             ("whitespace_pattern", whitespace_pattern),
         )
-        if source_text is not None or ground_strings or ground_numbers:
+        if source_text is not None or ground_strings or ground_numbers or ground_dates:
             _check_grounding_source(source_text, limits)
             options += (
                 ("source_text", source_text),
                 ("ground_strings", ground_strings),
                 ("ground_numbers", ground_numbers),
+                ("ground_dates", ground_dates),
             )
         elif not defer and grounding.uses_grounding(loaded):
             raise ConstraintError(
@@ -113,9 +116,11 @@ class Constraint:
             return cls("json", text, options, limits=limits)
         marked, grounded = loaded, 0
         if source_text is not None:
-            numbers = grounding.numbers_in(source_text) if ground_numbers else None
             marked, grounded = grounding.mark_grounded(
-                loaded, ground_strings=ground_strings, numbers=numbers
+                loaded,
+                ground_strings=ground_strings,
+                numbers=stated.numbers_in(source_text) if ground_numbers else None,
+                dates=stated.dates_in(source_text) if ground_dates else None,
             )
         try:
             prepared = json_schema.prepare(

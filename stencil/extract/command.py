@@ -65,7 +65,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action=argparse.BooleanOptionalAction,
         default=True,
         help="plain string fields (no format but email, no pattern/enum/const) only take verbatim "
-        "spans of the document, free numbers only numbers it states (default: on; "
+        "spans of the document, free numbers and dates only ones it states (default: on; "
         "x-grounded in the schema grounds a field either way)",
     )
     parser.add_argument(
@@ -157,7 +157,7 @@ def _spec(args: argparse.Namespace, schema: dict[str, Any]) -> ExtractSpec:
 
     spec = ExtractSpec(
         schema, PromptTemplate.load(args.prompt_template), args.instructions, args.max_tokens,
-        args.temperature, args.grounded, args.grounded,
+        args.temperature, args.grounded, args.grounded, args.grounded,
     )  # fmt: skip
     try:
         spec.constraint()  # unsupported schemas are usage errors, before any model loads

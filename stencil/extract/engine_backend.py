@@ -31,6 +31,9 @@ class ExtractSpec:
     spans of the document; ``"x-grounded": true`` in the schema grounds a field either way."""
     ground_numbers: bool = True
     """Free number fields only take numbers the document states."""
+    ground_dates: bool = True
+    """Free ``format: date`` fields only take dates the document states (normalized to ISO;
+    free when it states none or writes one ambiguously, such as 03/04/2024)."""
 
     def constraint(self, document: str | None = None) -> Constraint:
         """The constraint for one document (``None``: the document-independent check)."""
@@ -44,12 +47,14 @@ class ExtractSpec:
             source_text=document,
             ground_strings=self.grounded,
             ground_numbers=self.ground_numbers,
+            ground_dates=self.ground_dates,
         )
 
     @property
     def per_document(self) -> bool:
         """Whether each document gets its own constraint (grounding)."""
-        return self.grounded or self.ground_numbers or uses_grounding(self.schema)
+        per_document = self.grounded or self.ground_numbers or self.ground_dates
+        return per_document or uses_grounding(self.schema)
 
 
 class EngineExtractor:

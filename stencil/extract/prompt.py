@@ -17,12 +17,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-# the document first, then the fields with their descriptions: of the variants measured by
-# bench/extract_quality.py (schema JSON in the system prompt, a field list there, a worked
-# example) the one the embedded 135M model reads best (docs/extraction.md)
+# the fields with their descriptions, the document, then the fields again: of the variants
+# measured by bench/extract_quality.py (schema JSON in the system prompt, a field list there, a
+# worked example, the document first) the one the embedded 135M model reads best, on the
+# benchmark's payments and on the README's invoice (docs/extraction.md)
 DEFAULT_TEMPLATE = """\
 You extract data from documents. Copy values exactly as written in the document.
 ---
+Fields to extract:
+{fields}
+
 Document ({filename}):
 {document}
 

@@ -11,7 +11,7 @@ import pytest
 from test_extract_fixtures import BAD_FILES, TEST_SCHEMA, write_sample_folder
 
 from stencil.cli import main
-from stencil.constraints import Constraint
+from stencil.constraints import Constraint, uses_grounding
 from stencil.extract.documents import InputError, discover, read_document
 from stencil.extract.formats import csv_to_text, decode_text, html_to_text
 from stencil.extract.prompt import PromptBuilder, PromptTemplate, TemplateError
@@ -227,11 +227,13 @@ def test_library_schemas_are_small_strict_and_have_examples(monkeypatch) -> None
     monkeypatch.chdir(REPO)
     schemas = {s.name: s for s in list_schemas()}
     assert LIBRARY <= set(schemas)
-    examples = {p.stem for p in (REPO / "examples").iterdir()}
+    examples = {p.stem: p for p in (REPO / "examples").iterdir()}
     for name in LIBRARY:
         _, schema = resolve_schema(name)
         jsonschema.validators.validator_for(schema).check_schema(schema)
-        Constraint.json_schema(schema, whitespace="compact")  # enforceable
+        # enforceable (x-grounded fields with the example document as the source)
+        source = examples[name].read_text() if uses_grounding(schema) else None
+        Constraint.json_schema(schema, whitespace="compact", source_text=source)
         assert schema["additionalProperties"] is False and schema["required"], name
         assert schemas[name].description and len(schema["properties"]) <= 8, name
         assert name in examples, name

@@ -1,5 +1,5 @@
 """Stencil's grounding extension on the OpenAI surface: ``structured_outputs.source_text`` /
-``ground_strings`` become a grounded JSON constraint; every misuse is a 400 naming the field."""
+``ground_strings`` / ``ground_numbers`` / ``ground_dates`` become a grounded JSON constraint; every misuse is a 400 naming the field."""
 
 from __future__ import annotations
 
@@ -47,11 +47,27 @@ def test_ground_strings_with_response_format(model):
     assert "substring_chunks" in plan.params.constraint.translated().llg_grammar
 
 
+def test_ground_numbers_and_dates_narrow_to_what_the_source_states(model):
+    schema = {
+        "type": "object",
+        "properties": {"total": {"type": "number"}, "paid": {"type": "string", "format": "date"}},
+    }
+    so = {"json": schema, "source_text": "Paid 1,580.00 on 4 March 2024."}
+    plan = chat(model, structured_outputs={**so, "ground_numbers": True, "ground_dates": True})
+    c = plan.params.constraint.translated()
+    assert dict(c.options)["ground_numbers"] and dict(c.options)["ground_dates"]
+    assert "1580.0" in c.llg_grammar and "2024-03-04" in c.llg_grammar
+    plain = chat(model, structured_outputs=so).params.constraint.translated()
+    assert "2024-03-04" not in plain.llg_grammar
+
+
 @pytest.mark.parametrize(
     ("body", "param"),
     [
         ({"structured_outputs": {"source_text": DOC}}, "structured_outputs.source_text"),
         ({"structured_outputs": {"ground_strings": True, "json": SCHEMA}},
+         "structured_outputs.source_text"),
+        ({"structured_outputs": {"ground_dates": True, "json": SCHEMA}},
          "structured_outputs.source_text"),
         ({"structured_outputs": {"regex": "a+", "source_text": DOC}},
          "structured_outputs.source_text"),

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from stencil.constraints import Constraint, ConstraintError
 from stencil.constraints.errors import UnsupportedSchemaError
-from stencil.constraints.grounding import numbers_in
+from stencil.constraints.stated import dates_in, numbers_in
 
 SETTINGS = settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))
 INVOICE = """INVOICE  No. INV-2024-0193
@@ -136,6 +136,51 @@ def test_ground_strings_grounds_plain_strings_only(smol_compiler, smol_tokenizer
     assert not accepts_text(compiled, smol_tokenizer, bad)
 
 
+PAYMENT = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string"},
+        "email": {"type": "string", "format": "email"},
+        "paid": {"type": "string", "format": "date"},
+        "amount": {"type": "number"},
+        "code": {"type": "integer"},
+    },
+    "required": ["name"],
+    "additionalProperties": False,
+}
+LETTER = "On 2024-03-05 Ada Lovelace (ada.lovelace@example.com) paid 1,580.00 for order 7 of 12."
+
+
+@pytest.mark.parametrize(
+    ("name", "ok"),
+    [
+        ("Ada Lovelace", True),
+        ("order 7 of 12", True),  # integers are nobody's claim: the sibling is an integer
+        ("ada.lovelace@example.com", False),  # the email's sibling claims addresses
+        ("Ada Lovelace (ada.lovelace@example.com)", False),  # ... inside a span too
+        ("ada.lovelace", False),  # an address is one unit: no part of it
+        ("2024-03-05", False),  # the date's sibling claims dates
+        ("2024-03", False),  # a number with separators is one unit
+        ("paid 1,580.00", False),  # the number's sibling claims decimal numbers
+        ("1,580", False),
+    ],
+)
+def test_plain_strings_skip_units_and_what_siblings_claim(smol_compiler, smol_tokenizer, name, ok):
+    c = Constraint.json_schema(PAYMENT, source_text=LETTER, ground_strings=True)
+    text = json.dumps({"name": name})
+    assert accepts_text(smol_compiler.compile(c), smol_tokenizer, text) is ok
+
+
+def test_the_email_field_itself_takes_the_whole_address(smol_compiler, smol_tokenizer):
+    c = Constraint.json_schema(PAYMENT, source_text=LETTER, ground_strings=True)
+    compiled = smol_compiler.compile(c)
+    good = '{"name": "Ada Lovelace", "email": "ada.lovelace@example.com", "paid": "2024-03-05"}'
+    assert accepts_text(compiled, smol_tokenizer, good)
+    assert not accepts_text(
+        compiled, smol_tokenizer, '{"name": "Ada", "email": "lovelace@example.com"}'
+    )
+
+
 def test_the_source_is_part_of_the_cache_key():
     a = Constraint.json_schema(PERSON, source_text="Ada Lovelace")
     b = Constraint.json_schema(PERSON, source_text="Grace Hopper")
@@ -222,3 +267,72 @@ def test_grounded_numbers_come_from_the_document(smol_compiler):
             assert value["qty"] == 2, value  # the integers of the document within the maximum
             seen += 1
     assert seen
+
+
+@pytest.mark.parametrize(
+    ("text", "dates"),
+    [
+        ("Issue date: 2024-03-04   Due date: 2024-04-03", ["2024-03-04", "2024-04-03"]),
+        (
+            "paid March 4, 2024; refund 5 Sept. 2023, 2024/3/7",
+            ["2024-03-04", "2023-09-05", "2024-03-07"],
+        ),
+        ("INV-2024-0193, v1.2.3, build 2024-13-45, Mayday 12 2024", []),  # no calendar date
+        ("due 2024-03-04, signed 03/04/2024", None),  # day and month order unknown: stay free
+    ],
+)
+def test_dates_in(text, dates):
+    assert dates_in(text) == dates
+
+
+@pytest.mark.parametrize(
+    ("doc", "allowed"),
+    [
+        ("Paid on 4 March 2024, due April 3, 2024.", ["2024-03-04", "2024-04-03"]),
+        ("Paid in spring.", None),  # no date stated: the format alone
+    ],
+)
+def test_grounded_dates_come_from_the_document(smol_compiler, smol_tokenizer, doc, allowed):
+    schema = {"type": "object", "properties": {"paid": {"type": "string", "format": "date"}}}
+    compiled = smol_compiler.compile(
+        Constraint.json_schema(schema, source_text=doc, ground_dates=True)
+    )
+    for day in ("2024-03-04", "2024-04-03", "2031-01-02"):
+        ok = allowed is None or day in allowed
+        assert accepts_text(compiled, smol_tokenizer, json.dumps({"paid": day})) is ok, day
+    assert not accepts_text(compiled, smol_tokenizer, '{"paid": "4 March 2024"}')
+
+
+@pytest.mark.parametrize(
+    ("pattern", "value", "ok"),
+    [
+        ("^[A-Z0-9-]*[0-9][A-Z0-9-]*$", "INV-2024-0193", True),
+        ("^[A-Z0-9-]*[0-9][A-Z0-9-]*$", "INVOICE", False),  # a span, not the pattern
+        ("^[A-Z0-9-]*[0-9][A-Z0-9-]*$", "INV-2025-0001", False),  # the pattern, not a span
+        ("\\d", "No. INV-2024-0193", True),  # a pattern is a search: unanchored
+        ("^Acme|Corporation$", '\\"Globex\\" Corporation', True),  # either anchored branch
+        ("^Acme|Corporation$", "Acme Cloud", True),
+        ("^Acme|Corporation$", "Cloud Services", False),
+    ],
+)
+def test_a_grounded_string_keeps_its_pattern(smol_compiler, smol_tokenizer, pattern, value, ok):
+    schema = {"type": "object", "properties": {"v": {"type": "string", "x-grounded": True}}}
+    schema["properties"]["v"]["pattern"] = pattern
+    compiled = smol_compiler.compile(Constraint.json_schema(schema, source_text=INVOICE))
+    assert accepts_text(compiled, smol_tokenizer, f'{{"v": "{value}"}}') is ok
+
+
+def test_a_pattern_no_span_matches_leaves_out_an_optional_property(smol_compiler, smol_tokenizer):
+    code = {"type": "string", "x-grounded": True, "pattern": "[0-9]", "maxLength": 40}
+    schema = {
+        "type": "object",
+        "properties": {"code": code, "name": {"type": "string", "x-grounded": True}},
+        "required": ["name"],
+        "additionalProperties": False,
+    }
+    doc = "Ada Lovelace wrote the notes."  # no digit anywhere
+    compiled = smol_compiler.compile(Constraint.json_schema(schema, source_text=doc))
+    assert accepts_text(compiled, smol_tokenizer, '{"name": "Ada Lovelace"}')
+    assert not accepts_text(compiled, smol_tokenizer, '{"code": "Ada", "name": "Ada"}')
+    with pytest.raises(ConstraintError, match="cannot be filled"):
+        Constraint.json_schema({**schema, "required": ["code"]}, source_text=doc)

@@ -196,8 +196,12 @@ class StructuredOutputs(Strict):
     disable_additional_properties: bool | None = None
     source_text: str | None = None
     """Stencil's grounding extension: strings marked ``"x-grounded": true`` in the schema (or,
-    with ``ground_strings``, every plain string) only take verbatim spans of this text."""
+    with ``ground_strings``, every plain string) only take verbatim spans of this text;
+    ``ground_numbers`` / ``ground_dates``: free numbers and ``format: date`` strings only the
+    numbers and dates it states."""
     ground_strings: bool | None = None
+    ground_numbers: bool | None = None
+    ground_dates: bool | None = None
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 

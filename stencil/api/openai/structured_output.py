@@ -41,22 +41,31 @@ class Whitespace:
 
 @dataclass(slots=True, frozen=True)
 class Grounding:
-    """``structured_outputs.source_text`` / ``ground_strings`` (Stencil's extension)."""
+    """``structured_outputs.source_text`` / ``ground_strings`` / ``ground_numbers`` /
+    ``ground_dates`` (Stencil's extension)."""
 
     source_text: str | None = None
     ground_strings: bool = False
+    ground_numbers: bool = False
+    ground_dates: bool = False
 
     @classmethod
     def of(cls, req: SamplingFields) -> Grounding | None:
         so = req.structured_outputs
-        if so is None or (so.source_text is None and not so.ground_strings):
+        if so is None:
+            return None
+        flags = {
+            k: bool(getattr(so, k)) for k in ("ground_strings", "ground_numbers", "ground_dates")
+        }
+        if so.source_text is None and not any(flags.values()):
             return None
         if so.source_text is None:
+            name = next(k for k, on in flags.items() if on)
             raise bad_request(
-                "structured_outputs.ground_strings needs structured_outputs.source_text",
+                f"structured_outputs.{name} needs structured_outputs.source_text",
                 "structured_outputs.source_text",
             )
-        return cls(so.source_text, bool(so.ground_strings))
+        return cls(so.source_text, **flags)
 
 
 def collect_sources(req: SamplingFields) -> list[Source]:
@@ -169,6 +178,8 @@ def _build(src: Source, ws: Whitespace | None, grounding: Grounding | None) -> C
     if grounding is not None:
         kwargs["source_text"] = grounding.source_text
         kwargs["ground_strings"] = grounding.ground_strings
+        kwargs["ground_numbers"] = grounding.ground_numbers
+        kwargs["ground_dates"] = grounding.ground_dates
     return Constraint.json_schema(schema, **kwargs, defer=True)
 
 

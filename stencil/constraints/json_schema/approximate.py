@@ -18,7 +18,7 @@ from ..errors import InvalidRegexError, UnsupportedSchemaError
 from ..regex_check import check_regex
 from ..semantic.formats import checked_formats
 from . import logic, negation
-from .ecma_regex import ecma_pattern
+from .ecma_regex import ecma_pattern, structure
 from .keywords import (
     FORMAT_ALIASES,
     FORMAT_PATTERNS,
@@ -214,24 +214,10 @@ _LOOKAROUND = ("(?=", "(?!", "(?<=", "(?<!")
 
 def _group_end(pattern: str, i: int) -> int:
     """Index just past the group opening at ``pattern[i] == "("``."""
-    depth, in_class = 0, False
-    while i < len(pattern):
-        c = pattern[i]
-        if c == "\\":
-            i += 2
-            continue
-        if in_class:
-            in_class = c != "]"
-        elif c == "[":
-            in_class = True
-        elif c == "(":
-            depth += 1
-        elif c == ")":
-            depth -= 1
-            if depth == 0:
-                return i + 1
-        i += 1
-    return i
+    for j, c, depth in structure(pattern, i):
+        if c == ")" and depth == 1:
+            return j + 1
+    return len(pattern)
 
 
 def _readable(pattern: str) -> bool:

@@ -17,6 +17,8 @@ ranges that Rust and Python ``re`` read alike. Escaped backslashes (``\\\\d``) s
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 Ranges = tuple[tuple[int, int], ...]  # inclusive code-point ranges, sorted, disjoint
 
 _MAX_CODE_POINT = 0x10FFFF
@@ -109,3 +111,24 @@ def _char(code_point: int) -> str:
     if char.isascii() and (char.isalnum() or char == "_"):
         return char
     return f"\\u{code_point:04x}" if code_point <= 0xFFFF else f"\\U{code_point:08x}"
+
+
+def structure(pattern: str, start: int = 0) -> Iterator[tuple[int, str, int]]:
+    """``(index, character, depth)`` for each character of ``pattern`` from ``start`` that is
+    neither escaped nor inside a bracket class (a leading ``]`` in one is a literal); ``depth``
+    counts the groups open before the character."""
+    depth, i, in_class = 0, start, False
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            i += 2
+            continue
+        if in_class:
+            in_class = c != "]"
+        elif c == "[":
+            in_class = True
+            i += pattern[i + 1 : i + 2] == "]"
+        else:
+            yield i, c, depth
+            depth += (c == "(") - (c == ")")
+        i += 1
