@@ -235,3 +235,14 @@ def test_a_token_is_accepted_exactly_when_the_mask_allows_it(compiled, qwen_toke
         assert m.accept_token(token)
     eos = vocab.eos_token_ids[0]
     assert m.accept_token(eos)
+
+
+def test_email_lengths_are_bounded_in_the_grammar(qwen_compiler, qwen_tokenizer):
+    """A local part stops at email-validator's 64 characters in the grammar itself, so a model
+    cannot loop past it into a value no closing can make valid."""
+    compiled = qwen_compiler.compile(Constraint.json_schema({"type": "string", "format": "email"}))
+    assert accepts_text(compiled, qwen_tokenizer, json.dumps("a" * 64 + "@example.com"))
+    assert not accepts_text(compiled, qwen_tokenizer, json.dumps("a" * 65 + "@example.com"))
+    matcher = compiled.new_matcher()
+    prefix = qwen_tokenizer.encode('"' + "ab" * 33, add_special_tokens=False)
+    assert not all(matcher.accept_token(t) for t in prefix)
