@@ -45,7 +45,8 @@ static inline void store(void *p, int bf16, int64_t i, float v) {
 
 /* exp(x) without a libm call (so loops vectorize): x = n ln2 + r, |r| <= ln2 / 2, exp(r) by
  * Cephes' degree-6 polynomial (relative error < 2e-7), times 2^n built in the exponent bits.
- * x is clamped to [-87, 88], where 2^n stays a normal float. */
+ * Below -87 the polynomial runs at -87 (a result under 2e-38, not the subnormal); above 88.7 the
+ * result is +inf, as expf's overflow (so silu(-100) is -0, as in torch). */
 static inline float exp_approx(float x) {
     float c = x < -87.f ? -87.f : (x > 88.f ? 88.f : x);
     float n = floorf(c * 1.44269504088896341f + 0.5f);
@@ -59,7 +60,7 @@ static inline float exp_approx(float x) {
     p = p * r * r + r + 1.f;
     union { int32_t i; float f; } e;
     e.i = ((int32_t)n + 127) << 23;
-    return p * e.f;
+    return x > 88.72f ? INFINITY : p * e.f;
 }
 
 /* out = weight * rmsnorm(x) on one row (out may alias x): as reference.rms_norm, the normalised
