@@ -38,19 +38,20 @@ def _kind(first: torch.Tensor, *rest: torch.Tensor) -> int | None:
     """0 (float32) or 1 (bfloat16) when every tensor has that dtype, lives on the CPU and has a
     contiguous last dimension; else None."""
     bf16 = _BF16.get(first.dtype)
-    if bf16 is None or first.device.type != "cpu":
+    if bf16 is None or not first.is_cpu or first.stride()[-1] != 1:
         return None
-    for t in (first, *rest):
-        if t.dtype != first.dtype or t.stride(-1) != 1 or t.device.type != "cpu":
+    for t in rest:  # (attribute reads: this runs several times per layer)
+        if t.dtype != first.dtype or not t.is_cpu or t.stride()[-1] != 1:
             return None
     return bf16
 
 
 def _rows(t: torch.Tensor) -> tuple[int, int, int, int]:
     """A 2-d or 3-d tensor's rows as (n0, n1, stride0, stride1)."""
-    if t.dim() == 2:
-        return t.shape[0], 1, t.stride(0), 0
-    return t.shape[0], t.shape[1], t.stride(0), t.stride(1)
+    shape, stride = t.shape, t.stride()
+    if len(shape) == 2:
+        return shape[0], 1, stride[0], 0
+    return shape[0], shape[1], stride[0], stride[1]
 
 
 class CpuLayerOps:
@@ -78,8 +79,8 @@ class CpuLayerOps:
         if bf16 is None or x.dim() != 2 or residual.shape != x.shape or not _vector(weight, x):
             return reference.fused_add_rms_norm(x, residual, weight, eps)
         self._lib.fused_add_rms_norm(
-            x.data_ptr(), x.stride(0), residual.data_ptr(), residual.stride(0), weight.data_ptr(),
-            x.shape[0], x.shape[1], eps, bf16, torch.get_num_threads(),
+            x.data_ptr(), x.stride()[0], residual.data_ptr(), residual.stride()[0],
+            weight.data_ptr(), x.shape[0], x.shape[1], eps, bf16, torch.get_num_threads(),
         )  # fmt: skip
 
     def rotary_embedding(self, positions, q, k, cos_sin) -> None:
@@ -97,9 +98,10 @@ class CpuLayerOps:
             or q.shape[2] % 2
         ):
             return reference.rotary_embedding(positions, q, k, cos_sin)
+        (qs0, qs1, _), (ks0, ks1, _) = q.stride(), k.stride()
         bad = self._lib.rotary_embedding(
-            positions.data_ptr(), q.shape[0], q.data_ptr(), q.stride(0), q.stride(1), q.shape[1],
-            k.data_ptr(), k.stride(0), k.stride(1), k.shape[1], cos_sin.data_ptr(),
+            positions.data_ptr(), q.shape[0], q.data_ptr(), qs0, qs1, q.shape[1],
+            k.data_ptr(), ks0, ks1, k.shape[1], cos_sin.data_ptr(),
             cos_sin.shape[0], q.shape[2], bf16, torch.get_num_threads(),
         )  # fmt: skip
         if bad:
@@ -111,8 +113,8 @@ class CpuLayerOps:
         if bf16 is None or out.dim() != 2 or gate_up.shape != (out.shape[0], 2 * d):
             return reference.silu_and_mul(out, gate_up)
         self._lib.silu_and_mul(
-            out.data_ptr(), out.stride(0), gate_up.data_ptr(), gate_up.stride(0), out.shape[0], d,
-            bf16, torch.get_num_threads(),
+            out.data_ptr(), out.stride()[0], gate_up.data_ptr(), gate_up.stride()[0],
+            out.shape[0], d, bf16, torch.get_num_threads(),
         )  # fmt: skip
 
     def write_kv(self, key, value, k_cache, v_cache, slot_mapping) -> None:
@@ -127,9 +129,10 @@ class CpuLayerOps:
             return reference.write_kv(key, value, k_cache, v_cache, slot_mapping)
         nb, bs, heads, dim = k_cache.shape
         cb, cs, ch, _ = k_cache.stride()
+        (ks0, ks1, _), (vs0, vs1, _) = key.stride(), value.stride()
         bad = self._lib.write_kv(
-            key.data_ptr(), key.stride(0), key.stride(1), value.data_ptr(), value.stride(0),
-            value.stride(1), k_cache.data_ptr(), v_cache.data_ptr(), cb, cs, ch,
+            key.data_ptr(), ks0, ks1, value.data_ptr(), vs0, vs1,
+            k_cache.data_ptr(), v_cache.data_ptr(), cb, cs, ch,
             slot_mapping.data_ptr(), key.shape[0], heads, dim, bs, nb * bs, key.element_size(),
             torch.get_num_threads(),
         )  # fmt: skip
@@ -142,7 +145,7 @@ def _vector(weight: torch.Tensor, x: torch.Tensor) -> bool:
 
 
 def load() -> CpuLayerOps | None:
-    """The compiled library (built into the cache on first use), or None where it cannot be built."""
+    """The compiled library (built into the cache on first use), or None where it cannot build."""
     try:
         return CpuLayerOps(ctypes.CDLL(str(build_library(SOURCE, FLAGS))))
     except (OSError, subprocess.SubprocessError) as e:

@@ -163,8 +163,10 @@ int64_t rotary_embedding(const int64_t *positions, int64_t tokens, void *q, int6
             continue;
         }
         const float *cs = cos_sin + p * dim;
-        for (int h = 0; h < q_heads; h++) rotate_head((char *)q + (t * qs0 + h * qs1) * es, cs, half, bf16);
-        for (int h = 0; h < k_heads; h++) rotate_head((char *)k + (t * ks0 + h * ks1) * es, cs, half, bf16);
+        for (int h = 0; h < q_heads; h++)
+            rotate_head((char *)q + (t * qs0 + h * qs1) * es, cs, half, bf16);
+        for (int h = 0; h < k_heads; h++)
+            rotate_head((char *)k + (t * ks0 + h * ks1) * es, cs, half, bf16);
     }
     return bad;
 }
