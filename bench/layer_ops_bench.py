@@ -17,11 +17,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-import time
 from collections.abc import Callable
 
 import torch
-from common import median, table
+from common import median, median_seconds, table
 
 from stencil import LLM, SamplingParams, default_model_path
 from stencil.kernels import get_kernels, reference
@@ -30,14 +29,7 @@ HIDDEN, HEADS, KV_HEADS, DIM, INTER, VOCAB = 576, 9, 3, 64, 1536, 49152
 
 
 def median_us(fn: Callable[[], object], reps: int) -> float:
-    for _ in range(5):
-        fn()
-    times = []
-    for _ in range(reps):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return 1e6 * median(times)
+    return 1e6 * median_seconds(fn, reps, warmup=5)
 
 
 def op_cases(rows: int, dtype: torch.dtype, ops) -> dict[str, tuple[Callable, Callable]]:

@@ -10,58 +10,14 @@
  *
  * Built and loaded by stencil/kernels/cpu_layer_ops.py.
  */
-#include <math.h>
-#include <stdint.h>
 #include <string.h>
+
+#include "cpu_math.h"
 
 #define PAR_MIN (1 << 16)
 
-static inline float bf16_to_f32(uint16_t x) {
-    union { uint32_t u; float f; } c;
-    c.u = (uint32_t)x << 16;
-    return c.f;
-}
-
-static inline uint16_t f32_to_bf16(float f) {
-    union { float f; uint32_t u; } c;
-    c.f = f;
-    uint16_t rounded = (uint16_t)((c.u + 0x7fffu + ((c.u >> 16) & 1u)) >> 16);
-    return f != f ? (uint16_t)0x7fc0 : rounded;
-}
-
 /* What torch's bfloat16 arithmetic does to a float32 result: round it to bfloat16. */
 static inline float round_bf16(float f) { return bf16_to_f32(f32_to_bf16(f)); }
-
-static inline float load(const void *p, int bf16, int64_t i) {
-    return bf16 ? bf16_to_f32(((const uint16_t *)p)[i]) : ((const float *)p)[i];
-}
-
-static inline void store(void *p, int bf16, int64_t i, float v) {
-    if (bf16)
-        ((uint16_t *)p)[i] = f32_to_bf16(v);
-    else
-        ((float *)p)[i] = v;
-}
-
-/* exp(x) without a libm call (so loops vectorize): x = n ln2 + r, |r| <= ln2 / 2, exp(r) by
- * Cephes' degree-6 polynomial (relative error < 2e-7), times 2^n built in the exponent bits.
- * Below -87 the polynomial runs at -87 (a result under 2e-38, not the subnormal); above 88.7 the
- * result is +inf, as expf's overflow (so silu(-100) is -0, as in torch). */
-static inline float exp_approx(float x) {
-    float c = x < -87.f ? -87.f : (x > 88.f ? 88.f : x);
-    float n = floorf(c * 1.44269504088896341f + 0.5f);
-    float r = c - n * 0.693359375f + n * 2.12194440e-4f;
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * r * r + r + 1.f;
-    union { int32_t i; float f; } e;
-    e.i = ((int32_t)n + 127) << 23;
-    return x > 88.72f ? INFINITY : p * e.f;
-}
 
 /* out = weight * rmsnorm(x) on one row (out may alias x): as reference.rms_norm, the normalised
  * row is rounded to the tensor's dtype before the weight multiplies it. */

@@ -13,6 +13,8 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+
+#include "cpu_math.h"
 #if defined(__AVX512F__) && defined(__AVX512DQ__)
 #include <immintrin.h>
 #define HAVE_AVX512 1
@@ -25,37 +27,12 @@
 #define MAX_DIM 256
 #define MAX_BLOCK 64
 
-static inline float bf16_to_f32(uint16_t x) {
-    union { uint32_t u; float f; } c;
-    c.u = (uint32_t)x << 16;
-    return c.f;
-}
-
 /* Row `slot` of a cache block as float32 (a pointer into the cache, or into `tmp` for bf16). */
 static inline const float *cache_row(const void *cache, int bf16, int64_t off, int dim, float *tmp) {
     if (!bf16) return (const float *)cache + off;
     const uint16_t *src = (const uint16_t *)cache + off;
     for (int d = 0; d < dim; d++) tmp[d] = bf16_to_f32(src[d]);
     return tmp;
-}
-
-/* exp(x) for x <= 0 (a score minus its running max; -inf gives 0) without a libm call, so the
- * softmax loops vectorize: x = n ln2 + r, |r| <= ln2 / 2, exp(r) by Cephes' degree-6 polynomial
- * (relative error < 2e-7), times 2^n built in the exponent bits. */
-static inline float exp_neg(float x) {
-    float c = x < -87.f ? -87.f : x;
-    float n = floorf(c * 1.44269504088896341f + 0.5f);
-    float r = c - n * 0.693359375f + n * 2.12194440e-4f;
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * r * r + r + 1.f;
-    union { int32_t i; float f; } e;
-    e.i = ((int32_t)n + 127) << 23;
-    return x < -87.f ? 0.f : p * e.f;
 }
 
 static inline float dot(const float *a, const float *b, int dim) {
@@ -200,7 +177,7 @@ static void unit(const Args *a, int b, int h, int p0, int np) {
             for (int d = 0; d < dim; d++) acc[r][d] *= corr;
 #pragma omp simd reduction(+ : sum)
             for (int j = 0; j < nk; j++) {
-                s[r][j] = exp_neg(s[r][j] - mx);
+                s[r][j] = exp_approx(s[r][j] - mx);
                 sum += s[r][j];
             }
             l[r] = l[r] * corr + sum;
