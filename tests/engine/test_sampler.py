@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import torch
 
-from stencil.engine.sampler import FAILED, Sampler
+from stencil.engine.sampler import FAILED, Sampler, argmax_rows
 from stencil.engine.sampling_params import SamplingParams
 from stencil.engine.sequence import Sequence
 
@@ -76,3 +76,14 @@ def test_a_failing_row_ends_alone_beside_batched_greedy_rows() -> None:
     assert out[1] is FAILED and seqs[1].finish_reason == "error"
     assert [out[0].token, out[2].token] == logits[[0, 2]].argmax(-1).tolist()
     assert not seqs[0].is_finished and not seqs[2].is_finished
+
+
+def test_argmax_rows_is_torch_argmax_on_ties_nan_and_masked_rows() -> None:
+    logits = torch.randn(5, VOCAB, generator=torch.Generator().manual_seed(2))
+    logits[0, [4, 9]] = 30.0  # a tie: the first
+    logits[1, [6, 20]] = float("nan")  # NaN counts as the maximum
+    logits[2] = float("-inf")  # a fully masked row
+    logits[3, :40] = float("-inf")
+    assert argmax_rows(logits) == logits.argmax(-1).tolist()
+    assert argmax_rows(logits.double()) == logits.argmax(-1).tolist()
+    assert argmax_rows(logits[:, ::2]) == logits[:, ::2].argmax(-1).tolist()
