@@ -7,8 +7,9 @@
  * loaded in the process when this library is opened).
  *
  * Same contract as stencil/kernels/reference.py:paged_attention. Cache strides are in elements
- * (block, slot, head; the last dimension must be contiguous); q and out are contiguous [T, H, D]
- * float32. Built and loaded by stencil/kernels/cpu_attention.py.
+ * (block, slot, head; the last dimension must be contiguous); q is float32 [T, H, D] with its heads
+ * contiguous and `q_stride` elements between tokens (a view into the qkv projection); out is
+ * contiguous [T, H, D] float32. Built and loaded by stencil/kernels/cpu_attention.py.
  */
 #include <math.h>
 #include <stdint.h>
@@ -100,6 +101,7 @@ static inline void dot4_bf16(const uint16_t (*qb)[MAX_DIM], int rows, const uint
 
 typedef struct {
     const float *q;
+    int64_t q_stride;
     const void *k, *v;
     int bf16;
     int64_t sb, ss, sh;
@@ -121,7 +123,7 @@ static void unit(const Args *a, int b, int h, int p0, int np) {
     int qpos[MAX_ROWS];
     for (int r = 0; r < rows; r++) {
         int p = p0 + r / group, head = h * group + r % group;
-        qrow[r] = a->q + ((int64_t)(a->cu_q[b] + p) * a->heads + head) * dim;
+        qrow[r] = a->q + (int64_t)(a->cu_q[b] + p) * a->q_stride + (int64_t)head * dim;
         qpos[r] = ctx - q_len + p;
         m[r] = -INFINITY;
         l[r] = 0.f;
@@ -203,12 +205,13 @@ static void unit(const Args *a, int b, int h, int p0, int np) {
 
 /* `units`: [num_units, 4] int32 rows (sequence, kv head, first position, positions), planned by
  * the caller; each unit has at most MAX_ROWS query rows. */
-void paged_attention(const float *q, const void *k, const void *v, int bf16, int64_t sb, int64_t ss,
-                     int64_t sh, const int32_t *tables, int width, const int32_t *cu_q,
-                     const int32_t *ctx, const int32_t *units, int num_units, int heads, int kv_heads,
-                     int dim, int block_size, float scale, int window, float *out, int threads) {
-    Args a = {q, k, v, bf16, sb, ss, sh, tables, width, cu_q, ctx, heads, kv_heads, dim, block_size,
-              window, scale, out};
+void paged_attention(const float *q, int64_t q_stride, const void *k, const void *v, int bf16,
+                     int64_t sb, int64_t ss, int64_t sh, const int32_t *tables, int width,
+                     const int32_t *cu_q, const int32_t *ctx, const int32_t *units, int num_units,
+                     int heads, int kv_heads, int dim, int block_size, float scale, int window,
+                     float *out, int threads) {
+    Args a = {q,    q_stride, k,   v,        bf16, sb,         ss,     sh,    tables, width,
+              cu_q, ctx,      heads, kv_heads, dim, block_size, window, scale, out};
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
     for (int u = 0; u < num_units; u++) {
         const int32_t *w = units + 4 * u;
