@@ -9,8 +9,9 @@ and per decode step of the engine.
    numpy argmax).
 2. One decode step of the embedded model (64 sequences, 128-token prompts, prefilled first):
    ``ModelRunner.execute`` on the same scheduled batch with the CPU kernel set as it is (fused)
-   and with its layer ops swapped for the twins (reference), alternated A B A B, ``--steps`` steps
-   per run, the median step of each run and the 1-minute load before it.
+   and with its layer ops swapped for the twins (reference), alternated step by step (A B A B),
+   ``--steps`` pairs per round: each round's median step, the median of all, the median of the
+   paired ratios (twin step / fused step), and the 1-minute load before each round.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import time
 from collections.abc import Callable
 
 import torch
@@ -123,25 +125,38 @@ def step_rows(args) -> list[list]:
         silu_and_mul=reference.silu_and_mul,
         write_kv=reference.write_kv,
     )
-    runs: dict[str, list[tuple[float, float]]] = {"reference twins": [], "fused C ops": []}
-    for _ in range(args.rounds):
-        for name, ops in (("reference twins", twins), ("fused C ops", fused)):
-            runner.ops = ops
-            load = os.getloadavg()[0]
-            ms = median_us(lambda: runner.execute(sched), args.steps) / 1000  # noqa: B023
-            runs[name].append((ms, load))
-            print(f"{name}: {ms:.2f} ms/step (load {load:.2f})", flush=True)
+    variants = {"reference twins": twins, "fused C ops": fused}
+    steps: dict[str, list[list[float]]] = {name: [] for name in variants}  # per round
+    loads = []
+    for r in range(args.rounds):
+        loads.append(os.getloadavg()[0])
+        for name in variants:
+            steps[name].append([])
+        for _ in range(args.steps):  # A B A B, step by step: drift hits both alike
+            for name, ops in variants.items():
+                runner.ops = ops
+                t = time.perf_counter()
+                runner.execute(sched)
+                steps[name][-1].append(1000 * (time.perf_counter() - t))
+        print(
+            f"round {r}: "
+            + ", ".join(f"{n} {median(steps[n][-1]):.2f} ms" for n in variants)
+            + f" (load {loads[-1]:.2f})",
+            flush=True,
+        )
     runner.ops = fused
-    base = median([ms for ms, _ in runs["reference twins"]])
+    flat = {n: [ms for rnd in rs for ms in rnd] for n, rs in steps.items()}
+    pairs = [a / b for a, b in zip(flat["reference twins"], flat["fused C ops"], strict=True)]
+    load_text = " / ".join(f"{x:.1f}" for x in loads)
     return [
         [
             name,
-            " / ".join(f"{ms:.2f}" for ms, _ in rs),
-            median([ms for ms, _ in rs]),
-            f"{base / median([ms for ms, _ in rs]):.3f}x",
-            " / ".join(f"{load:.1f}" for _, load in rs),
+            " / ".join(f"{median(rnd):.2f}" for rnd in rs),
+            median(flat[name]),
+            "1.000x" if name == "reference twins" else f"{median(pairs):.3f}x",
+            load_text,
         ]
-        for name, rs in runs.items()
+        for name, rs in steps.items()
     ]
 
 
@@ -151,8 +166,8 @@ def main() -> None:
     ap.add_argument("--dtype", default="float32", help="the engine's dtype for the step timing")
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--prompt-len", type=int, default=128)
-    ap.add_argument("--rounds", type=int, default=5, help="A B pairs of step timings")
-    ap.add_argument("--steps", type=int, default=10, help="timed steps per run")
+    ap.add_argument("--rounds", type=int, default=5, help="rounds of A B step pairs")
+    ap.add_argument("--steps", type=int, default=10, help="A B step pairs per round")
     ap.add_argument("--skip-ops", action="store_true")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
@@ -164,7 +179,7 @@ def main() -> None:
         print(table(headers, op_rows(ops)), flush=True)
     print(f"\nDecode step, {args.batch} rows, {args.dtype}, {args.threads} threads\n")
     rows = step_rows(args)
-    headers = ["layer ops", "ms/step per run", "median", "speed-up", "load (1 min) per run"]
+    headers = ["layer ops", "ms/step per round", "median", "paired speed-up", "load per round"]
     print(table(headers, rows))
 
 
