@@ -128,6 +128,9 @@ def step_rows(args) -> list[list]:
     variants = {"reference twins": twins, "fused C ops": fused}
     steps: dict[str, list[list[float]]] = {name: [] for name in variants}  # per round
     loads = []
+    for ops in (*variants.values(), *variants.values()):  # warm-up
+        runner.ops = ops
+        runner.execute(sched)
     for r in range(args.rounds):
         loads.append(os.getloadavg()[0])
         for name in variants:
