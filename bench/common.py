@@ -6,6 +6,7 @@ import json
 import os
 import statistics
 import subprocess
+import time
 from pathlib import Path
 
 VLLM_PYTHON = os.environ.get("STENCIL_VLLM_PYTHON", "/opt/vllm-venv/bin/python")
@@ -20,6 +21,18 @@ def pct(values: list[float], q: float) -> float:
 
 def median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
+
+
+def median_seconds(fn, reps: int, warmup: int = 3) -> float:
+    """Median wall time of ``fn()`` over ``reps`` calls, after ``warmup`` untimed ones."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return median(times)
 
 
 def table(headers: list[str], rows: list[list]) -> str:

@@ -9,12 +9,11 @@ kernel vs ``reference.paged_attention`` (block gather + matmul) for decode and p
 from __future__ import annotations
 
 import argparse
-import time
 from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
-from common import table
+from common import median_seconds, table
 
 from stencil.kernels import cpu_attention, cpu_linear, reference
 
@@ -29,14 +28,7 @@ LINEARS = {
 
 
 def median_ms(fn: Callable[[], object], reps: int = 15) -> float:
-    for _ in range(3):
-        fn()
-    times = []
-    for _ in range(reps):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return 1000 * sorted(times)[reps // 2]
+    return 1000 * median_seconds(fn, reps)
 
 
 def linear_rows(rows: int, dtype: torch.dtype) -> list[list]:

@@ -35,10 +35,14 @@ class Sampler:
         """``logits [rows, vocab]`` (already masked by the guided stage) -> one result per row."""
         want_lp = [s.params.logprobs is not None for s in seqs]
         raw = torch.log_softmax(logits, dim=-1) if any(want_lp) else None
+        greedy = self._plain_greedy_tokens(logits, seqs)
         out: list[SampledRow] = []
         for i, seq in enumerate(seqs):
             if seq.is_finished:  # its mask fill failed: nothing to sample
                 out.append(FAILED)
+                continue
+            if i in greedy:
+                out.append(SampledRow(greedy[i]))
                 continue
             try:  # one row's failure ends only its own sequence
                 self._process(logits[i], seq)
@@ -50,6 +54,21 @@ class Sampler:
                 seq.finish("error", error=f"internal error while sampling: {type(e).__name__}")
                 out.append(FAILED)
         return out
+
+    @staticmethod
+    def _plain_greedy_tokens(logits: torch.Tensor, seqs: list[Sequence]) -> dict[int, int]:
+        """Row -> token for the greedy rows with nothing to process and no logprobs, from one
+        ``argmax`` over the batch (rows are independent, so the other rows' values do not matter);
+        empty where none, or where that call fails (every row then takes its own path)."""
+        rows = [i for i, seq in enumerate(seqs) if not seq.is_finished and _plain_greedy(seq)]
+        if not rows:
+            return {}
+        try:
+            picked = argmax_rows(logits)
+        except Exception:
+            logger.exception("batched greedy sampling failed; sampling row by row")
+            return {}
+        return {i: picked[i] for i in rows}
 
     # ---- processing -------------------------------------------------------------------
     def _process(self, row: torch.Tensor, seq: Sequence) -> None:
@@ -84,7 +103,7 @@ class Sampler:
     def _sample_row(row: torch.Tensor, seq: Sequence) -> int:
         p = seq.params
         if p.greedy:
-            return int(row.argmax())
+            return argmax_rows(row.unsqueeze(0))[0]
         row = row / p.temperature
         if p.top_k > 0 and p.top_k < row.shape[0]:
             kth = torch.topk(row, p.top_k).values[-1]
@@ -110,3 +129,25 @@ class Sampler:
                 for v, i in zip(vals, ids, strict=True)
             ]
         return PositionLogprobs(chosen, top)
+
+
+def argmax_rows(logits: torch.Tensor) -> list[int]:
+    """Each row's argmax (the first maximum; a NaN counts as the maximum). On CPU float32 through
+    numpy, whose SIMD argmax runs ~10x faster than torch's CPU reduction, with the same result."""
+    if logits.device.type == "cpu" and logits.dtype == torch.float32:
+        return logits.numpy().argmax(-1).tolist()
+    return logits.argmax(-1).tolist()
+
+
+def _plain_greedy(seq: Sequence) -> bool:
+    """Greedy, with no logit bias, penalties, min_tokens ban or logprobs on this step."""
+    p = seq.params
+    return (
+        p.greedy
+        and p.logprobs is None
+        and not p.logit_bias
+        and p.repetition_penalty == 1.0
+        and not p.presence_penalty
+        and not p.frequency_penalty
+        and seq.num_output_tokens >= p.min_tokens
+    )

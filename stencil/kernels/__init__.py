@@ -19,20 +19,25 @@ __all__ = ["Kernels", "get_kernels"]
 class Kernels:
     """One backend's kernels: ``name`` is ``"triton"``, ``"cpu"`` or ``"reference"``.
     ``pack_weight`` (or None) turns a linear weight, once at load, into the layout ``linear``
-    reads fastest; a packed weight is for ``linear`` only."""
+    reads fastest; a packed weight is for ``linear`` only. The layer ops (``rms_norm``,
+    ``fused_add_rms_norm``, ``rotary_embedding``, ``silu_and_mul``, vLLM's names) work in place."""
 
     name: str
     linear: Callable[..., torch.Tensor]
     write_kv: Callable[..., None]
     paged_attention: Callable[..., torch.Tensor]
     apply_token_bitmask_inplace: Callable[..., None]
+    rms_norm: Callable[..., None]
+    fused_add_rms_norm: Callable[..., None]
+    rotary_embedding: Callable[..., None]
+    silu_and_mul: Callable[..., None]
     pack_weight: Callable[[torch.Tensor], torch.Tensor] | None = None
 
 
 def get_kernels(device: torch.device | str, backend: str = "auto") -> Kernels:
     """``backend`` "auto": Triton kernels on CUDA when Triton imports; on CPU the C attention
-    kernel when a C compiler works, with oneDNN linears (and the C kernel for quantized weights);
-    else (and for "torch") the reference kernels."""
+    kernel when a C compiler works, with oneDNN linears (and the C kernel for quantized weights)
+    and the C layer ops; else (and for "torch") the reference kernels."""
     from stencil.kernels import reference
 
     kind = torch.device(device).type
@@ -42,26 +47,46 @@ def get_kernels(device: torch.device | str, backend: str = "auto") -> Kernels:
         except ImportError:
             pass
     if backend == "auto" and kind == "cpu":
-        from stencil.kernels import cpu_attention, cpu_linear, cpu_quant
+        from stencil.kernels import cpu_attention, cpu_layer_ops, cpu_linear, cpu_quant
 
         attention = cpu_attention.load()
         if attention is not None:
             onednn = cpu_linear.available()
-            linear = cpu_linear.CpuLinear(cpu_quant.load()) if onednn else reference.linear
+            layer = cpu_layer_ops.load() or reference
             return Kernels(
                 "cpu",
-                linear,
-                reference.write_kv,
+                cpu_linear.CpuLinear(cpu_quant.load()) if onednn else reference.linear,
+                layer.write_kv,
                 attention,
                 reference.apply_token_bitmask_inplace,
+                layer.rms_norm,
+                layer.fused_add_rms_norm,
+                layer.rotary_embedding,
+                layer.silu_and_mul,
                 cpu_linear.pack_weight if onednn else None,
             )
-    return Kernels(
+    return _with_reference_layer_ops(
         "reference",
         reference.linear,
         reference.write_kv,
         reference.paged_attention,
         reference.apply_token_bitmask_inplace,
+    )
+
+
+def _with_reference_layer_ops(name, linear, write_kv, attention, apply_bitmask) -> Kernels:
+    from stencil.kernels import reference
+
+    return Kernels(
+        name,
+        linear,
+        write_kv,
+        attention,
+        apply_bitmask,
+        reference.rms_norm,
+        reference.fused_add_rms_norm,
+        reference.rotary_embedding,
+        reference.silu_and_mul,
     )
 
 
@@ -71,7 +96,7 @@ def _triton_kernels() -> Kernels:
     kv = importlib.import_module("stencil.kernels.triton_kv")
     attn = importlib.import_module("stencil.kernels.triton_attention")
     mask = importlib.import_module("stencil.kernels.triton_bitmask")
-    return Kernels(
+    return _with_reference_layer_ops(
         "triton",
         reference.linear,
         kv.write_kv,

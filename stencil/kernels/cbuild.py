@@ -1,4 +1,5 @@
-"""Build a C kernel once per source, compiler, flags and CPU into ``$STENCIL_CACHE_DIR/kernels``."""
+"""Build a C kernel once per source (with the headers beside it), compiler, flags and CPU into
+``$STENCIL_CACHE_DIR/kernels``."""
 
 from __future__ import annotations
 
@@ -18,7 +19,9 @@ def build_library(source_path: Path, flags: list[str]) -> Path:
     compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
     if compiler is None:
         raise OSError("no C compiler (cc) found")
-    source = source_path.read_bytes()
+    # the headers beside the source (its includes) are part of what is built
+    headers = sorted(source_path.parent.glob("*.h"))
+    source = source_path.read_bytes() + b"".join(h.read_bytes() for h in headers)
     digest = hashlib.sha256(source + " ".join([compiler, *flags]).encode() + _cpu_id()).hexdigest()[
         :16
     ]

@@ -38,6 +38,7 @@ MAX_ROWS, MAX_DIM, MAX_BLOCK = 64, 256, 64  # the C kernel's per-unit buffers
 _P = ctypes.c_void_p
 _ARGTYPES = [
     _P,
+    ctypes.c_int64,
     _P,
     _P,
     ctypes.c_int,
@@ -110,11 +111,14 @@ class CpuPagedAttention:
             plan[key] = _plan(cu_seqlens_q, context_lens, group, kv_heads)
         cu, ctx, units = plan[key]
         tables = block_tables.to(torch.int32).contiguous()
-        qf = q.to(torch.float32).contiguous()
-        out = torch.empty_like(qf)
+        qf = q.to(torch.float32)
+        if qf.stride()[1:] != (dim, 1):  # heads contiguous: a view into qkv needs no copy
+            qf = qf.contiguous()
+        out = torch.empty(q.shape, dtype=torch.float32)
         sb, ss, sh, _ = k_cache.stride()
         self._kernel(
             qf.data_ptr(),
+            qf.stride()[0],
             k_cache.data_ptr(),
             v_cache.data_ptr(),
             int(k_cache.dtype == torch.bfloat16),

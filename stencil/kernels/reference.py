@@ -40,6 +40,47 @@ def write_kv(
     v_cache[block, offset] = value.to(v_cache.dtype)
 
 
+def rms_norm(out: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, eps: float) -> None:
+    """``out = weight * x / sqrt(mean(x**2) + eps)`` over the last dim (``out`` may be ``x``):
+    in float32, the normalised ``x`` rounded to its dtype before the weight (HF's LlamaRMSNorm)."""
+    xf = x.float()
+    y = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
+    out.copy_(weight * y.to(x.dtype))
+
+
+def fused_add_rms_norm(
+    x: torch.Tensor,  # [T, hidden]
+    residual: torch.Tensor,  # [T, hidden]
+    weight: torch.Tensor,
+    eps: float,
+) -> None:
+    """In place: ``residual += x``, then ``x = rms_norm(residual) * weight``."""
+    residual.add_(x)
+    rms_norm(x, residual, weight, eps)
+
+
+def rotary_embedding(
+    positions: torch.Tensor,  # [T] int64
+    q: torch.Tensor,  # [T, heads, dim]
+    k: torch.Tensor,  # [T, kv_heads, dim]
+    cos_sin: torch.Tensor,  # [max_positions, dim] float32: [cos | sin] of the dim / 2 frequencies
+) -> None:
+    """Neox-style rotary embedding in place (HF's ``rotate_half``): each half-split pair
+    ``(x1, x2)`` becomes ``(x1 cos - x2 sin, x2 cos + x1 sin)``, in the dtype of ``q``."""
+    half = cos_sin.shape[1] // 2
+    cs = cos_sin[positions].unsqueeze(1)  # [T, 1, dim]
+    cos = cs[..., :half].repeat(1, 1, 2).to(q.dtype)
+    sin = cs[..., half:].repeat(1, 1, 2).to(q.dtype)
+    for x in (q, k):
+        x.copy_(x * cos + torch.cat((-x[..., half:], x[..., :half]), dim=-1) * sin)
+
+
+def silu_and_mul(out: torch.Tensor, gate_up: torch.Tensor) -> None:
+    """``out [T, d] = silu(gate_up[:, :d]) * gate_up[:, d:]``."""
+    d = gate_up.shape[-1] // 2
+    torch.mul(F.silu(gate_up[..., :d]), gate_up[..., d:], out=out)
+
+
 def paged_attention(
     q: torch.Tensor,  # [T, heads, dim], the step's queries, sequences concatenated
     k_cache: torch.Tensor,

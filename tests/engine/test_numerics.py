@@ -4,10 +4,13 @@ and logprobs along a decode."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
 from stencil import SamplingParams
+from stencil.kernels import reference
 from stencil.testing.tiny_models import ARCHS, EXTRA_ARCHS, hf_greedy, make_llm
 
 ATOL = 1e-4
@@ -44,10 +47,11 @@ def _capture_hidden(model):
     return seen, handle
 
 
+@pytest.mark.parametrize("backend", ["auto", "torch"])  # C kernels and layer ops; torch twins
 @pytest.mark.parametrize("arch", ARCHS + EXTRA_ARCHS)
-def test_logits_match_transformers_forward(arch, tiny_models, hf_models):
+def test_logits_match_transformers_forward(arch, backend, tiny_models, hf_models):
     """One step prefilling a batch of mixed prompt lengths: every position's logits match."""
-    llm = make_llm(tiny_models[arch], block_size=4, num_kv_blocks=128)
+    llm = make_llm(tiny_models[arch], block_size=4, num_kv_blocks=128, attention_backend=backend)
     eng = llm.engine
     seen, handle = _capture_hidden(eng.runner.model)
     try:
@@ -71,6 +75,42 @@ def test_logits_match_transformers_forward(arch, tiny_models, hf_models):
     while eng.has_unfinished_requests():
         eng.step()
     assert eng.block_manager.num_free_blocks == eng.block_manager.num_blocks
+
+
+@pytest.mark.parametrize("arch", ["qwen3-qknorm", "qwen2-yarn-swa"])
+def test_bfloat16_fused_layer_ops_match_their_twins(arch, tiny_models):
+    """A bf16 forward (prefill, then decode) with the C layer ops and with the torch twins: the C
+    ops round where the twins round, so the hidden states agree to a bf16 step (bit-equal when
+    written, 2026-12-01)."""
+    llm = make_llm(tiny_models[arch], dtype="bfloat16", block_size=4, num_kv_blocks=128)
+    eng = llm.engine
+    fused = eng.runner.ops
+    assert fused.name == "cpu" and fused.rms_norm is not reference.rms_norm
+    twins = dataclasses.replace(
+        fused,
+        rms_norm=reference.rms_norm,
+        fused_add_rms_norm=reference.fused_add_rms_norm,
+        rotary_embedding=reference.rotary_embedding,
+        silu_and_mul=reference.silu_and_mul,
+        write_kv=reference.write_kv,
+    )
+    seen, handle = _capture_hidden(eng.runner.model)
+    try:
+        for i, p in enumerate(PROMPTS):
+            eng.add_request(f"r{i}", p, SamplingParams(temperature=0, max_tokens=3))
+        for _ in range(2):  # prefill, then one decode step: each step with both op sets
+            sched = eng.scheduler.schedule()
+            for ops in (twins, fused):
+                eng.runner.ops = ops
+                eng.runner.execute(sched)
+            eng._run(sched)
+    finally:
+        handle.remove()
+        eng.runner.ops = fused
+    for step in (0, 1):
+        want, got = seen[3 * step].float(), seen[3 * step + 1].float()
+        assert torch.equal(got, seen[3 * step + 2].float())  # the fused run is repeatable
+        torch.testing.assert_close(got, want, atol=1e-2, rtol=2**-7)
 
 
 @pytest.mark.parametrize("arch", ["llama3-rope-untied", "mistral-swa8"])

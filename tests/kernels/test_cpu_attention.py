@@ -121,3 +121,17 @@ def test_build_is_cached_and_missing_compiler_falls_back(tmp_path) -> None:
         [sys.executable, "-c", code], env=fresh, capture_output=True, text=True, check=True
     )
     assert out.stdout.strip() == "reference"
+
+
+def test_cpu_attention_reads_queries_from_a_qkv_view(kernel) -> None:
+    """q as the model passes it: [T, heads, dim] inside the fused qkv projection (token stride
+    larger than heads x dim) is read in place, with the same result as a contiguous copy."""
+    args = make_attn_inputs(ATTN_CASES["gqa2-bs16"], torch.float32)
+    t, heads, dim = args["q"].shape
+    qkv = torch.randn(t, (heads + 4) * dim)
+    qkv[:, : heads * dim] = args["q"].reshape(t, -1)
+    args["q"] = qkv[:, : heads * dim].view(t, heads, dim)
+    assert not args["q"].is_contiguous()
+    torch.testing.assert_close(
+        kernel(**args).double(), naive_attention(**args), atol=1e-5, rtol=1e-5
+    )

@@ -6,7 +6,6 @@ Our own model code, because attention must read the paged cache; weights keep HF
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from stencil.engine.attention import AttentionMetadata
@@ -21,11 +20,17 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(dim))
         self.eps = eps
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        dtype = x.dtype
-        x = x.float()
-        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
-        return self.weight * x.to(dtype)
+    def forward(
+        self, x: torch.Tensor, ops: Kernels, residual: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """vLLM's residual passing: without a residual, ``(norm(x), x)``; with one, ``residual +=
+        x`` and ``x = norm(residual)`` in place, returning ``(x, residual)``."""
+        if residual is None:
+            out = torch.empty_like(x)
+            ops.rms_norm(out, x, self.weight, self.eps)
+            return out, x
+        ops.fused_add_rms_norm(x, residual, self.weight, self.eps)
+        return x, residual
 
 
 def rope_inv_freq(config) -> tuple[torch.Tensor, float]:
@@ -48,13 +53,6 @@ def head_dim(config) -> int:
     return getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
 
 
-def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    # x [T, heads, dim]; cos/sin [T, 1, dim]
-    half = x.shape[-1] // 2
-    rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
-    return x * cos + rotated * sin
-
-
 class Attention(nn.Module):
     def __init__(self, config, sliding_window: int | None) -> None:
         super().__init__()
@@ -73,7 +71,7 @@ class Attention(nn.Module):
         self.scale = self.dim**-0.5
         self.sliding_window = sliding_window
 
-    def forward(self, x, cos, sin, kv_cache, meta: AttentionMetadata, ops: Kernels):
+    def forward(self, positions, x, cos_sin, kv_cache, meta: AttentionMetadata, ops: Kernels):
         t = x.shape[0]
         qkv = ops.linear(x, self.qkv_proj.weight, self.qkv_proj.bias)
         q, k, v = qkv.split(
@@ -82,9 +80,10 @@ class Attention(nn.Module):
         q = q.view(t, self.heads, self.dim)  # [T, heads, dim]
         k = k.view(t, self.kv_heads, self.dim)  # [T, kv_heads, dim]
         v = v.view(t, self.kv_heads, self.dim)
-        if self.qk_norm:
-            q, k = self.q_norm(q), self.k_norm(k)
-        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        if self.qk_norm:  # per head, in place
+            ops.rms_norm(q, q, self.q_norm.weight, self.q_norm.eps)
+            ops.rms_norm(k, k, self.k_norm.weight, self.k_norm.eps)
+        ops.rotary_embedding(positions, q, k, cos_sin)
         k_cache, v_cache = kv_cache
         ops.write_kv(k, v, k_cache, v_cache, meta.slot_mapping)
         o = ops.paged_attention(
@@ -109,8 +108,10 @@ class MLP(nn.Module):
         self.down_proj = nn.Linear(self.inter, config.hidden_size, bias=False)
 
     def forward(self, x: torch.Tensor, ops: Kernels) -> torch.Tensor:
-        gate, up = ops.linear(x, self.gate_up_proj.weight).split(self.inter, -1)
-        return ops.linear(F.silu(gate) * up, self.down_proj.weight)
+        gate_up = ops.linear(x, self.gate_up_proj.weight)  # [T, 2 * inter]
+        act = gate_up.new_empty(x.shape[0], self.inter)
+        ops.silu_and_mul(act, gate_up)
+        return ops.linear(act, self.down_proj.weight)
 
 
 class DecoderLayer(nn.Module):
@@ -121,9 +122,12 @@ class DecoderLayer(nn.Module):
         self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
         self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
 
-    def forward(self, x, cos, sin, kv_cache, meta, ops: Kernels):
-        x = x + self.self_attn(self.input_layernorm(x), cos, sin, kv_cache, meta, ops)
-        return x + self.mlp(self.post_attention_layernorm(x), ops)
+    def forward(self, positions, hidden, residual, cos_sin, kv_cache, meta, ops: Kernels):
+        """``(hidden, residual)`` in and out (vLLM's layout): the layer's input is their sum."""
+        hidden, residual = self.input_layernorm(hidden, ops, residual)
+        hidden = self.self_attn(positions, hidden, cos_sin, kv_cache, meta, ops)
+        hidden, residual = self.post_attention_layernorm(hidden, ops, residual)
+        return self.mlp(hidden, ops), residual
 
 
 class LlamaForCausalLM(nn.Module):
@@ -145,23 +149,23 @@ class LlamaForCausalLM(nn.Module):
         self.max_positions = max_positions
 
     def init_rope(self) -> None:
-        """(Re)build the cos/sin tables; call after moving a meta-initialised model to a device."""
+        """(Re)build the rotary table ``cos_sin_cache [max_positions, head_dim]`` (float32,
+        ``[cos | sin]`` of the head_dim / 2 frequencies, times the rope type's attention factor);
+        call after moving a meta-initialised model to a device."""
         device = self.norm.weight.device
         inv_freq, attn_factor = rope_inv_freq(self.config)
         freqs = torch.outer(torch.arange(self.max_positions, dtype=torch.float32), inv_freq)
-        emb = torch.cat((freqs, freqs), dim=-1).to(device)
-        self.register_buffer("cos_cache", emb.cos() * attn_factor, persistent=False)
-        self.register_buffer("sin_cache", emb.sin() * attn_factor, persistent=False)
+        table = torch.cat((freqs.cos(), freqs.sin()), dim=-1) * attn_factor
+        self.register_buffer("cos_sin_cache", table.to(device), persistent=False)
 
     def forward(
         self, input_ids, positions, kv_caches, meta: AttentionMetadata, ops: Kernels
     ) -> torch.Tensor:
-        x = self.embed(input_ids)  # [T, hidden]
-        cos = self.cos_cache[positions].unsqueeze(1).to(x.dtype)  # [T, 1, dim]
-        sin = self.sin_cache[positions].unsqueeze(1).to(x.dtype)
+        hidden = self.embed(input_ids)  # [T, hidden]
+        residual = None
         for layer, kv in zip(self.layers, kv_caches, strict=True):
-            x = layer(x, cos, sin, kv, meta, ops)
-        return self.norm(x)  # [T, hidden]
+            hidden, residual = layer(positions, hidden, residual, self.cos_sin_cache, kv, meta, ops)
+        return self.norm(hidden, ops, residual)[0]  # [T, hidden]
 
     def embed(self, input_ids: torch.Tensor) -> torch.Tensor:
         weight = self.embed_tokens.weight

@@ -7,12 +7,15 @@
  * loaded in the process when this library is opened).
  *
  * Same contract as stencil/kernels/reference.py:paged_attention. Cache strides are in elements
- * (block, slot, head; the last dimension must be contiguous); q and out are contiguous [T, H, D]
- * float32. Built and loaded by stencil/kernels/cpu_attention.py.
+ * (block, slot, head; the last dimension must be contiguous); q is float32 [T, H, D] with its heads
+ * contiguous and `q_stride` elements between tokens (a view into the qkv projection); out is
+ * contiguous [T, H, D] float32. Built and loaded by stencil/kernels/cpu_attention.py.
  */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+
+#include "cpu_math.h"
 #if defined(__AVX512F__) && defined(__AVX512DQ__)
 #include <immintrin.h>
 #define HAVE_AVX512 1
@@ -25,37 +28,12 @@
 #define MAX_DIM 256
 #define MAX_BLOCK 64
 
-static inline float bf16_to_f32(uint16_t x) {
-    union { uint32_t u; float f; } c;
-    c.u = (uint32_t)x << 16;
-    return c.f;
-}
-
 /* Row `slot` of a cache block as float32 (a pointer into the cache, or into `tmp` for bf16). */
 static inline const float *cache_row(const void *cache, int bf16, int64_t off, int dim, float *tmp) {
     if (!bf16) return (const float *)cache + off;
     const uint16_t *src = (const uint16_t *)cache + off;
     for (int d = 0; d < dim; d++) tmp[d] = bf16_to_f32(src[d]);
     return tmp;
-}
-
-/* exp(x) for x <= 0 (a score minus its running max; -inf gives 0) without a libm call, so the
- * softmax loops vectorize: x = n ln2 + r, |r| <= ln2 / 2, exp(r) by Cephes' degree-6 polynomial
- * (relative error < 2e-7), times 2^n built in the exponent bits. */
-static inline float exp_neg(float x) {
-    float c = x < -87.f ? -87.f : x;
-    float n = floorf(c * 1.44269504088896341f + 0.5f);
-    float r = c - n * 0.693359375f + n * 2.12194440e-4f;
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * r * r + r + 1.f;
-    union { int32_t i; float f; } e;
-    e.i = ((int32_t)n + 127) << 23;
-    return x < -87.f ? 0.f : p * e.f;
 }
 
 static inline float dot(const float *a, const float *b, int dim) {
@@ -123,6 +101,7 @@ static inline void dot4_bf16(const uint16_t (*qb)[MAX_DIM], int rows, const uint
 
 typedef struct {
     const float *q;
+    int64_t q_stride;
     const void *k, *v;
     int bf16;
     int64_t sb, ss, sh;
@@ -144,7 +123,7 @@ static void unit(const Args *a, int b, int h, int p0, int np) {
     int qpos[MAX_ROWS];
     for (int r = 0; r < rows; r++) {
         int p = p0 + r / group, head = h * group + r % group;
-        qrow[r] = a->q + ((int64_t)(a->cu_q[b] + p) * a->heads + head) * dim;
+        qrow[r] = a->q + (int64_t)(a->cu_q[b] + p) * a->q_stride + (int64_t)head * dim;
         qpos[r] = ctx - q_len + p;
         m[r] = -INFINITY;
         l[r] = 0.f;
@@ -200,7 +179,7 @@ static void unit(const Args *a, int b, int h, int p0, int np) {
             for (int d = 0; d < dim; d++) acc[r][d] *= corr;
 #pragma omp simd reduction(+ : sum)
             for (int j = 0; j < nk; j++) {
-                s[r][j] = exp_neg(s[r][j] - mx);
+                s[r][j] = exp_approx(s[r][j] - mx);
                 sum += s[r][j];
             }
             l[r] = l[r] * corr + sum;
@@ -226,12 +205,13 @@ static void unit(const Args *a, int b, int h, int p0, int np) {
 
 /* `units`: [num_units, 4] int32 rows (sequence, kv head, first position, positions), planned by
  * the caller; each unit has at most MAX_ROWS query rows. */
-void paged_attention(const float *q, const void *k, const void *v, int bf16, int64_t sb, int64_t ss,
-                     int64_t sh, const int32_t *tables, int width, const int32_t *cu_q,
-                     const int32_t *ctx, const int32_t *units, int num_units, int heads, int kv_heads,
-                     int dim, int block_size, float scale, int window, float *out, int threads) {
-    Args a = {q, k, v, bf16, sb, ss, sh, tables, width, cu_q, ctx, heads, kv_heads, dim, block_size,
-              window, scale, out};
+void paged_attention(const float *q, int64_t q_stride, const void *k, const void *v, int bf16,
+                     int64_t sb, int64_t ss, int64_t sh, const int32_t *tables, int width,
+                     const int32_t *cu_q, const int32_t *ctx, const int32_t *units, int num_units,
+                     int heads, int kv_heads, int dim, int block_size, float scale, int window,
+                     float *out, int threads) {
+    Args a = {q,    q_stride, k,   v,        bf16, sb,         ss,     sh,    tables, width,
+              cu_q, ctx,      heads, kv_heads, dim, block_size, window, scale, out};
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
     for (int u = 0; u < num_units; u++) {
         const int32_t *w = units + 4 * u;
