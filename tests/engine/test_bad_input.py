@@ -383,7 +383,10 @@ def test_sampling_error_in_one_row_fails_only_that_request(tiny_models, monkeypa
         return real(row, seq)
 
     monkeypatch.setattr(Sampler, "_sample_row", staticmethod(bad_row))
-    outs = llm.generate([[9, 9, 9], [4, 5, 6, 7]], GOOD, use_tqdm=False)
+    # random sampling: every row takes its own path (plain greedy rows share one batched argmax,
+    # whose failure sends them all down this path: tests/engine/test_sampler.py)
+    sampled = SamplingParams(temperature=0.8, seed=0, max_tokens=4, ignore_eos=True)
+    outs = llm.generate([[9, 9, 9], [4, 5, 6, 7]], sampled, use_tqdm=False)
     assert outs[0].outputs[0].finish_reason == "error"
     assert outs[1].outputs[0].finish_reason == "length", outs[1].outputs[0].error
     monkeypatch.undo()
