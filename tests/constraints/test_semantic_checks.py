@@ -238,11 +238,13 @@ def test_a_token_is_accepted_exactly_when_the_mask_allows_it(compiled, qwen_toke
 
 
 def test_email_lengths_are_bounded_in_the_grammar(qwen_compiler, qwen_tokenizer):
-    """A local part stops at email-validator's 64 characters in the grammar itself, so a model
-    cannot loop past it into a value no closing can make valid."""
+    """A local part stops at 64 characters and a domain label at 63 in the grammar itself, so a
+    model cannot loop past them into a value no closing can make valid."""
     compiled = qwen_compiler.compile(Constraint.json_schema({"type": "string", "format": "email"}))
     assert accepts_text(compiled, qwen_tokenizer, json.dumps("a" * 64 + "@example.com"))
     assert not accepts_text(compiled, qwen_tokenizer, json.dumps("a" * 65 + "@example.com"))
+    assert accepts_text(compiled, qwen_tokenizer, json.dumps("a@" + "b" * 63 + ".com"))
+    assert not accepts_text(compiled, qwen_tokenizer, json.dumps("a@" + "b" * 64 + ".com"))
     matcher = compiled.new_matcher()
     prefix = qwen_tokenizer.encode('"' + "ab" * 33, add_special_tokens=False)
     assert not all(matcher.accept_token(t) for t in prefix)

@@ -137,9 +137,9 @@ _URI_CHARS = "A-Za-z0-9\\-._~:/?#\\[\\]@!$&'()*+,;=%"
 # Formats checked at decode time: a pattern admitting at least every valid value keeps the
 # grammar close (no whitespace in a URI reference, say), so that a value can still end validly.
 FORMAT_SUPERSETS = {
-    # email-validator's lengths (local part <= 64, address <= 254) in the grammar: a local part
-    # looping past 64 characters is a dead end the decode-time check alone would only see at the end
-    "email": "^[^@]{1,64}@[^@]{1,189}$",
+    # RFC 5321 lengths in the grammar (local part <= 64, domain labels <= 63, at most 8 labels): a
+    # part looping past them is a dead end the decode-time check alone would only see at the end
+    "email": "^[^@]{1,64}@(?:[^@.]{1,63}\\.){0,7}[^@.]{1,63}$",
     "uri-reference": f"^[{_URI_CHARS}]*$",
     "iri": f"^[{_URI_CHARS}\\u00a0-\\U0010ffff]*$",
     "iri-reference": f"^[{_URI_CHARS}\\u00a0-\\U0010ffff]*$",
