@@ -17,7 +17,6 @@ and per decode step of the engine.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import time
 from collections.abc import Callable
@@ -27,7 +26,7 @@ from common import median, median_seconds, table
 
 from stencil import LLM, SamplingParams, default_model_path
 from stencil.engine.sampler import argmax_rows
-from stencil.kernels import get_kernels, reference
+from stencil.kernels import get_kernels, reference, with_layer_op_twins
 
 HIDDEN, HEADS, KV_HEADS, DIM, INTER, VOCAB = 576, 9, 3, 64, 1536, 49152
 
@@ -117,14 +116,7 @@ def step_rows(args) -> list[list]:
     eng, sched = decode_batch(args.dtype, args.batch, args.prompt_len)
     runner = eng.runner
     fused = runner.ops
-    twins = dataclasses.replace(
-        fused,
-        rms_norm=reference.rms_norm,
-        fused_add_rms_norm=reference.fused_add_rms_norm,
-        rotary_embedding=reference.rotary_embedding,
-        silu_and_mul=reference.silu_and_mul,
-        write_kv=reference.write_kv,
-    )
+    twins = with_layer_op_twins(fused)
     variants = {"reference twins": twins, "fused C ops": fused}
     steps: dict[str, list[list[float]]] = {name: [] for name in variants}  # per round
     loads = []

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
-__all__ = ["Kernels", "get_kernels"]
+__all__ = ["Kernels", "get_kernels", "with_layer_op_twins"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +71,21 @@ def get_kernels(device: torch.device | str, backend: str = "auto") -> Kernels:
         reference.write_kv,
         reference.paged_attention,
         reference.apply_token_bitmask_inplace,
+    )
+
+
+def with_layer_op_twins(kernels: Kernels) -> Kernels:
+    """``kernels`` with the torch twins (``reference``) for the layer ops and the KV write: the
+    oracle the fused C ops are compared and timed against."""
+    from stencil.kernels import reference
+
+    return replace(
+        kernels,
+        rms_norm=reference.rms_norm,
+        fused_add_rms_norm=reference.fused_add_rms_norm,
+        rotary_embedding=reference.rotary_embedding,
+        silu_and_mul=reference.silu_and_mul,
+        write_kv=reference.write_kv,
     )
 
 

@@ -4,13 +4,11 @@ and logprobs along a decode."""
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 import torch
 
 from stencil import SamplingParams
-from stencil.kernels import reference
+from stencil.kernels import reference, with_layer_op_twins
 from stencil.testing.tiny_models import ARCHS, EXTRA_ARCHS, hf_greedy, make_llm
 
 ATOL = 1e-4
@@ -86,14 +84,7 @@ def test_bfloat16_fused_layer_ops_match_their_twins(arch, tiny_models):
     eng = llm.engine
     fused = eng.runner.ops
     assert fused.name == "cpu" and fused.rms_norm is not reference.rms_norm
-    twins = dataclasses.replace(
-        fused,
-        rms_norm=reference.rms_norm,
-        fused_add_rms_norm=reference.fused_add_rms_norm,
-        rotary_embedding=reference.rotary_embedding,
-        silu_and_mul=reference.silu_and_mul,
-        write_kv=reference.write_kv,
-    )
+    twins = with_layer_op_twins(fused)
     seen, handle = _capture_hidden(eng.runner.model)
     try:
         for i, p in enumerate(PROMPTS):
