@@ -35,8 +35,8 @@ CLOSERS = (
     "[]",
     ",",
     ":",
-    "0",
     "a",
+    "0",
     "null",
     "true",
     "1",
@@ -49,6 +49,7 @@ CLOSERS = (
 WINDOW = 32  # start searching when this many tokens (more the deeper the structure) are left
 PROBE_EVERY = 8  # before the window, measure the closing path this often (in tokens)
 NODE_BUDGET = 400  # matcher probes per search, so a hopeless state costs little
+LOOPS = 4  # self-loops in a row the first pass allows
 FALLBACK = 6  # allowed tokens (lowest ids: single bytes first) tried when no closer fits
 
 
@@ -78,20 +79,23 @@ def shortest_close(matcher, search: CloseSearch, limit: int) -> list[int] | None
     """A short token path (<= ``limit``) after which ``matcher`` accepts; the matcher is left as
     it was. None when none is found within the probe budget.
 
-    First without self-loops (a token after which the same tokens are allowed, like a letter
-    inside a string or ``[a-z]+``: depth-first, such loops use the whole budget before trying the
-    token that makes progress), then with them (nesting, or a bounded repetition like
-    ``\\d{3}``, moves on through tokens that look like loops: the mask is not the state)."""
-    if search.signature is not None:
-        path = _search(matcher, search, limit, [NODE_BUDGET], prune=True)
+    A self-loop is a token after which the same tokens are allowed (a letter inside a string,
+    ``[a-z]+``): depth-first, a run of them uses the whole budget before the token that makes
+    progress is tried. So the first pass allows at most LOOPS self-loops in a row (a date's year
+    takes four), and a last pass any (nesting, or a repetition the mask does not tell apart from
+    a loop: the mask is not the state). CLOSERS try a letter before a digit: a special-use email
+    domain (``acme.test``) or one ending in a digit must grow by a letter before it can close."""
+    for loops in (LOOPS, None) if search.signature is not None else (None,):
+        path = _search(matcher, search, limit, [NODE_BUDGET], loops, 0)
         if path is not None:
             return path
-    return _search(matcher, search, limit, [NODE_BUDGET], prune=False)
+    return None
 
 
 def _search(
-    matcher, search: CloseSearch, depth: int, budget: list[int], prune: bool
+    matcher, search: CloseSearch, depth: int, budget: list[int], loops: int | None, run: int
 ) -> list[int] | None:
+    """Depth-first below ``matcher``'s state; ``run`` self-loops in a row lead here."""
     if matcher.is_accepting() or matcher.is_terminated():
         return []
     if depth == 0:
@@ -99,13 +103,13 @@ def _search(
     forced = _forced(matcher, search.encode)  # e.g. a required key: follow it as one move
     if forced:
         rest = (
-            _search(matcher, search, depth - len(forced), budget, prune)
+            _search(matcher, search, depth - len(forced), budget, loops, 0)
             if len(forced) <= depth
             else None
         )
         matcher.rollback(len(forced))
         return None if rest is None else [*forced, *rest]
-    here = search.signature(matcher) if prune else None
+    here = search.signature(matcher) if loops is not None else None
     tried = set()
     for tokens in (search.candidates, lambda: search.allowed(matcher)[:FALLBACK]):
         for token in tokens() if callable(tokens) else tokens:
@@ -115,10 +119,12 @@ def _search(
                 continue
             tried.add(token)
             budget[0] -= 1
-            if prune and not matcher.is_accepting() and search.signature(matcher) == here:
+            loop = here is not None and not matcher.is_accepting()
+            loop = loop and search.signature(matcher) == here
+            if loop and run >= loops:
                 matcher.rollback(1)
                 continue
-            rest = _search(matcher, search, depth - 1, budget, prune)
+            rest = _search(matcher, search, depth - 1, budget, loops, run + 1 if loop else 0)
             matcher.rollback(1)
             if rest is not None:
                 return [token, *rest]

@@ -5,6 +5,7 @@ budget that was left unclosed (finish "length", invalid JSON) once the early win
 
 from __future__ import annotations
 
+import json
 from types import SimpleNamespace
 
 import pytest
@@ -85,3 +86,17 @@ def test_a_path_that_outgrows_the_room_opens_the_window(setup, tokenizer):
         assert seq.matcher.accept_token(tokenizer.encode("[", add_special_tokens=False)[0])
     seq.num_tokens, seq.close_probe_at = 36, 0
     assert in_window(seq, search)  # the path (36 brackets) no longer fits beside the window
+
+
+def test_a_special_use_email_domain_closes(setup, tokenizer):
+    """``acme.test`` is a special-use domain the email check refuses to end on: the close must
+    grow the label by a letter or two, not burn its probes on a 63-character run of digits."""
+    compiler, search = setup
+    text = '{"email":"marie.pauling@acme.test'
+    seq = seq_after(compiler, tokenizer, PAYMENT, text, max_len=200)
+    assert not seq.matcher.accept_token(tokenizer.encode('"', add_special_tokens=False)[0])
+    path = shortest_close(seq.matcher, search, 16)
+    assert path is not None
+    closed = json.loads(text + tokenizer.decode(path))
+    assert closed["email"].startswith("marie.pauling@acme.test") and closed["email"] != text[10:]
+    assert all(seq.matcher.accept_token(t) for t in path) and seq.matcher.is_accepting()
