@@ -6,7 +6,8 @@ token inside a grounded string beside the same schema's free string. SmolLM2's v
 
 Documents are made of the README example documents (examples/*), repeated up to the size. The
 mask is timed along the tokens of a value copied from the end of the document (the longest
-path through the substring automaton); the free string is timed along the same tokens. The
+path through the substring automaton after the last decimal number, which the schema's
+``total: number`` sibling makes a barrier); the free string is timed along the same tokens. The
 first pass over a fresh compile is what decoding meets (llguidance builds the lexer's states
 lazily); the second pass shows the mask with those states built.
 """
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import time
 from pathlib import Path
@@ -31,11 +33,20 @@ SCHEMA = {
     "required": ["seller", "total"],
 }
 
+DECIMAL = re.compile(r"[0-9][0-9,]*\.[0-9]+")
+
 
 def document(kib: int) -> str:
     parts = [p.read_text(errors="replace") for p in sorted((ROOT / "examples").iterdir())]
     text = "\n".join(parts)
     return (text * (kib * 1024 // len(text) + 1))[: kib * 1024]
+
+
+def tail_value(doc: str) -> str:
+    """A value copied from the document's end (as JSON string content): whole words after the
+    last decimal number (a barrier beside the schema's ``total: number``)."""
+    tail = DECIMAL.split(doc[-120:])[-1]
+    return json.dumps(tail[tail.index(" ") :].strip(), ensure_ascii=False)[1:-1]
 
 
 def mask_times(compiled, tokenizer, value: str) -> list[float]:
@@ -65,8 +76,7 @@ def main() -> None:
     rows = []
     for kib in args.sizes:
         doc = document(kib)
-        tail = doc[-120:]
-        value = json.dumps(tail[tail.index(" ") :].strip(), ensure_ascii=False)[1:-1]
+        value = tail_value(doc)
         compile_ms, grounded_us, warm_us, free_us = [], [], [], []
         for _ in range(args.repeats):
             compiler = ConstraintCompiler(vocab, cache_bytes=0)
