@@ -151,6 +151,14 @@ def lexeme_rows(vocab, tokenizer, kib: int, repeats: int) -> list[str]:
     return rows
 
 
+def print_table(header: str, rows: list[str]) -> None:
+    """A markdown table (``header`` and ``rows`` already written as ``| a | b |`` lines)."""
+    print(f"load average {os.getloadavg()[0]:.2f}")
+    print(header)
+    print("|" + "---|" * (header.count("|") - 1))
+    print("\n".join(rows))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1, 10, 30, 100], help="KiB")
@@ -163,10 +171,8 @@ def main() -> None:
     vocab = TokenVocab.from_hf(tokenizer)
     if args.lexemes:
         rows = [r for kib in args.sizes for r in lexeme_rows(vocab, tokenizer, kib, args.repeats)]
-        print(f"load average {os.getloadavg()[0]:.2f}")
-        print("| document KiB | lexeme | compile ms p50 | mask µs p50 | same, second pass |")
-        print("|---|---|---|---|---|")
-        print("\n".join(rows))
+        header = "| document KiB | lexeme | compile ms p50 | mask µs p50 | same, second pass |"
+        print_table(header, rows)
         return
     rows = []
     for kib in args.sizes:
@@ -190,13 +196,11 @@ def main() -> None:
             f"| {kib} | {statistics.median(compile_ms):.1f} | {max(compile_ms):.1f} "
             f"| {g:.1f} | {w:.1f} | {f:.1f} | {g / f:.2f}x | {w / f:.2f}x |"
         )
-    print(f"load average {os.getloadavg()[0]:.2f}")
-    print(
+    print_table(
         "| document KiB | compile ms p50 | max | grounded mask µs p50 | same, second pass "
-        "| free string mask µs p50 | ratio | second pass ratio |"
+        "| free string mask µs p50 | ratio | second pass ratio |",
+        rows,
     )
-    print("|---|---|---|---|---|---|---|---|")
-    print("\n".join(rows))
 
 
 if __name__ == "__main__":

@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import argparse
 import ctypes
-import os
 import statistics
 import time
 from pathlib import Path
 
 import numpy as np
-from grounding_bench import DECIMAL, SCHEMA, document, tail_value
+from grounding_bench import DECIMAL, SCHEMA, document, print_table, tail_value
 
 from stencil import default_model_path
 from stencil.constraints import Constraint, ConstraintCompiler, TokenVocab
@@ -163,13 +162,11 @@ def main() -> None:
     lib = load()
     trie = token_trie(vocab)
     rows = [row(lib, vocab, tokenizer, [a.ctypes.data for a in trie], kib) for kib in args.sizes]
-    print(f"load average {os.getloadavg()[0]:.2f}")
-    print(
+    print_table(
         "| document KiB | automaton states | build ms | walk µs p50 | free mask µs p50 "
-        "| AND µs p50 | co-matcher ratio | llguidance grounded µs p50 | ratio | extra tokens |"
+        "| AND µs p50 | co-matcher ratio | llguidance grounded µs p50 | ratio | extra tokens |",
+        rows,
     )
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    print("\n".join(rows))
 
 
 if __name__ == "__main__":
