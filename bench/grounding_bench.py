@@ -4,8 +4,11 @@ token inside a grounded string beside the same schema's free string. SmolLM2's v
 
     python bench/grounding_bench.py --sizes 1 10 30 100 --repeats 5
     python bench/grounding_bench.py --sizes 1 10 30 --repeats 3 --lexemes
+    python bench/grounding_bench.py --sizes 1 10 30 --stats
 
-``--lexemes`` times the grounded lexeme alone (``start: "\"" S "\""``) in the forms llguidance
+``--stats`` prints llguidance's own per-step counters for those forms, summed along the value
+(lexer fuel spent building states, token-trie nodes walked, compute µs; llguidance reports a
+step's counters with the next call, so sums, not per-step medians). ``--lexemes`` times the grounded lexeme alone (``start: "\"" S "\""``) in the forms llguidance
 offers, and what warming the lexer at compile time (one masked walk over the whole document)
 would cost and buy.
 
@@ -113,6 +116,39 @@ def warm_up(template, tokenizer, doc: str, words: int) -> None:
             llg_times(template.deep_copy(), quote + tokenizer.encode(text), words)
 
 
+def stats_rows(vocab, tokenizer, kib: int) -> list[str]:
+    """llguidance's own per-step counters summed along the value, first and second pass:
+    lexer fuel spent building states, token-trie nodes walked, compute µs."""
+    import llguidance
+
+    doc = document(kib)
+    value = tokenizer.encode(tail_value(doc), add_special_tokens=False)
+    quote = tokenizer.encode('"', add_special_tokens=False)
+    keys = ("lexer_cost", "trie_nodes_walked", "compute_time_us")
+    rows = []
+    for name, grammar in lexeme_grammars(doc).items():
+        template = llguidance.LLInterpreter(
+            vocab.llg_tokenizer,
+            grammar,
+            enable_backtrack=False,
+            enable_ff_tokens=False,
+            log_level=0,
+        )
+        template.start_without_prompt()
+        cells = []
+        for _ in range(2):
+            interp = template.deep_copy()
+            steps = []
+            for i, t in enumerate(quote + value):
+                info = json.loads(interp.compute_mask()[1])
+                interp.commit_token(t)
+                if i >= len(quote) and info.get("progress"):
+                    steps.append(info["progress"][0].get("stats", {}))
+            cells += [f"{sum(s.get(k, 0) for s in steps)}" for k in keys]
+        rows.append(f"| {kib} | {name} | " + " | ".join(cells) + " |")
+    return rows
+
+
 def lexeme_rows(vocab, tokenizer, kib: int, repeats: int) -> list[str]:
     import llguidance
 
@@ -164,11 +200,20 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[1, 10, 30, 100], help="KiB")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--lexemes", action="store_true", help="the lexeme's forms alone")
+    parser.add_argument("--stats", action="store_true", help="llguidance's per-step counters")
     args = parser.parse_args()
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(str(default_model_path()))
     vocab = TokenVocab.from_hf(tokenizer)
+    if args.stats:
+        rows = [r for kib in args.sizes for r in stats_rows(vocab, tokenizer, kib)]
+        header = (
+            "| document KiB | lexeme | lexer fuel Σ | trie nodes Σ | compute µs Σ "
+            "| second pass: lexer fuel Σ | trie nodes Σ | compute µs Σ |"
+        )
+        print_table(header, rows)
+        return
     if args.lexemes:
         rows = [r for kib in args.sizes for r in lexeme_rows(vocab, tokenizer, kib, args.repeats)]
         header = "| document KiB | lexeme | compile ms p50 | mask µs p50 | same, second pass |"
