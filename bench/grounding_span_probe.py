@@ -24,10 +24,10 @@ import numpy as np
 from grounding_bench import DECIMAL, SCHEMA, document, print_table, tail_value
 
 from stencil import default_model_path
+from stencil.cbuild import build_library
 from stencil.constraints import Constraint, ConstraintCompiler, TokenVocab
 from stencil.constraints.bitmask import allocate_token_bitmask, bitmask_words
 from stencil.constraints.grounding import source_chunks
-from stencil.kernels.cbuild import build_library
 
 SOURCE = Path(__file__).resolve().parent / "csrc" / "span_walk.c"
 SPACE = ("\\n", "\\r", "\\t")

@@ -17,6 +17,7 @@ import llguidance
 import numpy as np
 import torch
 
+from .grounded_spans import GroundedSpans
 from .matcher import Matcher
 from .semantic.masking import refused_tokens
 from .semantic.plan import SemanticPlan
@@ -34,8 +35,9 @@ class CheckedMatcher(Matcher):
         vocab: TokenVocab,
         plan: SemanticPlan,
         table: TokenTable,
+        spans: GroundedSpans | None = None,
     ) -> None:
-        super().__init__(matcher, vocab)
+        super().__init__(matcher, vocab, spans)
         self._plan = plan
         self._table = table
         self._tracker = Tracker(plan)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import json
 import threading
 import time
@@ -12,19 +13,23 @@ import llguidance
 from .cache import ByteLRU
 from .checked_matcher import CheckedMatcher
 from .errors import CompileTimeoutError
+from .grounded_spans import GroundedSpans
 from .isolation import CompileWorkerPool
 from .limits import DEFAULT_LIMITS, Limits
 from .llg_limits import parser_limits
 from .matcher import Matcher
 from .semantic.plan import SemanticPlan
 from .semantic.tokens import TokenTable
+from .span_automaton import load_span_library
 from .spec import Constraint
 from .template import build_template
 from .thread_runner import CallTimeout, ThreadRunner
+from .token_trie import TokenTrie
 from .vocab import TokenVocab
 
 _BASE_BYTES = 64 << 10  # fixed per-compile overhead in the size estimate
 _BYTES_PER_CHAR = 96  # of llguidance grammar, in the estimate
+_SPAN_BYTES = 128  # of suffix automaton per byte of a grounded string's marked text
 _GROWTH = 1.5  # headroom for what a template's shared lexer caches while sequences decode
 
 
@@ -39,6 +44,7 @@ class CompiledConstraint:
     _template: llguidance.LLMatcher = field(repr=False)
     _plan: SemanticPlan | None = field(default=None, repr=False)
     _table: TokenTable | None = field(default=None, repr=False)
+    _spans: GroundedSpans | None = field(default=None, repr=False)
 
     @property
     def has_checks(self) -> bool:
@@ -47,8 +53,10 @@ class CompiledConstraint:
 
     def new_matcher(self) -> Matcher:
         if self._plan is not None and self._table is not None:
-            return CheckedMatcher(self._template.deep_copy(), self.vocab, self._plan, self._table)
-        return Matcher(self._template.deep_copy(), self.vocab)
+            return CheckedMatcher(
+                self._template.deep_copy(), self.vocab, self._plan, self._table, self._spans
+            )
+        return Matcher(self._template.deep_copy(), self.vocab, self._spans)
 
 
 class ConstraintCompiler:
@@ -90,6 +98,7 @@ class ConstraintCompiler:
         )
         self._table: TokenTable | None = None
         self._table_lock = threading.Lock()
+        self._span_walk: tuple[TokenTrie, ctypes.CDLL | None] | None = None
         self._threads = ThreadRunner("stencil-compile")
 
     @property
@@ -121,9 +130,14 @@ class ConstraintCompiler:
         if translated.checks:
             plan = SemanticPlan(json.loads(translated.source), translated.draft, translated.checks)
             table = self.token_table()
+        spans = None
+        if translated.spans:
+            spans = GroundedSpans(translated.spans, *self.span_walk(), self.vocab.llg_tokenizer)
         elapsed = (time.perf_counter() - start) * 1e3
         size = _entry_bytes(translated, heap)
-        compiled = CompiledConstraint(translated, self.vocab, elapsed, size, template, plan, table)
+        compiled = CompiledConstraint(
+            translated, self.vocab, elapsed, size, template, plan, table, spans
+        )
         self._cache.put(key, compiled, size)
         return compiled
 
@@ -133,6 +147,14 @@ class ConstraintCompiler:
             if self._table is None:
                 self._table = TokenTable(self.vocab)
             return self._table
+
+    def span_walk(self) -> tuple[TokenTrie, ctypes.CDLL | None]:
+        """The vocabulary's token trie and the compiled span walk (None: no C compiler, the
+        Python twin walks), for grounded strings (built on first use)."""
+        with self._table_lock:
+            if self._span_walk is None:
+                self._span_walk = (TokenTrie.from_vocab(self.vocab), load_span_library())
+            return self._span_walk
 
     def close(self) -> None:
         """Stop the compile workers (in-flight isolated compiles fail); idempotent."""
@@ -163,6 +185,7 @@ def _entry_bytes(constraint: Constraint, heap_bytes: int) -> int:
     ``workers=0``), an estimate from the grammar size (measured: ~60 KiB + 7-100 bytes per
     grammar character, the most for JSON schemas with many patterns)."""
     texts = 2 * (len(constraint.source) + len(constraint.llg_grammar))
+    texts += _SPAN_BYTES * sum(len(t) for t in set(constraint.spans))
     if heap_bytes:
         return int(_GROWTH * heap_bytes) + texts
     return _BASE_BYTES + _BYTES_PER_CHAR * len(constraint.llg_grammar) + texts

@@ -5,9 +5,19 @@ string: no ``pattern``, ``enum``, ``const`` or ``format`` other than ``email``) 
 before the usual JSON Schema translation, so everything else keeps its exact semantics. The
 translated schema is then written as a Lark grammar: the objects, arrays and unions on the way
 to a grounded string become rules, every other subtree stays an inline ``%json { ... }`` block,
-and each grounded string is an llguidance substring lexeme over the JSON-escaped source, cut into
-chunks at word boundaries (words, single punctuation and whitespace characters, escapes), so a
-value starts and ends on a chunk boundary and never at whitespace.
+and each grounded string is a lexeme over the JSON-escaped source, cut into chunks at word
+boundaries (words, single punctuation and whitespace characters, escapes), so a value starts and
+ends on a chunk boundary and never at whitespace.
+
+A plain grounded string (no ``format``, ``pattern`` or length bound) is co-matched: its lexeme
+is only the trie of the spans' first ``WINDOW`` bytes (exact: tokens that cross the opening
+quote are checked by llguidance) followed by any string characters, so llguidance's lexer
+is back in a free string's state after a few bytes; the rest is checked by a suffix automaton
+of the document's marked text (``marked_text``; ``grounded_spans.GroundedSpans``). Each such
+lexeme also admits ``PROBE`` + its number + ``PROBE_END`` (control bytes no JSON text holds
+raw, which the co-matcher never lets through), by which the co-matcher asks llguidance whether
+(and which) grounded string a string about to open is. The others keep an llguidance
+substring lexeme (``substring_chunks``) intersected with their format, pattern and bounds.
 """
 
 from __future__ import annotations
@@ -43,6 +53,12 @@ _CLAIMED = {
 _SPAN_CHECK = 256
 # stands in for a claimed unit: a raw quote, which no span (JSON string content) can hold
 _BARRIER = '"'
+# co-matched lexemes: the exact trie covers at least WINDOW bytes of a value (more than any
+# token carries after a quote in the vocabularies used), and the probe's control bytes
+WINDOW = 8
+PROBE, PROBE_END = "\x0b", "\x0c"
+_UNIT = re.compile(r"\\u[0-9a-fA-F]{4}|\\.|.", re.S)
+_SPACE_CHUNKS = frozenset({" ", "\\n", "\\r", "\\t"})
 # the keywords a grammar rule around a grounded string handles (anything else: unsupported)
 _OBJECT_KEYS = frozenset({"type", "properties", "required", "additionalProperties"})
 _ARRAY_KEYS = frozenset({"type", "items", "minItems", "maxItems"})
@@ -134,12 +150,72 @@ def source_chunks(source: str) -> list[str]:
     return [json.dumps(m.group(), ensure_ascii=False)[1:-1] for m in _CHUNK.finditer(source)]
 
 
-def grounded_lark(translated: dict[str, Any], source: str) -> str:
-    """The Lark grammar for a translated schema whose grounded strings carry sentinels."""
+def grounded_lark(translated: dict[str, Any], source: str) -> tuple[str, tuple[bytes, ...]]:
+    """The Lark grammar for a translated schema whose grounded strings carry sentinels, and the
+    marked text of each co-matched grounded string (by its probe number)."""
+    writer = _LarkWriter(translated, source_chunks(source))
     try:
-        return _LarkWriter(translated, source_chunks(source)).grammar()
+        return writer.grammar(), tuple(writer.marked)
     except _NoSpan as e:
         raise ConstraintError(f"a required grounded string cannot be filled: {e}") from None
+
+
+def _may_edge(chunk: str) -> bool:
+    """Whether a value may start or end with ``chunk`` (not whitespace, not a barrier)."""
+    return chunk not in _SPACE_CHUNKS and chunk != _BARRIER
+
+
+def marked_text(chunks: list[str]) -> bytes:
+    """The chunks joined by marker bytes (1 | 2: the chunk before may end a value | 4: the
+    chunk after may start one), barriers as byte 0: what ``SpanAutomaton`` is built on."""
+    edge = [_may_edge(c) for c in chunks]
+    out = bytearray()
+    for i, c in enumerate(chunks):
+        out.append(1 | (2 if i and edge[i - 1] else 0) | (4 if edge[i] else 0))
+        out += b"\x00" if c == _BARRIER else c.encode("utf-8", "surrogatepass")
+    out.append(1 | (2 if chunks and edge[-1] else 0))
+    return bytes(out)
+
+
+def window_regex(chunks: list[str], probe: str) -> str:
+    """A regex body for the values whose first ``WINDOW`` bytes (whole JSON characters) are a
+    span's and go on with any string characters, or ``probe``."""
+    root: dict = {}
+    edge = [_may_edge(c) for c in chunks]
+    for i in range(len(chunks)):
+        if edge[i]:
+            _add_window(root, chunks, edge, i)
+    return f"{_regex_literal(probe)}|{_trie_regex(root)}"
+
+
+def _add_window(root: dict, chunks: list[str], edge: list[bool], i: int) -> None:
+    """Add the window of the span starting at chunk ``i`` to the trie ``root`` (keys: JSON
+    characters; ``""``: a span may end here; ``None``: the span goes on past the window)."""
+    node, size = root, 0
+    for j in range(i, len(chunks)):
+        if chunks[j] == _BARRIER:
+            return
+        for unit in _UNIT.findall(chunks[j]):
+            if size >= WINDOW:
+                node[None] = True
+                return
+            node = node.setdefault(unit, {})
+            size += len(unit.encode("utf-8", "surrogatepass"))
+        if edge[j]:
+            node[""] = True
+
+
+def _trie_regex(node: dict) -> str:
+    alts = [_regex_literal(u) + _trie_regex(c) for u, c in node.items() if u]
+    if node.get(None):
+        alts.append(f"{_CHAR}+")
+    if not alts:
+        return ""
+    return "(?:" + "|".join(alts) + ")" + ("?" if node.get("") else "")
+
+
+def _regex_literal(text: str) -> str:
+    return "".join(c if c.isalnum() or ord(c) > 127 else f"\\x{ord(c):02x}" for c in text)
 
 
 class _NoSpan(ConstraintError):
@@ -178,6 +254,7 @@ class _LarkWriter:
         self.rules: dict[str, str] = {}
         self.ref_rules: dict[str, str] = {}
         self.grounded_defs = _grounded_defs(self.defs)
+        self.marked: list[bytes] = []  # per co-matched grounded string
         self.ws = _whitespace(self.guidance)
 
     def grammar(self) -> str:
@@ -237,6 +314,13 @@ class _LarkWriter:
         low, high = node.get("minLength", 1), node.get("maxLength")
         kinds = [_CLAIMED[k] for k in claimed.split(",") if k]
         chunks = [_BARRIER if any(k.fullmatch(c) for k in kinds) else c for c in self.chunks]
+        if not fmt and not pattern and low == 1 and high is None:
+            if not any(map(_may_edge, chunks)):
+                raise _NoSpan("the source text has no span")
+            probe = f"{PROBE}{len(self.marked)}{PROBE_END}"
+            self.marked.append(marked_text(chunks))
+            self.rules[name] = f"/{window_regex(chunks, probe)}/"
+            return f'"\\"" {name} "\\""'
         spec = json.dumps({"substring_chunks": chunks}, ensure_ascii=False)
         body = f"%regex {spec} & /{_EDGE}(?:{_CHAR}*{_EDGE})?/"
         if fmt:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import llguidance
+import numpy as np
 import torch
 
 from .bitmask import bitmask_words
+from .grounded_spans import OUTSIDE, GroundedSpans, State
 from .vocab import TokenVocab
 
 
@@ -16,16 +18,24 @@ class Matcher:
     was. ``is_terminated`` is True once nothing but EOS can follow (or EOS was accepted);
     the engine may finish the sequence there. While the grammar can still continue but is
     complete (``is_accepting``), both EOS and continuations are allowed.
+
+    With ``spans`` (a grounded JSON schema), the co-matcher's state is kept per accepted token
+    and its span walk is ANDed into the mask inside a co-matched grounded string.
     """
 
-    __slots__ = ("_m", "_vocab", "_eos", "_num_tokens", "_words")
+    __slots__ = ("_m", "_vocab", "_eos", "_num_tokens", "_words", "_spans", "_ground", "_scratch")
 
-    def __init__(self, matcher: llguidance.LLMatcher, vocab: TokenVocab) -> None:
+    def __init__(
+        self, matcher: llguidance.LLMatcher, vocab: TokenVocab, spans: GroundedSpans | None = None
+    ) -> None:
         self._m = matcher
         self._vocab = vocab
         self._eos = frozenset(vocab.eos_token_ids)
         self._num_tokens = 0
         self._words = bitmask_words(vocab.vocab_size)
+        self._spans = spans
+        self._ground: list[State] = [OUTSIDE]
+        self._scratch = np.zeros(self._words, np.uint32) if spans else None
 
     @property
     def num_tokens(self) -> int:
@@ -35,17 +45,29 @@ class Matcher:
     def accept_token(self, token_id: int) -> bool:
         if not 0 <= token_id < self._vocab.tokenizer_size or self._m.is_error():
             return False
+        state = self._ground[-1]
         try:
             if token_id in self._eos:
                 ok = self._m.is_accepting() and self._m.consume_token(token_id)
             else:
+                if self._spans is not None:
+                    state = self._grounded_after(state, token_id)
+                    if state is None:
+                        return False
                 ok = self._m.validate_tokens([token_id]) == 1 and self._m.consume_token(token_id)
         except (ValueError, OverflowError, TypeError):
             return False
         if not ok:
             return False
+        self._ground.append(state)
         self._num_tokens += 1
         return True
+
+    def _grounded_after(self, state: State, token_id: int) -> State | None:
+        """The co-matcher's state after ``token_id`` (None: it leaves a grounded string's spans)."""
+        data = self._vocab.token_bytes(token_id)
+        step = self._spans.advance(state, data)
+        return None if step is None else self._spans.enter(step[0], data, step[1], self._m)
 
     def fill_next_token_bitmask(self, bitmask: torch.Tensor, row: int = 0) -> None:
         """Write the allowed next tokens into ``bitmask[row]`` (CPU, int32, C-contiguous)."""
@@ -57,6 +79,9 @@ class Matcher:
         if not target.is_contiguous():
             raise ValueError("bitmask rows must be contiguous")
         self._m.unsafe_compute_mask_ptr(target.data_ptr(), self._words * 4)
+        if self._spans is not None:
+            words = target[: self._words].numpy().view(np.uint32)
+            self._spans.restrict(self._ground[-1], words, self._scratch)
         if bitmask.shape[1] > self._words:
             target[self._words :] = 0
 
@@ -73,10 +98,12 @@ class Matcher:
             raise ValueError(f"cannot roll back {num_tokens} of {self._num_tokens} tokens")
         if num_tokens and self._m.rollback(num_tokens):
             self._num_tokens -= num_tokens
+            del self._ground[len(self._ground) - num_tokens :]
 
     def reset(self) -> None:
         self._m.reset()
         self._num_tokens = 0
+        self._ground = [OUTSIDE]
 
     def find_jump_forward_string(self) -> str:
         """Text that every valid continuation starts with (may be empty)."""

@@ -41,6 +41,8 @@ class Constraint:
     """JSON schemas: ``(pointer, keyword)`` of the keywords checked as values complete."""
     draft: int = field(default=2020, repr=False, compare=False)
     """JSON schemas: the draft the schema is read by."""
+    spans: tuple[bytes, ...] = field(default=(), repr=False, compare=False)
+    """Grounded JSON: the marked text of each co-matched grounded string (``grounding``)."""
 
     @property
     def is_translated(self) -> bool:
@@ -133,12 +135,20 @@ class Constraint:
             raise ConstraintTooLargeError(
                 "schema nesting exceeds the translator's recursion depth", "max_depth"
             ) from None
-        llg = prepared.grammar
+        llg, spans = prepared.grammar, ()
         if grounded:
-            lark = grounding.grounded_lark(prepared.schema, source_text)
+            lark, spans = grounding.grounded_lark(prepared.schema, source_text)
             llg = text_grammars.validated_lark(lark, limits, "grounded schema")
         return cls(
-            "json", text, options, llg, prepared.warnings, limits, prepared.checks, prepared.draft
+            "json",
+            text,
+            options,
+            llg,
+            prepared.warnings,
+            limits,
+            prepared.checks,
+            prepared.draft,
+            spans,
         )
 
     @classmethod

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import torch
 
+from stencil.cbuild import build_library
 from stencil.kernels import reference
-from stencil.kernels.cbuild import build_library
 from stencil.kernels.cpu_attention import FLAGS
 
 logger = logging.getLogger(__name__)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from stencil.kernels.cbuild import build_library
+from stencil.cbuild import build_library
 from stencil.kernels.quant_weight import QuantizedWeight
 
 logger = logging.getLogger(__name__)

@@ -1,6 +1,7 @@
-/* A probe for a grounding co-matcher (bench/grounding_span_probe.py): a suffix automaton over a
- * document's JSON-escaped chunks joined by marker bytes, and a walk of the token trie driven by
- * the automaton's edges that sets the tokens whose bytes (up to a closing quote) are a span.
+/* The grounded strings' co-matcher (stencil/constraints/span_automaton.py; its Python twin is
+ * span_automaton_ref.py): a suffix automaton over a document's JSON-escaped chunks joined by
+ * marker bytes, and a walk of the token trie driven by the automaton's edges that sets the
+ * tokens whose bytes (up to a closing quote) continue a span.
  *
  * Markers are bytes 1..7 between chunks: bit 2 = the chunk before may end a value, bit 4 = the
  * chunk after may start one. Byte 0 is a barrier (a chunk no value may hold). Markers and
@@ -106,7 +107,7 @@ int32_t sam_states(const Sam *s) { return s->ns; }
 
 /* a walk position: the automaton states the bytes so far reach (one per way of placing the
  * chunk boundaries they cross; a handful at most) */
-#define MAXSET 8
+#define MAXSET 32
 typedef struct { int32_t n; int32_t v[MAXSET]; } Set;
 
 static void add(Set *o, int32_t x) {
@@ -138,17 +139,29 @@ int32_t sam_start(const Sam *s, int32_t *out) {
   return set.n;
 }
 
-/* advance a position by bytes in place; returns its new size (0: not a span) */
-int32_t sam_advance(const Sam *s, int32_t *pos, int32_t npos, const uint8_t *b, int32_t n) {
+int32_t sam_can_end(const Sam *s, const int32_t *pos, int32_t npos) {
+  Set a;
+  a.n = npos; memcpy(a.v, pos, 4 * npos);
+  return can_end(s, &a);
+}
+
+/* advance a position in place by bytes up to a closing quote (a raw quote where a span may
+ * end; inside a span a quote is only ever part of an escape); *used: the bytes consumed
+ * before that quote (n without one); returns the new size (0: not a span) */
+int32_t sam_feed(const Sam *s, int32_t *pos, int32_t npos, const uint8_t *b, int32_t n,
+                 int32_t *used) {
   Set a, c;
   a.n = npos; memcpy(a.v, pos, 4 * npos);
-  for (int32_t i = 0; i < n; i++) {
+  int32_t i = 0;
+  for (; i < n; i++) {
+    if (b[i] == '"' && can_end(s, &a)) break;
     if (b[i] <= 7) return 0;
     step(s, &a, b[i], &c);
     a = c;
     if (!a.n) return 0;
   }
   memcpy(pos, a.v, 4 * a.n);
+  *used = i;
   return a.n;
 }
 

@@ -1,5 +1,5 @@
-"""Build a C kernel once per source (with the headers beside it), compiler, flags and CPU into
-``$STENCIL_CACHE_DIR/kernels``."""
+"""Build a C library once per source (with the headers beside it), compiler, flags and CPU into
+``$STENCIL_CACHE_DIR/kernels`` (the CPU kernels and the constraints' span walk)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,92 @@
+"""``SpanAutomaton``: the spans of one document (its marked text, see ``grounding.marked_text``)
+as a suffix automaton in C (``csrc/span_walk.c``), with the per-token walk that sets the
+tokens continuing a span. ``span_automaton_ref.SpanAutomatonRef`` is its pure-Python twin,
+used where no C compiler is found; the two give the same masks (tests/constraints)."""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import subprocess
+from pathlib import Path
+
+import numpy as np
+
+from stencil.cbuild import build_library
+
+from .token_trie import TokenTrie
+
+logger = logging.getLogger(__name__)
+SOURCE = Path(__file__).resolve().parent / "csrc" / "span_walk.c"
+MAX_SET = 32  # the most automaton states in one position (MAXSET in the C source)
+
+
+def load_span_library() -> ctypes.CDLL | None:
+    """The compiled walk (built into the cache on first use), or None where it cannot be built."""
+    try:
+        lib = ctypes.CDLL(str(build_library(SOURCE, ["-O2", "-shared", "-fPIC"])))
+    except (OSError, subprocess.SubprocessError) as e:
+        logger.warning("span walk unavailable (%s); grounded strings use the Python walk", e)
+        return None
+    p, i32 = ctypes.c_void_p, ctypes.c_int32
+    lib.sam_build.restype = p
+    lib.sam_build.argtypes = [ctypes.c_char_p, i32]
+    lib.sam_free.argtypes = [p]
+    lib.sam_states.argtypes = [p]
+    lib.sam_start.argtypes = [p, p]
+    lib.sam_can_end.argtypes = [p, p, i32]
+    lib.sam_feed.argtypes = [p, p, i32, ctypes.c_char_p, i32, p]
+    lib.sam_walk.argtypes = [p, p, i32, p, p, p, p, p, p]
+    return lib
+
+
+class SpanAutomaton:
+    """A position is a tuple of automaton states (the ways the bytes so far sit in the text)."""
+
+    __slots__ = ("_lib", "_sam", "_trie", "_trie_ptrs", "_buf", "_used")
+
+    def __init__(self, lib: ctypes.CDLL, marked: bytes, trie: TokenTrie) -> None:
+        self._lib = lib
+        self._sam = lib.sam_build(marked, len(marked))
+        self._trie = trie  # kept alive: the walk reads its arrays by pointer
+        arrays = (trie.cbyte, trie.cidx, trie.cstart, trie.ntok, trie.nend)
+        self._trie_ptrs = tuple(a.ctypes.data for a in arrays)
+        self._buf = np.zeros(MAX_SET, np.int32)
+        self._used = np.zeros(1, np.int32)
+
+    def __del__(self) -> None:
+        if getattr(self, "_sam", None):
+            self._lib.sam_free(self._sam)
+            self._sam = None
+
+    @property
+    def num_states(self) -> int:
+        return self._lib.sam_states(self._sam)
+
+    def start(self) -> tuple[int, ...]:
+        n = self._lib.sam_start(self._sam, self._buf.ctypes.data)
+        return tuple(self._buf[:n].tolist())
+
+    def can_end(self, pos: tuple[int, ...]) -> bool:
+        self._buf[: len(pos)] = pos
+        return bool(self._lib.sam_can_end(self._sam, self._buf.ctypes.data, len(pos)))
+
+    def feed(self, pos: tuple[int, ...], data: bytes) -> tuple[tuple[int, ...] | None, int]:
+        """``pos`` advanced by ``data`` up to a closing quote, and how many bytes that took
+        (``len(data)`` without a closing quote); None: not a span."""
+        self._buf[: len(pos)] = pos
+        n = self._lib.sam_feed(
+            self._sam, self._buf.ctypes.data, len(pos), data, len(data), self._used.ctypes.data
+        )
+        if not n:
+            return None, 0
+        return tuple(self._buf[:n].tolist()), int(self._used[0])
+
+    def walk(self, pos: tuple[int, ...], words: np.ndarray) -> None:
+        """Set in ``words`` (uint32, the bitmask layout) every token that continues a span
+        from ``pos``: its bytes up to a closing quote are a span's next bytes, and a closing
+        quote only where a span may end (what follows it is the grammar's)."""
+        self._buf[: len(pos)] = pos
+        self._lib.sam_walk(
+            self._sam, self._buf.ctypes.data, len(pos), *self._trie_ptrs, words.ctypes.data
+        )
