@@ -51,6 +51,11 @@ class CompiledConstraint:
         """Whether values are checked as they complete (``CheckedMatcher``)."""
         return self._plan is not None
 
+    @property
+    def has_spans(self) -> bool:
+        """Whether grounded strings are co-matched (``GroundedSpans``)."""
+        return self._spans is not None
+
     def new_matcher(self) -> Matcher:
         if self._plan is not None and self._table is not None:
             return CheckedMatcher(

@@ -17,7 +17,7 @@ _QUOTE = ord('"')
 
 
 class SpanAutomatonRef:
-    __slots__ = ("_next", "_markers", "_flags", "_trie")
+    __slots__ = ("_next", "_markers", "_flags", "_live", "_trie")
 
     def __init__(self, marked: bytes, trie: TokenTrie) -> None:
         nxt, link, length = [{}], [-1], [0]
@@ -50,6 +50,14 @@ class SpanAutomatonRef:
         self._next = nxt
         self._markers = [[to for b, to in e.items() if 1 <= b <= 7] for e in nxt]
         self._flags = [_or(b for b in e if 1 <= b <= 7) for e in nxt]
+        # live: a marker that lets a value end is reachable without crossing a barrier (byte
+        # 0); every edge goes to a longer state, so longest first is a reverse topological order
+        live = [False] * len(nxt)
+        for x in sorted(range(len(nxt)), key=length.__getitem__, reverse=True):
+            live[x] = bool(self._flags[x] & 2) or any(
+                live[to] for b, to in nxt[x].items() if b != 0
+            )
+        self._live = live
         self._trie = trie
 
     @property
@@ -57,7 +65,8 @@ class SpanAutomatonRef:
         return len(self._next)
 
     def start(self) -> tuple[int, ...]:
-        return tuple(sorted({to for b, to in self._next[0].items() if 1 <= b <= 7 and b & 4}))
+        starts = {to for b, to in self._next[0].items() if 1 <= b <= 7 and b & 4}
+        return tuple(sorted(x for x in starts if self._live[x]))
 
     def can_end(self, pos: tuple[int, ...]) -> bool:
         return any(self._flags[x] & 2 for x in pos)
@@ -66,7 +75,7 @@ class SpanAutomatonRef:
         out = set()
         for x in pos:
             for y in (x, *self._markers[x]):
-                if (z := self._next[y].get(byte)) is not None:
+                if (z := self._next[y].get(byte)) is not None and self._live[z]:
                     out.add(z)
         return tuple(sorted(out))
 
@@ -90,8 +99,9 @@ class SpanAutomatonRef:
             for byte in nexts:
                 if byte <= 7 or (c := t.child(node, byte)) < 0:
                     continue
-                tokens.append(int(t.ntok[c]))
-                stack.append((c, self._step(cur, byte)))
+                if after := self._step(cur, byte):
+                    tokens.append(int(t.ntok[c]))
+                    stack.append((c, after))
         ids = np.array([x for x in tokens if x >= 0], np.int64)
         np.bitwise_or.at(words, ids >> 5, (np.uint32(1) << (ids & 31).astype(np.uint32)))
 

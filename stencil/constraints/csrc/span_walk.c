@@ -18,6 +18,7 @@ typedef struct {
   int32_t *hkey, *hval; uint32_t hmask; /* (state << 8 | byte) -> state, open addressing */
   int32_t *mk_start, *mk_list;         /* per state: the states one marker further */
   uint8_t *mk_flags;                   /* per state: OR of its markers */
+  uint8_t *live;                       /* per state: a span may end somewhere past it */
 } Sam;
 
 static uint32_t slot(int32_t key) { uint32_t x = (uint32_t)key * 2654435761u; return x ^ (x >> 15); }
@@ -52,7 +53,7 @@ static int32_t add_state(Sam *s, int32_t len) {
 void sam_free(Sam *s) {
   if (!s) return;
   free(s->st); free(s->ed); free(s->hkey); free(s->hval);
-  free(s->mk_start); free(s->mk_list); free(s->mk_flags); free(s);
+  free(s->mk_start); free(s->mk_list); free(s->mk_flags); free(s->live); free(s);
 }
 
 /* the suffix automaton of t[0..n) (linear: at most 2n states, 3n edges) */
@@ -100,6 +101,21 @@ Sam *sam_build(const uint8_t *t, int32_t n) {
       }
   }
   s->mk_start[s->ns] = k;
+  /* live: a marker that lets a value end is reachable without crossing a barrier (byte 0);
+   * every edge goes to a longer state, so longest first is a reverse topological order */
+  int32_t *count = calloc(n + 2, 4), *order = malloc(4 * s->ns);
+  for (int32_t i = 0; i < s->ns; i++) count[s->st[i].len]++;
+  for (int32_t l = 1; l <= n + 1; l++) count[l] += count[l - 1];
+  for (int32_t i = s->ns - 1; i >= 0; i--) order[--count[s->st[i].len]] = i;
+  s->live = calloc(s->ns, 1);
+  for (int32_t r = s->ns - 1; r >= 0; r--) {
+    int32_t i = order[r];
+    uint8_t ok = (s->mk_flags[i] & 2) != 0;
+    for (int32_t e = s->st[i].head; e != -1 && !ok; e = s->ed[e].next)
+      if (s->ed[e].byte != 0 && s->live[s->ed[e].to]) ok = 1;
+    s->live[i] = ok;
+  }
+  free(count); free(order);
   return s;
 }
 
@@ -119,9 +135,9 @@ static void step(const Sam *s, const Set *in, uint8_t b, Set *out) {
   out->n = 0;
   for (int i = 0; i < in->n; i++) {
     int32_t x = in->v[i], y = get(s, x, b);
-    if (y != -1) add(out, y);
+    if (y != -1 && s->live[y]) add(out, y);
     for (int32_t j = s->mk_start[x]; j < s->mk_start[x + 1]; j++)
-      if ((y = get(s, s->mk_list[j], b)) != -1) add(out, y);
+      if ((y = get(s, s->mk_list[j], b)) != -1 && s->live[y]) add(out, y);
   }
 }
 
@@ -134,7 +150,8 @@ static int can_end(const Sam *s, const Set *in) {
 int32_t sam_start(const Sam *s, int32_t *out) {
   Set set = {0};
   for (int32_t e = s->st[0].head; e != -1; e = s->ed[e].next)
-    if (s->ed[e].byte >= 1 && s->ed[e].byte <= 7 && (s->ed[e].byte & 4)) add(&set, s->ed[e].to);
+    if (s->ed[e].byte >= 1 && s->ed[e].byte <= 7 && (s->ed[e].byte & 4) && s->live[s->ed[e].to])
+      add(&set, s->ed[e].to);
   memcpy(out, set.v, 4 * set.n);
   return set.n;
 }
@@ -203,6 +220,7 @@ static void visit(const Sam *s, Trie *t, int32_t node, const Set *cur) {
         if (c < 0) continue;
         Set next;
         step(s, cur, b, &next);
+        if (!next.n) continue; /* no span goes on past it */
         allow(t, t->ntok[c]);
         visit(s, t, c, &next);
       }
