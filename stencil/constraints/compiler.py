@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import llguidance
 
+from .bitmask import bitmask_words
 from .cache import ByteLRU
 from .checked_matcher import CheckedMatcher
 from .errors import CompileTimeoutError
@@ -137,7 +138,10 @@ class ConstraintCompiler:
             table = self.token_table()
         spans = None
         if translated.spans:
-            spans = GroundedSpans(translated.spans, *self.span_walk(), self.vocab.llg_tokenizer)
+            words = bitmask_words(self.vocab.vocab_size)
+            spans = GroundedSpans(
+                translated.spans, *self.span_walk(), self.vocab.llg_tokenizer, words
+            )
         elapsed = (time.perf_counter() - start) * 1e3
         size = _entry_bytes(translated, heap)
         compiled = CompiledConstraint(

@@ -24,7 +24,8 @@ from .span_automaton import SpanAutomaton
 from .span_automaton_ref import SpanAutomatonRef
 from .token_trie import TokenTrie
 
-State = tuple[int, tuple[tuple[int, tuple[int, ...]], ...]]
+Position = bytes | tuple[int, ...]  # SpanAutomaton's, or SpanAutomatonRef's
+State = tuple[int, tuple[tuple[int, Position], ...]]
 OUTSIDE: State = (0, ())
 _QUOTE, _BACKSLASH = ord('"'), ord("\\")
 
@@ -32,7 +33,7 @@ _QUOTE, _BACKSLASH = ord('"'), ord("\\")
 class GroundedSpans:
     """Immutable and shared by a compiled constraint's matchers."""
 
-    __slots__ = ("_automata", "_probes", "_tokenizer")
+    __slots__ = ("_automata", "_probes", "_tokenizer", "_words")
 
     def __init__(
         self,
@@ -40,12 +41,15 @@ class GroundedSpans:
         trie: TokenTrie,
         lib: ctypes.CDLL | None,
         tokenizer: llguidance.LLTokenizer,
+        words: int,
     ) -> None:
         built: dict[bytes, SpanAutomaton | SpanAutomatonRef] = {}
         for text in marked:
             if text not in built:
                 built[text] = (
-                    SpanAutomaton(lib, text, trie) if lib else SpanAutomatonRef(text, trie)
+                    SpanAutomaton(lib, text, trie, words)
+                    if lib
+                    else SpanAutomatonRef(text, trie, words)
                 )
         self._automata = [built[text] for text in marked]
         self._probes = [
@@ -53,6 +57,7 @@ class GroundedSpans:
             for k in range(len(marked))
         ]
         self._tokenizer = tokenizer
+        self._words = words
         if any(t < 0 for p in self._probes for t in p):
             raise ConstraintError("grounding needs single-byte tokens (a byte-level vocabulary)")
 
@@ -110,13 +115,16 @@ class GroundedSpans:
                     alive.append((k, pos))
         return (state[0], tuple(alive)) if alive else None
 
-    def restrict(self, state: State, words: np.ndarray, scratch: np.ndarray) -> None:
-        """AND into ``words`` (uint32 bitmask row) the tokens that continue a span, when
-        ``state`` is inside a grounded string; ``scratch`` is as long as ``words``."""
+    def restrict(self, state: State, row: int, scratch: int) -> None:
+        """AND into the bitmask row at address ``row`` the tokens that continue a span, when
+        ``state`` is inside a grounded string; ``scratch`` addresses as many spare words."""
         alive = state[1]
-        if not alive:
-            return
-        scratch[:] = 0
-        for k, pos in alive:
-            self._automata[k].walk(pos, scratch)
-        np.bitwise_and(words, scratch, out=words)
+        if len(alive) == 1:
+            k, pos = alive[0]
+            self._automata[k].walk_and(pos, scratch, row)
+        elif alive:  # a union of grounded strings: any of their spans
+            union = np.zeros(self._words, np.uint32)
+            for k, pos in alive:
+                self._automata[k].walk(pos, union)
+            words = np.ctypeslib.as_array((ctypes.c_uint32 * self._words).from_address(row))
+            words &= union

@@ -23,7 +23,17 @@ class Matcher:
     and its span walk is ANDed into the mask inside a co-matched grounded string.
     """
 
-    __slots__ = ("_m", "_vocab", "_eos", "_num_tokens", "_words", "_spans", "_ground", "_scratch")
+    __slots__ = (
+        "_m",
+        "_vocab",
+        "_eos",
+        "_num_tokens",
+        "_words",
+        "_spans",
+        "_ground",
+        "_scratch",
+        "_scratch_at",
+    )
 
     def __init__(
         self, matcher: llguidance.LLMatcher, vocab: TokenVocab, spans: GroundedSpans | None = None
@@ -35,7 +45,8 @@ class Matcher:
         self._words = bitmask_words(vocab.vocab_size)
         self._spans = spans
         self._ground: list[State] = [OUTSIDE]
-        self._scratch = np.zeros(self._words, np.uint32) if spans else None
+        self._scratch = np.zeros(self._words if spans else 0, np.uint32)  # the walk's spare row
+        self._scratch_at = self._scratch.ctypes.data
 
     @property
     def num_tokens(self) -> int:
@@ -80,8 +91,7 @@ class Matcher:
             raise ValueError("bitmask rows must be contiguous")
         self._m.unsafe_compute_mask_ptr(target.data_ptr(), self._words * 4)
         if self._spans is not None:
-            words = target[: self._words].numpy().view(np.uint32)
-            self._spans.restrict(self._ground[-1], words, self._scratch)
+            self._spans.restrict(self._ground[-1], target.data_ptr(), self._scratch_at)
         if bitmask.shape[1] > self._words:
             target[self._words :] = 0
 

@@ -34,25 +34,29 @@ def load_span_library() -> ctypes.CDLL | None:
     lib.sam_free.argtypes = [p]
     lib.sam_states.argtypes = [p]
     lib.sam_start.argtypes = [p, p]
-    lib.sam_can_end.argtypes = [p, p, i32]
+    lib.sam_can_end.argtypes = [p, ctypes.c_char_p, i32]
     lib.sam_feed.argtypes = [p, p, i32, ctypes.c_char_p, i32, p]
-    lib.sam_walk.argtypes = [p, p, i32, p, p, p, p, p, p]
+    lib.sam_set_trie.argtypes = [p, p, p, p, p, p, i32]
+    lib.sam_walk.argtypes = [p, ctypes.c_char_p, i32, p]
+    lib.sam_walk_and.argtypes = [p, ctypes.c_char_p, i32, p, p]
+    lib.sam_walk_and.restype = None
     return lib
 
 
 class SpanAutomaton:
-    """A position is a tuple of automaton states (the ways the bytes so far sit in the text)."""
+    """A position is the automaton states the bytes so far reach (the ways they sit in the
+    text), packed as int32 ``bytes``; ``states`` unpacks one."""
 
-    __slots__ = ("_lib", "_sam", "_trie", "_trie_ptrs", "_buf", "_used")
+    __slots__ = ("_lib", "_sam", "_trie", "_buf", "_used")
 
-    def __init__(self, lib: ctypes.CDLL, marked: bytes, trie: TokenTrie) -> None:
+    def __init__(self, lib: ctypes.CDLL, marked: bytes, trie: TokenTrie, words: int) -> None:
         self._lib = lib
         self._sam = lib.sam_build(marked, len(marked))
         self._trie = trie  # kept alive: the walk reads its arrays by pointer
         arrays = (trie.cbyte, trie.cidx, trie.cstart, trie.ntok, trie.nend)
-        self._trie_ptrs = tuple(a.ctypes.data for a in arrays)
-        self._buf = np.zeros(MAX_SET, np.int32)
-        self._used = np.zeros(1, np.int32)
+        lib.sam_set_trie(self._sam, *(a.ctypes.data for a in arrays), words)
+        self._buf = ctypes.create_string_buffer(4 * MAX_SET)
+        self._used = ctypes.c_int32()
 
     def __del__(self) -> None:
         if getattr(self, "_sam", None):
@@ -63,30 +67,32 @@ class SpanAutomaton:
     def num_states(self) -> int:
         return self._lib.sam_states(self._sam)
 
-    def start(self) -> tuple[int, ...]:
-        n = self._lib.sam_start(self._sam, self._buf.ctypes.data)
-        return tuple(self._buf[:n].tolist())
+    @staticmethod
+    def states(pos: bytes) -> tuple[int, ...]:
+        return tuple(sorted(np.frombuffer(pos, np.int32).tolist()))
 
-    def can_end(self, pos: tuple[int, ...]) -> bool:
-        self._buf[: len(pos)] = pos
-        return bool(self._lib.sam_can_end(self._sam, self._buf.ctypes.data, len(pos)))
+    def start(self) -> bytes:
+        n = self._lib.sam_start(self._sam, self._buf)
+        return self._buf.raw[: 4 * n]
 
-    def feed(self, pos: tuple[int, ...], data: bytes) -> tuple[tuple[int, ...] | None, int]:
+    def can_end(self, pos: bytes) -> bool:
+        return bool(self._lib.sam_can_end(self._sam, pos, len(pos) // 4))
+
+    def feed(self, pos: bytes, data: bytes) -> tuple[bytes | None, int]:
         """``pos`` advanced by ``data`` up to a closing quote, and how many bytes that took
         (``len(data)`` without a closing quote); None: not a span."""
-        self._buf[: len(pos)] = pos
+        ctypes.memmove(self._buf, pos, len(pos))
         n = self._lib.sam_feed(
-            self._sam, self._buf.ctypes.data, len(pos), data, len(data), self._used.ctypes.data
+            self._sam, self._buf, len(pos) // 4, data, len(data), ctypes.byref(self._used)
         )
-        if not n:
-            return None, 0
-        return tuple(self._buf[:n].tolist()), int(self._used[0])
+        return (self._buf.raw[: 4 * n], self._used.value) if n else (None, 0)
 
-    def walk(self, pos: tuple[int, ...], words: np.ndarray) -> None:
+    def walk(self, pos: bytes, words: np.ndarray) -> None:
         """Set in ``words`` (uint32, the bitmask layout) every token that continues a span
         from ``pos``: its bytes up to a closing quote are a span's next bytes, and a closing
         quote only where a span may end (what follows it is the grammar's)."""
-        self._buf[: len(pos)] = pos
-        self._lib.sam_walk(
-            self._sam, self._buf.ctypes.data, len(pos), *self._trie_ptrs, words.ctypes.data
-        )
+        self._lib.sam_walk(self._sam, pos, len(pos) // 4, words.ctypes.data)
+
+    def walk_and(self, pos: bytes, scratch: int, row: int) -> None:
+        """AND the walk into the bitmask row at address ``row`` (``scratch``: as many words)."""
+        self._lib.sam_walk_and(self._sam, pos, len(pos) // 4, scratch, row)

@@ -9,6 +9,8 @@ just before a marker with bit 2."""
 
 from __future__ import annotations
 
+import ctypes
+
 import numpy as np
 
 from .token_trie import TokenTrie
@@ -17,9 +19,9 @@ _QUOTE = ord('"')
 
 
 class SpanAutomatonRef:
-    __slots__ = ("_next", "_markers", "_flags", "_live", "_trie")
+    __slots__ = ("_next", "_markers", "_flags", "_live", "_trie", "_words")
 
-    def __init__(self, marked: bytes, trie: TokenTrie) -> None:
+    def __init__(self, marked: bytes, trie: TokenTrie, words: int) -> None:
         nxt, link, length = [{}], [-1], [0]
         last = 0
         for c in marked:
@@ -59,10 +61,15 @@ class SpanAutomatonRef:
             )
         self._live = live
         self._trie = trie
+        self._words = words
 
     @property
     def num_states(self) -> int:
         return len(self._next)
+
+    @staticmethod
+    def states(pos: tuple[int, ...]) -> tuple[int, ...]:
+        return pos
 
     def start(self) -> tuple[int, ...]:
         starts = {to for b, to in self._next[0].items() if 1 <= b <= 7 and b & 4}
@@ -104,6 +111,14 @@ class SpanAutomatonRef:
                     stack.append((c, after))
         ids = np.array([x for x in tokens if x >= 0], np.int64)
         np.bitwise_or.at(words, ids >> 5, (np.uint32(1) << (ids & 31).astype(np.uint32)))
+
+    def walk_and(self, pos: tuple[int, ...], scratch: int, row: int) -> None:
+        """AND the walk into the bitmask row at address ``row`` (``scratch``: as many words)."""
+        words = np.ctypeslib.as_array((ctypes.c_uint32 * self._words).from_address(row))
+        spare = np.ctypeslib.as_array((ctypes.c_uint32 * self._words).from_address(scratch))
+        spare[:] = 0
+        self.walk(pos, spare)
+        words &= spare
 
 
 def _or(values) -> int:

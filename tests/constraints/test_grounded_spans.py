@@ -174,15 +174,23 @@ def test_the_c_walk_gives_the_python_masks(smol_compiler, seed):
     words = (smol_compiler.vocab.vocab_size + 31) // 32
     for doc in documents(100 + seed, 6):
         text = marked_text(source_chunks(doc))
-        c, py = SpanAutomaton(lib, text, trie), SpanAutomatonRef(text, trie)
+        c, py = SpanAutomaton(lib, text, trie, words), SpanAutomatonRef(text, trie, words)
         pos_c, pos_py = c.start(), py.start()
         for _ in range(10):
-            assert sorted(pos_c) == sorted(pos_py)
+            assert c.states(pos_c) == py.states(pos_py)
             assert c.can_end(pos_c) == py.can_end(pos_py)
             mask_c, mask_py = np.zeros(words, np.uint32), np.zeros(words, np.uint32)
             c.walk(pos_c, mask_c)
             py.walk(pos_py, mask_py)
             assert np.array_equal(mask_c, mask_py)
+            row_c, row_py = (
+                np.full(words, 0x5555AAAA, np.uint32),
+                np.full(words, 0x5555AAAA, np.uint32),
+            )
+            spare = np.zeros(words, np.uint32)
+            c.walk_and(pos_c, spare.ctypes.data, row_c.ctypes.data)
+            py.walk_and(pos_py, spare.ctypes.data, row_py.ctypes.data)
+            assert np.array_equal(row_c, row_py) and np.array_equal(row_c, mask_c & 0x5555AAAA)
             ids = np.flatnonzero(np.unpackbits(mask_py.view(np.uint8), bitorder="little"))
             if not len(ids):
                 break

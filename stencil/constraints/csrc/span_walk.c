@@ -19,6 +19,8 @@ typedef struct {
   int32_t *mk_start, *mk_list;         /* per state: the states one marker further */
   uint8_t *mk_flags;                   /* per state: OR of its markers */
   uint8_t *live;                       /* per state: a span may end somewhere past it */
+  /* the token trie the walk reads (see below), set once by sam_set_trie */
+  const uint8_t *cbyte; const int32_t *cidx, *cstart, *ntok, *nend; int32_t nwords;
 } Sam;
 
 static uint32_t slot(int32_t key) { uint32_t x = (uint32_t)key * 2654435761u; return x ^ (x >> 15); }
@@ -228,13 +230,26 @@ static void visit(const Sam *s, Trie *t, int32_t node, const Set *cur) {
   }
 }
 
-/* OR into mask (int32 words) the tokens that continue a span from pos; returns how many */
-int32_t sam_walk(const Sam *s, const int32_t *pos, int32_t npos, const uint8_t *cbyte,
-                 const int32_t *cidx, const int32_t *cstart, const int32_t *ntok,
-                 const int32_t *nend, uint32_t *mask) {
-  Trie t = {cbyte, cidx, cstart, ntok, nend, mask, 0};
+/* the token trie (owned by the caller, alive as long as the automaton) and the mask width */
+void sam_set_trie(Sam *s, const uint8_t *cbyte, const int32_t *cidx, const int32_t *cstart,
+                  const int32_t *ntok, const int32_t *nend, int32_t nwords) {
+  s->cbyte = cbyte; s->cidx = cidx; s->cstart = cstart; s->ntok = ntok; s->nend = nend;
+  s->nwords = nwords;
+}
+
+/* OR into mask (uint32 words) the tokens that continue a span from pos; returns how many */
+int32_t sam_walk(const Sam *s, const int32_t *pos, int32_t npos, uint32_t *mask) {
+  Trie t = {s->cbyte, s->cidx, s->cstart, s->ntok, s->nend, mask, 0};
   Set cur;
   cur.n = npos; memcpy(cur.v, pos, 4 * npos);
   visit(s, &t, 0, &cur);
   return t.allowed;
+}
+
+/* AND into row the tokens that continue a span from pos (scratch: nwords words) */
+void sam_walk_and(const Sam *s, const int32_t *pos, int32_t npos, uint32_t *scratch,
+                  uint32_t *row) {
+  memset(scratch, 0, 4 * (size_t)s->nwords);
+  sam_walk(s, pos, npos, scratch);
+  for (int32_t i = 0; i < s->nwords; i++) row[i] &= scratch[i];
 }
