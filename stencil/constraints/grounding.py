@@ -36,6 +36,7 @@ _EMAIL = r"[A-Za-z0-9._%+\-]+@[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)+"
 # then words, then single characters
 _CODE = r"(?:\w+[\-/.,:])*\w*\d\w*(?:[\-/.,:]\w+)*"
 _CHUNK = re.compile(rf"{_EMAIL}|{_CODE}|\w+|\s|[^\w\s]")
+_ESCAPED = re.compile(r'["\\\x00-\x1f]')  # what JSON writes as an escape
 # one JSON string character (raw, or one escape); edges exclude whitespace and its escapes
 _CHAR = r'(?:[^"\\\x00-\x1f]|\\["\\\x2fbfnrt]|\\u[0-9a-fA-F]{4})'
 _EDGE = r'(?:[^"\\\x00-\x20]|\\["\\\x2fbfu]|\\u[0-9a-fA-F]{4})'
@@ -147,7 +148,10 @@ def uses_grounding(schema: Any) -> bool:
 
 def source_chunks(source: str) -> list[str]:
     """The JSON-escaped source cut at word boundaries (the units a grounded value is made of)."""
-    return [json.dumps(m.group(), ensure_ascii=False)[1:-1] for m in _CHUNK.finditer(source)]
+    return [
+        json.dumps(c, ensure_ascii=False)[1:-1] if _ESCAPED.search(c) else c
+        for c in _CHUNK.findall(source)
+    ]
 
 
 def grounded_lark(translated: dict[str, Any], source: str) -> tuple[str, tuple[bytes, ...]]:
@@ -180,29 +184,41 @@ def marked_text(chunks: list[str]) -> bytes:
 def window_regex(chunks: list[str], probe: str) -> str:
     """A regex body for the values whose first ``WINDOW`` bytes (whole JSON characters) are a
     span's and go on with any string characters, or ``probe``."""
-    root: dict = {}
+    split = {
+        c: [(u, len(u.encode("utf-8", "surrogatepass"))) for u in _UNIT.findall(c)]
+        for c in set(chunks)
+    }
+    units = [split[c] for c in chunks]
     edge = [_may_edge(c) for c in chunks]
-    for i in range(len(chunks)):
-        if edge[i]:
-            _add_window(root, chunks, edge, i)
+    root: dict = {}
+    windows = dict.fromkeys(_window(chunks, units, edge, i) for i in range(len(chunks)) if edge[i])
+    for window in windows:
+        node = root
+        for key in window:
+            if key:
+                node = node.setdefault(key, {})
+            else:
+                node[key] = True  # "": a span may end here; None: it goes on past the window
     return f"{_regex_literal(probe)}|{_trie_regex(root)}"
 
 
-def _add_window(root: dict, chunks: list[str], edge: list[bool], i: int) -> None:
-    """Add the window of the span starting at chunk ``i`` to the trie ``root`` (keys: JSON
-    characters; ``""``: a span may end here; ``None``: the span goes on past the window)."""
-    node, size = root, 0
+def _window(chunks: list[str], units: list, edge: list[bool], i: int) -> tuple:
+    """The first ``WINDOW`` bytes of the spans starting at chunk ``i``: JSON characters, with
+    ``""`` where a span may end and a final ``None`` where the span goes on past them."""
+    out: list = []
+    size = 0
     for j in range(i, len(chunks)):
         if chunks[j] == _BARRIER:
-            return
-        for unit in _UNIT.findall(chunks[j]):
+            break
+        for unit, n in units[j]:
             if size >= WINDOW:
-                node[None] = True
-                return
-            node = node.setdefault(unit, {})
-            size += len(unit.encode("utf-8", "surrogatepass"))
+                out.append(None)
+                return tuple(out)
+            out.append(unit)
+            size += n
         if edge[j]:
-            node[""] = True
+            out.append("")
+    return tuple(out)
 
 
 def _trie_regex(node: dict) -> str:
@@ -313,7 +329,8 @@ class _LarkWriter:
         name = f"GROUNDED_{number}"
         low, high = node.get("minLength", 1), node.get("maxLength")
         kinds = [_CLAIMED[k] for k in claimed.split(",") if k]
-        chunks = [_BARRIER if any(k.fullmatch(c) for k in kinds) else c for c in self.chunks]
+        barred = {c for c in set(self.chunks) if any(k.fullmatch(c) for k in kinds)}
+        chunks = [_BARRIER if c in barred else c for c in self.chunks]
         if not fmt and not pattern and low == 1 and high is None:
             if not any(map(_may_edge, chunks)):
                 raise _NoSpan("the source text has no span")
