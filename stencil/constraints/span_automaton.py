@@ -44,10 +44,10 @@ def load_span_library() -> ctypes.CDLL | None:
 
 
 class SpanAutomaton:
-    """A position is the automaton states the bytes so far reach (the ways they sit in the
+    """Immutable after construction (shared by threads). A position is the automaton states the bytes so far reach (the ways they sit in the
     text), packed as int32 ``bytes``; ``states`` unpacks one."""
 
-    __slots__ = ("_lib", "_sam", "_trie", "_buf", "_used")
+    __slots__ = ("_lib", "_sam", "_trie")
 
     def __init__(self, lib: ctypes.CDLL, marked: bytes, trie: TokenTrie, words: int) -> None:
         self._lib = lib
@@ -55,8 +55,6 @@ class SpanAutomaton:
         self._trie = trie  # kept alive: the walk reads its arrays by pointer
         arrays = (trie.cbyte, trie.cidx, trie.cstart, trie.ntok, trie.nend)
         lib.sam_set_trie(self._sam, *(a.ctypes.data for a in arrays), words)
-        self._buf = ctypes.create_string_buffer(4 * MAX_SET)
-        self._used = ctypes.c_int32()
 
     def __del__(self) -> None:
         if getattr(self, "_sam", None):
@@ -72,8 +70,9 @@ class SpanAutomaton:
         return tuple(sorted(np.frombuffer(pos, np.int32).tolist()))
 
     def start(self) -> bytes:
-        n = self._lib.sam_start(self._sam, self._buf)
-        return self._buf.raw[: 4 * n]
+        buf = ctypes.create_string_buffer(4 * MAX_SET)
+        n = self._lib.sam_start(self._sam, buf)
+        return buf.raw[: 4 * n]
 
     def can_end(self, pos: bytes) -> bool:
         return bool(self._lib.sam_can_end(self._sam, pos, len(pos) // 4))
@@ -81,11 +80,9 @@ class SpanAutomaton:
     def feed(self, pos: bytes, data: bytes) -> tuple[bytes | None, int]:
         """``pos`` advanced by ``data`` up to a closing quote, and how many bytes that took
         (``len(data)`` without a closing quote); None: not a span."""
-        ctypes.memmove(self._buf, pos, len(pos))
-        n = self._lib.sam_feed(
-            self._sam, self._buf, len(pos) // 4, data, len(data), ctypes.byref(self._used)
-        )
-        return (self._buf.raw[: 4 * n], self._used.value) if n else (None, 0)
+        buf, used = ctypes.create_string_buffer(pos, 4 * MAX_SET), ctypes.c_int32()
+        n = self._lib.sam_feed(self._sam, buf, len(pos) // 4, data, len(data), ctypes.byref(used))
+        return (buf.raw[: 4 * n], used.value) if n else (None, 0)
 
     def walk(self, pos: bytes, words: np.ndarray) -> None:
         """Set in ``words`` (uint32, the bitmask layout) every token that continues a span

@@ -11,7 +11,7 @@ import random
 import numpy as np
 import pytest
 
-from stencil.constraints import Constraint, allocate_token_bitmask
+from stencil.constraints import Constraint, ConstraintCompiler, allocate_token_bitmask
 from stencil.constraints.grounding import _may_edge, marked_text, source_chunks
 from stencil.constraints.span_automaton import SpanAutomaton, load_span_library
 from stencil.constraints.span_automaton_ref import SpanAutomatonRef
@@ -199,3 +199,25 @@ def test_the_c_walk_gives_the_python_masks(smol_compiler, seed):
             assert used_c == used_py and (pos_c is None) == (pos_py is None)
             if pos_c is None or used_c < len(data):
                 break
+
+
+def test_the_python_walk_serves_when_there_is_no_c(smol_vocab, smol_compiler, smol_tokenizer):
+    """A compiler without the C walk (as where no compiler is found) gives the same masks, here
+    on a union of two grounded strings (both alive until the value tells them apart)."""
+    python_only = ConstraintCompiler(smol_vocab, cache_bytes=0)
+    python_only._span_walk = (smol_compiler.span_walk()[0], None)
+    union = {"anyOf": [GROUNDED, {**GROUNDED, "x-grounded": True, "description": "other"}]}
+    doc = 'Ada "Lovelace" \\ wrote 東京 notes in 1843.'
+    c = Constraint.json_schema(schema(union), source_text=doc)
+    fast, slow = smol_compiler.compile(c).new_matcher(), python_only.compile(c).new_matcher()
+    for t in smol_tokenizer.encode('{"v": "', add_special_tokens=False):
+        assert fast.accept_token(t) and slow.accept_token(t)
+    assert len(fast._ground[-1][1]) == 2  # both grounded strings of the union are alive
+    rng = random.Random(5)
+    for _ in range(14):
+        allowed = mask_ids(fast, smol_vocab)
+        assert allowed == mask_ids(slow, smol_vocab)
+        t = rng.choice(sorted(allowed))
+        assert fast.accept_token(t) and slow.accept_token(t)
+        if t in smol_vocab.eos_token_ids:
+            break
