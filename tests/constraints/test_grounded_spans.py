@@ -131,12 +131,18 @@ def test_the_mask_is_the_brute_force_span_set(smol_compiler, smol_tokenizer, tok
     print(f"tokens beyond llguidance's lexeme: {extra}, left out like it: {dropped}")
 
 
+def feed(compiled, tokenizer, text: str):
+    """A new matcher of ``compiled`` that has accepted ``text``."""
+    m = compiled.new_matcher()
+    for t in tokenizer.encode(text, add_special_tokens=False):
+        assert m.accept_token(t)
+    return m
+
+
 def test_tokens_off_the_mask_are_refused(smol_compiler, smol_tokenizer, token_bytes):
     doc = 'Acme Cloud Services Ltd. and "Globex" \\ Dept.'
     c = smol_compiler.compile(Constraint.json_schema(schema(GROUNDED), source_text=doc))
-    m = c.new_matcher()
-    for t in smol_tokenizer.encode('{"v": "Acme Cloud', add_special_tokens=False):
-        assert m.accept_token(t)
+    m = feed(c, smol_tokenizer, '{"v": "Acme Cloud')
     ids = {b: t for t, b in enumerate(token_bytes) if b}
     before = m.num_tokens
     for bad in (b" Inc", b" cloud", b"\x0b", b" s", b"\\"):  # no span's; a probe byte
@@ -152,9 +158,7 @@ def test_tokens_off_the_mask_are_refused(smol_compiler, smol_tokenizer, token_by
 def test_rollback_restores_the_span_position(smol_compiler, smol_tokenizer, token_bytes):
     doc = "Ada Lovelace wrote notes; Ada Byron rode."
     c = smol_compiler.compile(Constraint.json_schema(schema(GROUNDED), source_text=doc))
-    m = c.new_matcher()
-    for t in smol_tokenizer.encode('{"v": "Ada', add_special_tokens=False):
-        assert m.accept_token(t)
+    m = feed(c, smol_tokenizer, '{"v": "Ada')
     at_ada = mask_ids(m, c.vocab)
     for t in smol_tokenizer.encode(" Lovelace", add_special_tokens=False):
         assert m.accept_token(t)
