@@ -24,7 +24,7 @@ MAX_SET = 32  # the most automaton states in one position (MAXSET in the C sourc
 def load_span_library() -> ctypes.CDLL | None:
     """The compiled walk (built into the cache on first use), or None where it cannot be built."""
     try:
-        lib = ctypes.CDLL(str(build_library(SOURCE, ["-O2", "-shared", "-fPIC"])))
+        lib = ctypes.CDLL(str(build_library(SOURCE, ["-O3", "-march=native", "-shared", "-fPIC"])))
     except (OSError, subprocess.SubprocessError) as e:
         logger.warning("span walk unavailable (%s); grounded strings use the Python walk", e)
         return None
