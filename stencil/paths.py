@@ -1,11 +1,57 @@
-"""Where Stencil keeps what it builds once: converted models, downloads, compiled CPU kernels."""
+"""Where Stencil keeps what it builds once (converted models, downloads, compiled C: the CPU
+kernels and the grounded strings' span walk), and the build of a C source into it."""
 
 from __future__ import annotations
 
+import hashlib
 import os
+import platform
+import shutil
+import subprocess
+import tempfile
 from pathlib import Path
 
 
 def cache_root() -> Path:
     """``$STENCIL_CACHE_DIR``, default ``~/.cache/stencil``."""
     return Path(os.environ.get("STENCIL_CACHE_DIR") or Path.home() / ".cache" / "stencil")
+
+
+def build_library(source_path: Path, flags: list[str]) -> Path:
+    """The shared library of ``source_path`` (compiled on first use; OSError without a compiler)."""
+    compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        raise OSError("no C compiler (cc) found")
+    # the headers beside the source (its includes) are part of what is built
+    headers = sorted(source_path.parent.glob("*.h"))
+    source = source_path.read_bytes() + b"".join(h.read_bytes() for h in headers)
+    digest = hashlib.sha256(source + " ".join([compiler, *flags]).encode() + _cpu_id()).hexdigest()[
+        :16
+    ]
+    target = cache_root() / "kernels" / f"{source_path.stem}-{digest}.so"
+    if target.is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+        built = Path(tmp) / target.name
+        subprocess.run(
+            [compiler, *flags, str(source_path), "-o", str(built), "-lm"],
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
+        os.replace(built, target)  # atomic: concurrent builders never see a partial file
+    return target
+
+
+def _cpu_id() -> bytes:
+    """-march=native code is only valid on the CPU it was built for."""
+    try:
+        flags = next(
+            line
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("flags")
+        )
+    except (OSError, StopIteration):
+        flags = ""
+    return (platform.machine() + platform.processor() + flags).encode()

@@ -3,7 +3,7 @@
     cli -> {api, extract} -> engine -> {constraints, kernels}
 
 ``extract`` uses only the public engine API (and the server over HTTP); ``constraints`` and
-``kernels`` import neither each other nor anything above them (both may build C with ``cbuild``); nothing imports ``stencil.testing``
+``kernels`` import neither each other nor anything above them; nothing imports ``stencil.testing``
 (support for the tests and benchmarks) but itself; no two modules import each other in a cycle."""
 
 from __future__ import annotations
@@ -18,25 +18,14 @@ ROOT = Path(__file__).resolve().parents[1] / "stencil"
 # area -> the areas it may import (its own always allowed)
 ALLOWED = {
     "paths": set(),
-    "cbuild": {"paths"},
-    "constraints": {"paths", "cbuild"},
-    "kernels": {"paths", "cbuild"},
+    "constraints": {"paths"},
+    "kernels": {"paths"},
     "engine": {"constraints", "kernels", "paths"},
     "api": {"engine", "constraints", "paths"},
     "extract": {"engine", "constraints", "root"},
     "root": {"engine", "constraints"},
     "cli": {"api", "extract", "engine", "constraints", "root"},
-    "testing": {
-        "api",
-        "extract",
-        "engine",
-        "constraints",
-        "kernels",
-        "paths",
-        "cbuild",
-        "root",
-        "cli",
-    },
+    "testing": {"api", "extract", "engine", "constraints", "kernels", "paths", "root", "cli"},
 }
 # what ``extract`` may use of the engine: the public API
 PUBLIC_ENGINE = {

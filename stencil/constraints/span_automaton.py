@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from stencil.cbuild import build_library
+from stencil.paths import build_library
 
 from .token_trie import TokenTrie
 

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import torch
 
-from stencil.cbuild import build_library
 from stencil.kernels import reference
 from stencil.kernels.cpu_attention import FLAGS
+from stencil.paths import build_library
 
 logger = logging.getLogger(__name__)
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import torch
 
-from stencil.cbuild import build_library
 from stencil.kernels.quant_weight import QuantizedWeight
+from stencil.paths import build_library
 
 logger = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 /* Scalar helpers shared by the C kernels, written so loops that call them vectorize: bfloat16
  * conversions and an exp without a libm call. Included by paged_attention.c and layer_ops.c
- * (stencil/kernels/cbuild.py hashes this header with each source, so a change rebuilds both). */
+ * (stencil/paths.py build_library hashes this header with each source, so a change rebuilds both). */
 #ifndef STENCIL_CPU_MATH_H
 #define STENCIL_CPU_MATH_H
 
