@@ -225,3 +225,18 @@ def test_the_python_walk_serves_when_there_is_no_c(smol_vocab, smol_compiler, sm
         assert fast.accept_token(t) and slow.accept_token(t)
         if t in smol_vocab.eos_token_ids:
             break
+
+
+def test_an_isolated_compile_keeps_the_co_matcher(smol_vocab, smol_tokenizer):
+    """The worker translates (the marked texts ride back in the constraint); the automata are
+    built here."""
+    plain = schema({"type": "string"})
+    c = Constraint.json_schema(plain, source_text="From: Acme Cloud Ltd.", ground_strings=True)
+    with ConstraintCompiler(smol_vocab, workers=1) as isolated:
+        compiled = isolated.compile(Constraint.json_schema(plain, **dict(c.options), defer=True))
+    assert compiled.has_spans
+    eos = smol_vocab.eos_token_ids[0]
+    for text, ok in (('{"v": "Acme Cloud"}', True), ('{"v": "Acme Clouds"}', False)):
+        m = compiled.new_matcher()
+        ids = smol_tokenizer.encode(text, add_special_tokens=False)
+        assert (all(m.accept_token(t) for t in ids) and m.accept_token(eos)) is ok, text
