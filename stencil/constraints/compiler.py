@@ -13,8 +13,9 @@ import llguidance
 from .bitmask import bitmask_words
 from .cache import ByteLRU
 from .checked_matcher import CheckedMatcher
-from .errors import CompileTimeoutError
+from .errors import CompileTimeoutError, ConstraintError
 from .grounded_spans import GroundedSpans
+from .grounding import WINDOW
 from .isolation import CompileWorkerPool
 from .limits import DEFAULT_LIMITS, Limits
 from .llg_limits import parser_limits
@@ -138,10 +139,14 @@ class ConstraintCompiler:
             table = self.token_table()
         spans = None
         if translated.spans:
+            trie, library = self.span_walk()
+            if trie.quote_reach > WINDOW:  # the grammar checks WINDOW bytes past a value's quote
+                raise ConstraintError(
+                    f"grounded strings: this tokenizer has tokens with {trie.quote_reach} bytes "
+                    f"after a quote, more than the {WINDOW} the grounding grammar checks"
+                )
             words = bitmask_words(self.vocab.vocab_size)
-            spans = GroundedSpans(
-                translated.spans, *self.span_walk(), self.vocab.llg_tokenizer, words
-            )
+            spans = GroundedSpans(translated.spans, trie, library, self.vocab.llg_tokenizer, words)
         elapsed = (time.perf_counter() - start) * 1e3
         size = _entry_bytes(translated, heap)
         compiled = CompiledConstraint(

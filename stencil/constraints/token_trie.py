@@ -22,6 +22,7 @@ class TokenTrie:
     cstart: np.ndarray  # int32
     ntok: np.ndarray  # int32
     nend: np.ndarray  # int32
+    quote_reach: int  # the most bytes any token carries after a quote (b'"')
 
     @classmethod
     def from_vocab(cls, vocab: TokenVocab) -> TokenTrie:
@@ -55,12 +56,14 @@ class TokenTrie:
                 j = nend[j]
         cstart.append(len(cidx))
         i32 = np.int32
+        reach = max((len(b) - b.index(b'"') - 1 for b, _ in tokens if b'"' in b), default=0)
         return cls(
             np.array(cbyte, np.uint8),
             np.array(cidx, i32),
             np.array(cstart, i32),
             np.array(ntok, i32),
             np.array(nend, i32),
+            reach,
         )
 
     def child(self, node: int, byte: int) -> int:

@@ -6,12 +6,19 @@ C walk gives the Python twin's masks."""
 
 from __future__ import annotations
 
+import json
 import random
 
 import numpy as np
 import pytest
 
-from stencil.constraints import Constraint, ConstraintCompiler, allocate_token_bitmask
+from stencil.constraints import (
+    Constraint,
+    ConstraintCompiler,
+    ConstraintError,
+    TokenVocab,
+    allocate_token_bitmask,
+)
 from stencil.constraints.grounding import _may_edge, marked_text, source_chunks
 from stencil.constraints.span_automaton import SpanAutomaton, load_span_library
 from stencil.constraints.span_automaton_ref import SpanAutomatonRef
@@ -240,3 +247,16 @@ def test_an_isolated_compile_keeps_the_co_matcher(smol_vocab, smol_tokenizer):
         m = compiled.new_matcher()
         ids = smol_tokenizer.encode(text, add_special_tokens=False)
         assert (all(m.accept_token(t) for t in ids) and m.accept_token(eos)) is ok, text
+
+
+def test_a_vocabulary_with_long_quote_tokens_is_refused_up_front(smol_tokenizer):
+    """A token carrying more bytes after a quote than the grammar's exact window could open a
+    value the walk then refuses mid-run: such a vocabulary gets a clear ConstraintError at
+    compile time (a 400), not a failed sequence."""
+    data = json.loads(smol_tokenizer.backend_tokenizer.to_str())
+    size = len(data["model"]["vocab"])
+    data["model"]["vocab"]['"abcdefghijkl'] = size
+    vocab = TokenVocab.from_tokenizer_json(json.dumps(data), size + 1, size + 1, (0,))
+    c = Constraint.json_schema(schema(GROUNDED), source_text="hello world")
+    with pytest.raises(ConstraintError, match="12 bytes after a quote"):
+        ConstraintCompiler(vocab, cache_bytes=0).compile(c)
