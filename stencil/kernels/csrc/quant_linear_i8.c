@@ -69,14 +69,30 @@ static void quantize_row(const float *x, int K, int G, int8_t *q, float *d, int3
     }
 }
 
-/* Expand quads [q0, q0 + nq) of strip s into unsigned bytes, lane n = channel n, k 4q..4q+3. */
+#ifndef AHEAD
+#define AHEAD 2 /* chunks whose codes are prefetched ahead of the one expanded */
+#endif
+
+static inline void prefetch(const void *p, int64_t bytes) {
+    for (int64_t i = 0; i < bytes; i += 64) _mm_prefetch((const char *)p + i, _MM_HINT_T0);
+}
+
+/* Expand quads [q0, q0 + nq) of strip s into unsigned bytes, lane n = channel n, k 4q..4q+3, and
+ * prefetch the codes AHEAD chunks on (the next strip's past the last chunk: strips are contiguous).
+ * Without it the rows' dot products wait on memory: 2.5 ms vs 0.8 ms from cache for a 9728x896
+ * Q8_0 weight at 16 rows on one core. */
 static void expand(const QW *w, int64_t s, int q0, int nq, __m512i *buf) {
+    const int64_t scale_row = (int64_t)(w->K / w->G) * 32; /* fp16 bytes per strip */
+    const int64_t scale_off = s * scale_row + (int64_t)(q0 + AHEAD * CHUNK_Q) * 4 / w->G * 32;
+    prefetch((const char *)w->scales + scale_off, (int64_t)nq * 4 / w->G * 32);
+    if (w->has_min) prefetch((const char *)w->mins + scale_off, (int64_t)nq * 4 / w->G * 32);
     if (w->bits == 8) { /* pair vectors 2q, 2q + 1: word n = channel n's (k0, k1), (k2, k3) */
         const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9,
                                              24, 8, 23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17,
                                              1, 16, 0);
         const __m512i flip = _mm512_set1_epi8((char)0x80);
         const uint8_t *src = w->codes + (s * (w->K / 2) + 2 * q0) * 32;
+        prefetch(src + AHEAD * CHUNK_Q * 64, nq * 64);
         for (int q = 0; q < nq; q++)
             buf[q] = _mm512_xor_si512(_mm512_permutexvar_epi16(idx, _mm512_loadu_si512(src + 64 * q)),
                                       flip);
@@ -85,6 +101,8 @@ static void expand(const QW *w, int64_t s, int q0, int nq, __m512i *buf) {
     const int np = w->bits - 4;
     const uint8_t *src = w->codes + (s * (w->K / 4) + q0) * 32;
     const uint32_t *pl = w->planes + (s * (w->K / 2) + 2 * q0) * np;
+    prefetch(src + AHEAD * CHUNK_Q * 32, nq * 32);
+    if (np) prefetch(pl + AHEAD * CHUNK_Q * 2 * np, nq * 8 * np);
     const __m512i nib = _mm512_set1_epi32(0x0F0F0F0F);
     for (int q = 0; q < nq; q++) {
         /* byte 2n: channel n's k0 | k2 << 4, byte 2n + 1: k1 | k3 << 4 */
