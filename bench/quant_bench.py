@@ -6,6 +6,7 @@ decode-heavy one, resident weight bytes vs the file's tensor bytes; ``--kernels`
 linear per kernel (torch's weight-only ops, oneDNN fp32/bf16, Stencil's C kernel).
 
     python bench/quant_bench.py [--threads 2] [--requests 16] [--models smollm2 qwen-q8_0 qwen-q4_k_m]
+        [--workloads engine decode json] [--bf16-activations] [--repeat 3] [--no-llama-cpp]
     python bench/quant_bench.py --kernels
     python bench/quant_bench.py --rss-7b      # a random 7B-shaped Q4_0 file: load + generate, peak RSS
 
@@ -209,6 +210,9 @@ PERSON = {
 }
 
 
+WORKLOADS = ("engine", "decode", "json")
+
+
 def params(label: str, max_tokens: int) -> SamplingParams:
     """The "json" workload asks for PERSON and stops where the JSON closes; the others ignore EOS."""
     if label == "json":
@@ -218,7 +222,9 @@ def params(label: str, max_tokens: int) -> SamplingParams:
     return SamplingParams(temperature=0, max_tokens=max_tokens, ignore_eos=True)
 
 
-def run(path: Path, quantization: str | None, items, threads: int) -> dict:
+def run(
+    path: Path, quantization: str | None, items, threads: int, int8_activations: bool = True
+) -> dict:
     llm = LLM(
         str(path),
         quantization=quantization,
@@ -228,7 +234,11 @@ def run(path: Path, quantization: str | None, items, threads: int) -> dict:
         num_kv_blocks=2048,
     )
     eng = llm.engine
-    warm = outside_prompt(items["engine"][0].prompt_ids)
+    if not int8_activations:
+        from stencil.kernels import cpu_quant
+
+        eng.runner.ops.linear.quant = cpu_quant.load(int8_activations=False)
+    warm = outside_prompt(next(iter(items.values()))[0].prompt_ids)
     llm.generate([warm, warm], [params("engine", 4), params("json", 8)], use_tqdm=False)
     out = {"weights": weight_bytes(eng.runner.model)}
     for label, work in items.items():
@@ -248,7 +258,7 @@ def run_llama_cpp(path: Path, items, threads: int) -> dict:
     """The same workloads through ``llama-server -np 16`` on the same file."""
     server = llama_server.start(path, threads)
     try:
-        warm = [Item(outside_prompt(items["engine"][0].prompt_ids), 4)]
+        warm = [Item(outside_prompt(next(iter(items.values()))[0].prompt_ids), 4)]
         llama_server.output_tok_s(server, warm)
         llama_server.output_tok_s(server, warm, PERSON, eos=True)
         return {
@@ -275,10 +285,15 @@ def bench_models(args) -> None:
         "decode": make_workload(tok, n=n, seed=1, prompt_range=(8, 16), output_range=(96, 128)),
         "json": make_workload(tok, n=n, seed=2, prompt_range=(32, 256), output_range=(64, 64)),
     }
+    items = {label: work for label, work in items.items() if label in args.workloads}
     engines = {
         "Stencil, kept quantized": lambda path: run(path, None, items, args.threads),
         "Stencil, dequantized fp32": lambda path: run(path, "none", items, args.threads),
     }
+    if args.bf16_activations:  # the kernel without VNNI: kept weights, bf16 activations
+        engines["Stencil, kept, bf16 activations"] = lambda path: run(
+            path, None, items, args.threads, int8_activations=False
+        )
     if llama_server.available() and not args.no_llama_cpp:
         engines["llama.cpp llama-server -np 16"] = lambda path: run_llama_cpp(
             path, items, args.threads
@@ -300,10 +315,8 @@ def bench_models(args) -> None:
                 [
                     name,
                     engine,
-                    f"{m['engine']:.1f}",
-                    f"{m['decode']:.1f}",
-                    f"{m['json']:.1f}",
-                    f"{m['decode'] / fp32['decode']:.2f}x",
+                    *(f"{m[label]:.1f}" if label in m else "-" for label in WORKLOADS),
+                    f"{m['decode'] / fp32['decode']:.2f}x" if "decode" in m else "-",
                     f"{weights / 2**20:.0f}" if weights else "-",
                     f"{weights / file_bytes:.2f}x" if weights else "-",
                     " / ".join(f"{x['load']:.1f}" for x in res[engine]),
@@ -417,6 +430,10 @@ def main() -> None:
     ap.add_argument("--kernels", action="store_true")
     ap.add_argument("--rss-7b", action="store_true")
     ap.add_argument("--no-llama-cpp", action="store_true")
+    ap.add_argument("--workloads", nargs="+", choices=WORKLOADS, default=list(WORKLOADS))
+    ap.add_argument(
+        "--bf16-activations", action="store_true", help="also the kept weights on the bf16 kernel"
+    )
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     if args.kernels:

@@ -5,6 +5,11 @@ measured first: they are fast for one row but at the engine's decode batches (16
 are slower than oneDNN's fp32 linear on the dense weight (and take fp32 inputs 20-100x slower
 still), see ``bench/quant_bench.py --kernels``. The C kernel expands each strip of codes once into
 bf16 integers and dots every row against it (AVX512-BF16), applying scales and mins in fp32.
+
+Where the CPU has AVX512-VNNI the rows are instead rounded to int8 per block of 32 (one fp32 scale
+each, llama.cpp's Q8 activations) and dotted against the codes as bytes (``csrc/quant_linear_i8.c``):
+half the instructions per multiply-add and no conversion of the codes, at the cost of rounding the
+activations to 8 bits (``reference.int8_rows`` is that rounding; see docs/engine.md for the error).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from stencil.paths import build_library
 logger = logging.getLogger(__name__)
 
 SOURCE = Path(__file__).parent / "csrc" / "quant_linear.c"
+SOURCE_I8 = Path(__file__).parent / "csrc" / "quant_linear_i8.c"
 FLAGS = ["-O3", "-march=native", "-std=gnu11", "-fopenmp", "-shared", "-fPIC"]
 _P = ctypes.c_void_p
 _I64 = ctypes.c_int64
@@ -42,32 +48,79 @@ _ARGTYPES = [
     _P,
     ctypes.c_int,
 ]
+_ARGTYPES_I8 = [_P, _I64, ctypes.c_int, _I64, ctypes.c_int, ctypes.c_int, ctypes.c_int]
+_ARGTYPES_I8 += [_P, _P, _P, _P, _P, _P, ctypes.c_int]
 
 
 class CpuQuantLinear:
     """``(x, weight: QuantizedWeight, bias) -> x @ weight.T + bias`` in x's dtype; x is rounded to
-    bf16 for the dot products (accumulation, scales and output stay fp32)."""
+    int8 per block of 32 (``i8``, the VNNI kernel) or else to bf16 for the dot products
+    (accumulation, scales and output stay fp32)."""
 
-    def __init__(self, library: ctypes.CDLL) -> None:
+    def __init__(self, library: ctypes.CDLL, i8: ctypes.CDLL | None = None) -> None:
         self._kernel = library.qlinear
         self._kernel.argtypes = _ARGTYPES
         self._kernel.restype = None
+        self._i8 = None if i8 is None else i8.qlinear_i8
+        if self._i8 is not None:
+            self._i8.argtypes = _ARGTYPES_I8
+            self._i8.restype = ctypes.c_int
         self._tables: dict[int, torch.Tensor] = {}
+
+    @property
+    def int8_activations(self) -> bool:
+        return self._i8 is not None
 
     def __call__(
         self, x: torch.Tensor, weight: QuantizedWeight, bias: torch.Tensor | None = None
     ) -> torch.Tensor:
         n, k = weight.shape
         rows = x.reshape(-1, k)
+        padded = weight.scales.shape[0] * 16
+        if bias is not None:
+            bias = torch.nn.functional.pad(bias.float(), (0, padded - n)).contiguous()
+        if self._i8 is not None:
+            out = self._run_i8(rows.float().contiguous(), weight, bias, padded)
+        else:
+            out = self._run_bf16(rows, weight, bias, padded)
+        if padded != n:
+            out = out[:, :n]
+        return out.to(x.dtype).view(*x.shape[:-1], n)
+
+    def _run_i8(self, xf: torch.Tensor, weight: QuantizedWeight, bias, padded: int) -> torch.Tensor:
+        m, k = xf.shape
+        out = torch.empty(m, padded, dtype=torch.float32)
+        if m:
+            status = self._i8(
+                xf.data_ptr(),
+                m,
+                k,
+                padded,
+                weight.bits,
+                weight.group,
+                weight.zero,
+                weight.codes.data_ptr(),
+                _ptr(weight.planes),
+                weight.scales.data_ptr(),
+                _ptr(weight.mins),
+                _ptr(bias),
+                out.data_ptr(),
+                torch.get_num_threads(),
+            )
+            if status:
+                raise MemoryError(f"quantized linear: no scratch memory for {m}x{k} activations")
+        return out
+
+    def _run_bf16(
+        self, rows: torch.Tensor, weight: QuantizedWeight, bias, padded: int
+    ) -> torch.Tensor:
+        k = weight.shape[1]
         xb = rows.to(torch.bfloat16).contiguous()  # [M, K]
         m = xb.shape[0]
         xsum = None
         if weight.mins is not None:
             xsum = xb.float().view(m, k // weight.group, weight.group).sum(-1)  # [M, K/G]
-        padded = weight.scales.shape[0] * 16
         out = torch.empty(m, padded, dtype=torch.float32)
-        if bias is not None:
-            bias = torch.nn.functional.pad(bias.float(), (0, padded - n)).contiguous()
         if m:
             self._kernel(
                 xb.data_ptr(),
@@ -86,9 +139,7 @@ class CpuQuantLinear:
                 out.data_ptr(),
                 torch.get_num_threads(),
             )
-        if padded != n:
-            out = out[:, :n]
-        return out.to(x.dtype).view(*x.shape[:-1], n)
+        return out
 
     def _table(self, zero: int) -> torch.Tensor:
         if zero not in self._tables:  # bf16 of (code - zero), code 0..63
@@ -100,8 +151,9 @@ def _ptr(t: torch.Tensor | None) -> int | None:
     return None if t is None else t.data_ptr()
 
 
-def load() -> CpuQuantLinear | None:
-    """The compiled kernel, or None where it cannot be built or the CPU lacks AVX512-BF16."""
+def load(int8_activations: bool = True) -> CpuQuantLinear | None:
+    """The compiled kernel, or None where it cannot be built or the CPU lacks AVX512-BF16; with
+    the int8-activation (VNNI) kernel where ``int8_activations`` and the CPU has AVX512-VNNI."""
     try:
         library = ctypes.CDLL(str(build_library(SOURCE, FLAGS)))
     except (OSError, subprocess.SubprocessError) as e:
@@ -110,4 +162,16 @@ def load() -> CpuQuantLinear | None:
     if not library.qlinear_available():
         logger.info("CPU without AVX512-BF16: quantized linears use the pure-torch path")
         return None
-    return CpuQuantLinear(library)
+    return CpuQuantLinear(library, _load_i8() if int8_activations else None)
+
+
+def _load_i8() -> ctypes.CDLL | None:
+    try:
+        library = ctypes.CDLL(str(build_library(SOURCE_I8, FLAGS)))
+    except (OSError, subprocess.SubprocessError) as e:
+        logger.warning("int8-activation kernel unavailable (%s); using the bf16 one", e)
+        return None
+    if not library.qlinear_i8_available():
+        logger.info("CPU without AVX512-VNNI: quantized linears keep bf16 activations")
+        return None
+    return library

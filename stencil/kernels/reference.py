@@ -26,6 +26,15 @@ def quant_linear(x: torch.Tensor, weight, bias: torch.Tensor | None = None) -> t
     return F.linear(x.float(), w, None if bias is None else bias.float()).to(x.dtype)
 
 
+def int8_rows(x: torch.Tensor, block: int = 32) -> torch.Tensor:
+    """``x`` (fp32) as the int8-activation kernel sees it: per block of ``block`` values along the
+    last dim, ``d = max|x| / 127``, ``round_half_even(x * (1 / d)) * d`` (fp32 throughout)."""
+    xb = x.float().reshape(*x.shape[:-1], x.shape[-1] // block, block)
+    d = xb.abs().amax(-1, keepdim=True) / 127
+    inv = torch.where(d > 0, 1 / d, torch.zeros_like(d))
+    return (torch.round(xb * inv) * d).reshape(x.shape)
+
+
 def write_kv(
     key: torch.Tensor,  # [T, kv_heads, dim]
     value: torch.Tensor,  # [T, kv_heads, dim]

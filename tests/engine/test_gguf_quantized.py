@@ -51,10 +51,12 @@ TYPES = {
 }
 # Bounds on max |logit diff| / max |logit| (logits here reach ~1.5-2). The reference kernels
 # (dequantize + fp32 matmul) differ from transformers only by the K-quants' sub-block scales kept
-# in fp16 (<= 2^-11 relative; measured 5e-4 / 1.8e-3 for the llama / qwen2 files); Stencil's C
-# kernel also rounds activations to bf16 (weights exact, fp32 accumulation; measured <= 9.4e-3).
+# in fp16 (<= 2^-11 relative; measured 5e-4 / 1.8e-3 for the llama / qwen2 files). Stencil's C
+# kernel also rounds activations (weights exact, fp32 accumulation): to int8 per block of 32 where
+# the CPU has AVX512-VNNI (each value off by up to max|block| / 254, against bf16's 2^-9 of itself:
+# measured <= 3.6e-2 over these prompts, 2.0e-2 at best), else to bf16 (measured <= 9.4e-3).
 FP32_BOUND = 4e-3
-BF16_BOUND = 2e-2
+C_KERNEL_BOUND = 5e-2
 PROMPTS = [[1, 100, 2000, 300, 4000, 50, 6000, 70], [9, 8, 7, 6, 5], list(range(300, 330))]
 
 
@@ -131,7 +133,7 @@ def test_logits_and_greedy_match_the_dequantized_forward(arch, backend, gguf_mod
             ref = hf(torch.tensor([p])).logits[0].float()
             diff = (ours - ref).abs().max().item()
             rel = diff / ref.abs().max().item()
-            bound = FP32_BOUND if backend == "torch" else BF16_BOUND
+            bound = FP32_BOUND if backend == "torch" else C_KERNEL_BOUND
             assert rel < bound, f"{arch}: max abs diff {diff:.2e} ({rel:.2e} relative)"
     params = SamplingParams(temperature=0, max_tokens=12, ignore_eos=True)
     outs = llm.generate(PROMPTS, params, use_tqdm=False)
@@ -140,12 +142,12 @@ def test_logits_and_greedy_match_the_dequantized_forward(arch, backend, gguf_mod
         if backend == "torch":
             assert ids == hf_greedy(hf, p, 12), f"{arch}: prompt {p}"
             continue
-        # bf16 activations: each token is transformers' argmax along our sequence, or within the
+        # rounded activations: each token is transformers' argmax along our sequence, or within the
         # bound of it (random weights over 49k tokens give near-ties)
         with torch.no_grad():
             ref = hf(torch.tensor([p + ids])).logits[0, len(p) - 1 : -1].float()  # [12, vocab]
         gap = ref.max(-1).values - ref[torch.arange(len(ids)), ids]
-        assert (gap <= BF16_BOUND * ref.abs().max()).all(), f"{arch}: prompt {p}, gaps {gap}"
+        assert (gap <= C_KERNEL_BOUND * ref.abs().max()).all(), f"{arch}: prompt {p}, gaps {gap}"
         assert (gap == 0).float().mean() >= 0.75, f"{arch}: prompt {p}, gaps {gap}"
 
 

@@ -1,8 +1,8 @@
 """``quantization="int8" | "int4"`` on a safetensors model: weights quantized at load (int8 with
 per-32 scales; int4 with per-32 scale and minimum, embedding and lm_head at int8), checked against
 transformers' forward of the same weights dequantized (an HF model whose parameters are replaced),
-on the reference kernels (fp32 matmul of the dequantized weight) and the C kernel (bf16
-activations)."""
+on the reference kernels (fp32 matmul of the dequantized weight) and the C kernel (activations
+rounded to int8 per block of 32 with AVX512-VNNI, else to bf16)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,9 @@ from stencil.kernels.quant_weight import is_quantized
 from stencil.testing.tiny_models import hf_greedy, make_llm, prefill_logits
 
 PROMPTS = [[1, 100, 2000, 300, 4000, 50, 6000, 70], list(range(300, 330))]
-BOUNDS = {"torch": 2e-3, "auto": 2e-2}  # max |logit diff| / max |logit|, as the GGUF tests
+# max |logit diff| / max |logit|, as the GGUF tests; the C kernel's int8 activations measured
+# 3.3e-2 (int8) / 2.9e-2 (int4), its bf16 ones < 2e-2
+BOUNDS = {"torch": 2e-3, "auto": 5e-2}
 
 
 def dequantized_hf(model_dir, mode: str):

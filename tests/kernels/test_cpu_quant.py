@@ -1,5 +1,7 @@
-"""The C quantized-linear kernel against its pure-torch twin (dequantize, then an fp64 matmul of
-the bf16-rounded input), for every code format, and the packed layout's row dequantization."""
+"""The C quantized-linear kernels against their pure-torch twins (dequantize, then an fp64 matmul of
+the rounded input: bf16, or int8 per block of 32 for the VNNI kernel), for every code format, the
+int8 kernel against the unrounded input within a worst-case bound, and the packed layout's row
+dequantization."""
 
 from __future__ import annotations
 
@@ -10,7 +12,9 @@ import torch
 from stencil.kernels import cpu_quant, reference
 from stencil.kernels.quant_weight import SplitWeight, concat, pack
 
-KERNEL = cpu_quant.load()
+KERNEL = cpu_quant.load()  # int8 activations where the CPU has AVX512-VNNI
+BF16_KERNEL = cpu_quant.load(int8_activations=False)
+INT8 = KERNEL is not None and KERNEL.int8_activations
 # bits, group, zero code, with mins: Q8_0 / int8, Q4_0, Q4_1 / Q4_K / int4, Q5_0, Q5_1 / Q5_K, Q6_K
 FORMATS = [
     (8, 32, 0, False),
@@ -45,21 +49,49 @@ def test_packed_rows_dequantize_exactly(fmt, n, k):
     torch.testing.assert_close(w.rows(ids), value[ids], rtol=0, atol=0)
 
 
+SHAPES = [(48, 64, 1), (40, 96, 13), (64, 512, 70), (16, 32, 0)]
+
+
 @pytest.mark.skipif(KERNEL is None, reason="no C compiler or no AVX512-BF16")
 @pytest.mark.parametrize("fmt", FORMATS)
-@pytest.mark.parametrize(
-    ("n", "k", "rows"), [(48, 64, 1), (40, 96, 13), (64, 512, 70), (16, 32, 0)]
-)
-def test_kernel_matches_twin(fmt, n, k, rows):
+@pytest.mark.parametrize(("n", "k", "rows"), SHAPES)
+def test_bf16_kernel_matches_twin(fmt, n, k, rows):
     w, value = random_weight(*fmt, n, k, seed=rows)
     x, bias = torch.randn(rows, k), torch.randn(n)
-    got = KERNEL(x, w, bias)
+    got = BF16_KERNEL(x, w, bias)
     want = torch.nn.functional.linear(x.bfloat16().double(), value.double(), bias.double())
     assert got.shape == (rows, n) and got.dtype == torch.float32
     # exact products, fp32 sums over k: |error| <= k * 2^-24 * sum |x w| (loosely)
     torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-4)
     twin = reference.quant_linear(x.bfloat16().float(), w, bias)
     torch.testing.assert_close(got, twin, rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.skipif(not INT8, reason="no C compiler or no AVX512-VNNI")
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize(("n", "k", "rows"), [*SHAPES, (32, 1024, 8)])
+def test_int8_kernel_matches_twin_and_fp32(fmt, n, k, rows):
+    w, value = random_weight(*fmt, n, k, seed=rows)
+    x, bias = torch.randn(rows, k), torch.randn(n)
+    x[:, :32] *= 50  # one block with a large value: its other values round coarsely
+    got = KERNEL(x, w, bias)
+    assert got.shape == (rows, n) and got.dtype == torch.float32
+    # the same math as the kernel: exact integer dot products, fp32 scales and sums
+    # (measured <= 3.1e-7 of max |out|)
+    xq = reference.int8_rows(x)
+    want = torch.nn.functional.linear(xq.double(), value.double(), bias.double())
+    torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-4)
+    twin = reference.quant_linear(xq, w, bias)  # fp32 sums of its own (outputs reach ~50)
+    scale = want.abs().max().item() if rows else 1.0
+    torch.testing.assert_close(got, twin, rtol=1e-5, atol=1e-5 * max(1.0, scale))
+    # against the unrounded input: each value moves by at most half its block's step
+    # d = max|block| / 127, so |out - x @ W.T| <= sum_k d_k / 2 * |w_k| (+ the fp32 sums above)
+    step = x.view(rows, k // 32, 32).abs().amax(-1, keepdim=True) / 127
+    half = (step / 2).expand(rows, k // 32, 32).reshape(rows, k)
+    bound = torch.nn.functional.linear(half.double(), value.double().abs())
+    exact = torch.nn.functional.linear(x.double(), value.double(), bias.double())
+    assert ((got.double() - exact).abs() <= bound * (1 + 1e-5) + 1e-4).all()
+    assert rows == 0 or (xq - x).abs().max() > 0  # the rounding is real (the bound is not vacuous)
 
 
 @pytest.mark.skipif(KERNEL is None, reason="no C compiler or no AVX512-BF16")
@@ -75,5 +107,6 @@ def test_bf16_input_and_split_weight():
     x = torch.randn(5, 64).bfloat16()
     got = linear(x, SplitWeight((a, b)))
     assert got.dtype == torch.bfloat16
-    want = x.float() @ torch.cat([va, vb]).T
+    xr = reference.int8_rows(x.float()) if INT8 else x.float()  # as the kernel rounds it
+    want = xr @ torch.cat([va, vb]).T
     torch.testing.assert_close(got.float(), want, rtol=2e-2, atol=5e-2)
