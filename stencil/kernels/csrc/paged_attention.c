@@ -99,6 +99,32 @@ static inline void dot4_bf16(const uint16_t (*qb)[MAX_DIM], int rows, const uint
 }
 #endif
 
+#ifdef HAVE_AVX512
+/* acc[r] += sum_j p[r][j] * v_j over a block's nk keys, 4 rows x 64 dims of accumulators held in
+ * registers across the keys (dim a multiple of 64; rows padded to a multiple of 4 by the caller,
+ * the padding rows' p all zero). Each value chunk is loaded once per 4 rows, where the row-by-row
+ * loop loaded and stored the accumulator once per key. */
+static inline void accumulate_v(float (*acc)[MAX_DIM], float (*p)[MAX_BLOCK], int rows,
+                                const float *const *vrow, int nk, int dim) {
+    for (int r0 = 0; r0 < rows; r0 += 4)
+        for (int d0 = 0; d0 < dim; d0 += 64) {
+            __m512 c[4][4];
+            for (int r = 0; r < 4; r++)
+                for (int i = 0; i < 4; i++) c[r][i] = _mm512_loadu_ps(acc[r0 + r] + d0 + 16 * i);
+            for (int j = 0; j < nk; j++) {
+                __m512 v[4];
+                for (int i = 0; i < 4; i++) v[i] = _mm512_loadu_ps(vrow[j] + d0 + 16 * i);
+                for (int r = 0; r < 4; r++) {
+                    __m512 w = _mm512_set1_ps(p[r0 + r][j]);
+                    for (int i = 0; i < 4; i++) c[r][i] = _mm512_fmadd_ps(w, v[i], c[r][i]);
+                }
+            }
+            for (int r = 0; r < 4; r++)
+                for (int i = 0; i < 4; i++) _mm512_storeu_ps(acc[r0 + r] + d0 + 16 * i, c[r][i]);
+        }
+}
+#endif
+
 typedef struct {
     const float *q;
     int64_t q_stride;
@@ -119,6 +145,9 @@ static void unit(const Args *a, int b, int h, int p0, int np) {
     int q_len = a->cu_q[b + 1] - a->cu_q[b], ctx = a->ctx[b];
     float acc[MAX_ROWS][MAX_DIM], m[MAX_ROWS], l[MAX_ROWS], s[MAX_ROWS][MAX_BLOCK];
     float ktmp[MAX_DIM], vtmp[MAX_DIM], ktmp4[4][MAX_DIM];
+#ifdef HAVE_AVX512
+    float vtmp_block[MAX_BLOCK][MAX_DIM];  /* a bf16 block's values as float32 */
+#endif
     const float *qrow[MAX_ROWS];
     int qpos[MAX_ROWS];
     for (int r = 0; r < rows; r++) {
@@ -129,6 +158,7 @@ static void unit(const Args *a, int b, int h, int p0, int np) {
         l[r] = 0.f;
         memset(acc[r], 0, sizeof(float) * dim);
     }
+    for (int r = rows; r < ((rows + 3) & ~3); r++) memset(acc[r], 0, sizeof(float) * dim);
 #ifdef HAVE_AVX512_BF16
     uint16_t qb[MAX_ROWS][MAX_DIM];
     int bf16_dots = a->bf16 && dim % 32 == 0;
@@ -185,6 +215,19 @@ static void unit(const Args *a, int b, int h, int p0, int np) {
             l[r] = l[r] * corr + sum;
             m[r] = mx;
         }
+#ifdef HAVE_AVX512
+        if (dim % 64 == 0) {
+            int padded = (rows + 3) & ~3;
+            for (int r = 0; r < padded; r++)  /* rows not yet seeing a key, and padding: p = 0 */
+                if (r >= rows || m[r] == -INFINITY) memset(s[r], 0, sizeof(float) * nk);
+            const float *vrows[MAX_BLOCK];
+            for (int j = k0; j < k1; j++)
+                vrows[j - k0] = cache_row(a->v, a->bf16, base + (int64_t)(j - start) * a->ss, dim,
+                                          vtmp_block[j - k0]);
+            accumulate_v(acc, s, padded, vrows, nk, dim);
+            continue;
+        }
+#endif
         for (int j = k0; j < k1; j++) {
             const float *vrow = cache_row(a->v, a->bf16, base + (int64_t)(j - start) * a->ss, dim, vtmp);
             for (int r = 0; r < rows; r++) {
