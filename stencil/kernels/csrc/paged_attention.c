@@ -55,10 +55,27 @@ static inline __m128 hsum4(__m512 a, __m512 b, __m512 c, __m512 d) {
     return _mm_add_ps(_mm256_castps256_ps128(half), _mm256_extractf128_ps(half, 1));
 }
 
-/* Scores of rows x four keys (dim a multiple of 16): out[r * stride + i] = q_r . k_i. */
+/* Scores of rows x four keys (dim a multiple of 16): out[r * stride + i] = q_r . k_i. Four rows
+ * at a time share each loaded key chunk (16 accumulators); the remaining rows one by one. */
 static inline void dot4(const float *const *qrow, int rows, const float *const k[4], int dim,
                         float *out, int stride) {
-    for (int r = 0; r < rows; r++) {
+    int r = 0;
+    for (; r + 4 <= rows; r += 4) {
+        __m512 c[4][4];
+        for (int i = 0; i < 4; i++)
+            for (int j = 0; j < 4; j++) c[i][j] = _mm512_setzero_ps();
+        for (int d = 0; d < dim; d += 16) {
+            __m512 kv[4];
+            for (int j = 0; j < 4; j++) kv[j] = _mm512_loadu_ps(k[j] + d);
+            for (int i = 0; i < 4; i++) {
+                __m512 q = _mm512_loadu_ps(qrow[r + i] + d);
+                for (int j = 0; j < 4; j++) c[i][j] = _mm512_fmadd_ps(q, kv[j], c[i][j]);
+            }
+        }
+        for (int i = 0; i < 4; i++)
+            _mm_storeu_ps(out + (int64_t)(r + i) * stride, hsum4(c[i][0], c[i][1], c[i][2], c[i][3]));
+    }
+    for (; r < rows; r++) {
         __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
         for (int d = 0; d < dim; d += 16) {
             __m512 q = _mm512_loadu_ps(qrow[r] + d);
@@ -158,7 +175,12 @@ static void unit(const Args *a, int b, int h, int p0, int np) {
         l[r] = 0.f;
         memset(acc[r], 0, sizeof(float) * dim);
     }
-    for (int r = rows; r < ((rows + 3) & ~3); r++) memset(acc[r], 0, sizeof(float) * dim);
+    /* rows padded to a multiple of 4 for the 4-row kernels: copies of row 0, results unused */
+    int padded = (rows + 3) & ~3;
+    for (int r = rows; r < padded; r++) {
+        qrow[r] = qrow[0];
+        memset(acc[r], 0, sizeof(float) * dim);
+    }
 #ifdef HAVE_AVX512_BF16
     uint16_t qb[MAX_ROWS][MAX_DIM];
     int bf16_dots = a->bf16 && dim % 32 == 0;
@@ -185,7 +207,7 @@ static void unit(const Args *a, int b, int h, int p0, int np) {
             const float *k4[4];
             for (int i = 0; i < 4; i++)
                 k4[i] = cache_row(a->k, a->bf16, base + (int64_t)(j + i - start) * a->ss, dim, ktmp4[i]);
-            dot4(qrow, rows, k4, dim, &s[0][j - k0], MAX_BLOCK);
+            dot4(qrow, padded, k4, dim, &s[0][j - k0], MAX_BLOCK);
         }
 #endif
         for (; j < k1; j++) {
@@ -217,7 +239,6 @@ static void unit(const Args *a, int b, int h, int p0, int np) {
         }
 #ifdef HAVE_AVX512
         if (dim % 64 == 0) {
-            int padded = (rows + 3) & ~3;
             for (int r = 0; r < padded; r++)  /* rows not yet seeing a key, and padding: p = 0 */
                 if (r >= rows || m[r] == -INFINITY) memset(s[r], 0, sizeof(float) * nk);
             const float *vrows[MAX_BLOCK];
