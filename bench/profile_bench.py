@@ -2,7 +2,7 @@
 ``torch.profiler`` (CPU, no shapes), self CPU time per op category for both engines, the linears'
 achieved GFLOP/s and a measured GEMM roof on the same threads.
 
-    python bench/profile_bench.py [--requests 32] [--dtype float32|bfloat16] [--threads 2]
+    python bench/profile_bench.py [--requests 16] [--dtype float32|bfloat16] [--threads 2]
                                   [--shape smollm2|qwen2.5-0.5b] [--no-vllm] [--no-roof]
 
 Stencil runs in this process with ``record_function`` labels on its C ops (ctypes calls the
@@ -24,9 +24,9 @@ import time
 import torch
 from common import median_seconds, run_vllm, table
 from engine_bench import SHAPES, warmed_stencil
-from profile_categories import CATEGORIES, categorize
+from profile_categories import CATEGORIES, categorize, labelled
 from shapes import qwen_05b_dir
-from torch.profiler import ProfilerActivity, profile, record_function
+from torch.profiler import ProfilerActivity, profile
 from workload import make_workload
 
 from stencil import SamplingParams, default_model_path
@@ -42,14 +42,6 @@ C_OPS = (
     "linear",
 )
 PYTHON = "scheduler / Python (unprofiled)"
-
-
-def labelled(label, fn):
-    def call(*args, **kwargs):
-        with record_function(label):
-            return fn(*args, **kwargs)
-
-    return call
 
 
 def profile_stencil(model_dir, items, threads, dtype) -> dict:
@@ -170,7 +162,7 @@ def gemm_roof(config, dtype: torch.dtype) -> list[list]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--shape", default="smollm2", choices=sorted(SHAPES))
-    ap.add_argument("--requests", type=int, default=32)
+    ap.add_argument("--requests", type=int, default=16)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     ap.add_argument("--no-vllm", action="store_true")

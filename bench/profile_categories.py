@@ -10,6 +10,8 @@ wall time minus the summed self times.
 
 from __future__ import annotations
 
+from torch.profiler import record_function
+
 CATEGORIES = [
     "linears",
     "lm_head",
@@ -77,3 +79,13 @@ def categorize(events) -> tuple[dict[str, float], dict[str, float]]:
         per_cat[cat] += ms
         per_op[ev.name] = per_op.get(ev.name, 0.0) + ms
     return per_cat, dict(sorted(per_op.items(), key=lambda kv: -kv[1])[:25])
+
+
+def labelled(label: str, fn):
+    """``fn`` wrapped in ``record_function(label)``: a label the trace (and ``categorize``) sees."""
+
+    def call(*args, **kwargs):
+        with record_function(label):
+            return fn(*args, **kwargs)
+
+    return call

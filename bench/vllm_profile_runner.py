@@ -8,17 +8,12 @@ import sys
 import time
 
 import torch
-from profile_categories import categorize  # bench/ is on sys.path: this script runs from there
-from torch.profiler import ProfilerActivity, profile, record_function
+from profile_categories import (
+    categorize,
+    labelled,
+)  # bench/ is on sys.path: this script runs from there
+from torch.profiler import ProfilerActivity, profile
 from workload import outside_prompt
-
-
-def _labelled(label, fn):
-    def call(*args, **kwargs):
-        with record_function(label):
-            return fn(*args, **kwargs)
-
-    return call
 
 
 def main() -> None:
@@ -29,8 +24,8 @@ def main() -> None:
     from vllm.v1.sample.sampler import Sampler
 
     # the same labels as Stencil's run: the vocab projection and the sampler
-    LogitsProcessor.forward = _labelled("lm_head", LogitsProcessor.forward)
-    Sampler.forward = _labelled("sampling", Sampler.forward)
+    LogitsProcessor.forward = labelled("lm_head", LogitsProcessor.forward)
+    Sampler.forward = labelled("sampling", Sampler.forward)
     llm = LLM(
         model=job["model"],
         dtype=job["dtype"],
