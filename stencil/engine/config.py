@@ -24,6 +24,9 @@ class EngineConfig:
     ``quantization`` None: a GGUF file's weights as stored (Q8_0, Q4_K, ... kept quantized on
     CPU), safetensors as they are; "none": dequantized to ``dtype``; "int8" / "int4": weight-only
     quantization at load.
+    ``cpu_threads_bind`` "auto": on CPU, the step loop's OpenMP threads are pinned one per CPU when
+    ``num_threads`` covers every CPU the process may use (vLLM binds its threads likewise); "none":
+    left to the OS scheduler.
     """
 
     model: str | None = None
@@ -48,6 +51,7 @@ class EngineConfig:
     pooling: str = "last"
     attention_backend: str = "auto"
     quantization: str | None = None
+    cpu_threads_bind: str = "auto"
 
     def __post_init__(self) -> None:
         if self.dtype not in _DTYPES:
@@ -72,6 +76,10 @@ class EngineConfig:
         if self.quantization not in _QUANTIZATIONS:
             raise ConfigError(
                 f"quantization must be one of {_QUANTIZATIONS}, got {self.quantization!r}"
+            )
+        if self.cpu_threads_bind not in ("auto", "none"):
+            raise ConfigError(
+                f"cpu_threads_bind must be 'auto' or 'none', got {self.cpu_threads_bind!r}"
             )
         if self.pooling not in ("last", "mean"):
             raise ConfigError(f"pooling must be 'last' or 'mean', got {self.pooling!r}")

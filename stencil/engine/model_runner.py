@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 
 import torch
 
@@ -34,6 +35,8 @@ class ModelRunner:
             config.kv_cache_memory, dtype
         )
         self.kv_caches = [(self._cache(dtype), self._cache(dtype)) for _ in range(self.num_layers)]
+        self.bind = config.cpu_threads_bind == "auto" and device.type == "cpu"
+        self._bound_thread: int | None = None
         logger.info("KV cache: %d blocks x %d tokens", self.num_blocks, self.block_size)
 
     def _cache(self, dtype: torch.dtype) -> torch.Tensor:
@@ -66,6 +69,8 @@ class ModelRunner:
     @torch.inference_mode()
     def execute(self, sched: SchedulerOutput) -> tuple[torch.Tensor, list[Sequence]]:
         """Run one forward. Returns logits ``[rows, vocab]`` for the sequences that sample."""
+        if self.bind and self._bound_thread != threading.get_ident():
+            self._bind_threads()
         self._copy_blocks(sched.copies)
         computed = [s for s in sched.scheduled if s.num_new_tokens > 0]
         ids: list[int] = []
@@ -108,6 +113,15 @@ class ModelRunner:
             return torch.empty(0), []
         logits = self.model.compute_logits(hidden[torch.tensor(rows, device=self.device)], self.ops)
         return logits, samplers
+
+    def _bind_threads(self) -> None:
+        """Pin this stepping thread's OpenMP team, once per thread that steps (each master thread
+        has a team of its own)."""
+        from stencil.kernels.cpu_threads import bind_threads
+
+        self._bound_thread = threading.get_ident()
+        if bind_threads(torch.get_num_threads()):
+            logger.info("pinned %d threads one per CPU", torch.get_num_threads())
 
     @staticmethod
     def _pool(computed, hidden: torch.Tensor, cu: list[int]) -> None:

@@ -46,6 +46,9 @@ class CpuLinear:
         self.quant = quant
 
     def __call__(self, x: torch.Tensor, weight, bias: torch.Tensor | None = None) -> torch.Tensor:
+        if isinstance(weight, torch.Tensor) and weight.is_mkldnn and x.dim() == 2:
+            # the model's every call: a packed weight and [T, K] rows, no reshape or view around it
+            return torch.ops.mkldnn._linear_pointwise(x.contiguous(), weight, bias, "none", [], "")
         if isinstance(weight, QuantizedWeight) and self.quant is not None:
             return self.quant(x, weight, bias)
         if isinstance(weight, SplitWeight):

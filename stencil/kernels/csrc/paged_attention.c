@@ -55,10 +55,27 @@ static inline __m128 hsum4(__m512 a, __m512 b, __m512 c, __m512 d) {
     return _mm_add_ps(_mm256_castps256_ps128(half), _mm256_extractf128_ps(half, 1));
 }
 
-/* Scores of rows x four keys (dim a multiple of 16): out[r * stride + i] = q_r . k_i. */
+/* Scores of rows x four keys (dim a multiple of 16): out[r * stride + i] = q_r . k_i. Four rows
+ * at a time share each loaded key chunk (16 accumulators); the remaining rows one by one. */
 static inline void dot4(const float *const *qrow, int rows, const float *const k[4], int dim,
                         float *out, int stride) {
-    for (int r = 0; r < rows; r++) {
+    int r = 0;
+    for (; r + 4 <= rows; r += 4) {
+        __m512 c[4][4];
+        for (int i = 0; i < 4; i++)
+            for (int j = 0; j < 4; j++) c[i][j] = _mm512_setzero_ps();
+        for (int d = 0; d < dim; d += 16) {
+            __m512 kv[4];
+            for (int j = 0; j < 4; j++) kv[j] = _mm512_loadu_ps(k[j] + d);
+            for (int i = 0; i < 4; i++) {
+                __m512 q = _mm512_loadu_ps(qrow[r + i] + d);
+                for (int j = 0; j < 4; j++) c[i][j] = _mm512_fmadd_ps(q, kv[j], c[i][j]);
+            }
+        }
+        for (int i = 0; i < 4; i++)
+            _mm_storeu_ps(out + (int64_t)(r + i) * stride, hsum4(c[i][0], c[i][1], c[i][2], c[i][3]));
+    }
+    for (; r < rows; r++) {
         __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
         for (int d = 0; d < dim; d += 16) {
             __m512 q = _mm512_loadu_ps(qrow[r] + d);
@@ -99,6 +116,32 @@ static inline void dot4_bf16(const uint16_t (*qb)[MAX_DIM], int rows, const uint
 }
 #endif
 
+#ifdef HAVE_AVX512
+/* acc[r] += sum_j p[r][j] * v_j over a block's nk keys, 4 rows x 64 dims of accumulators held in
+ * registers across the keys (dim a multiple of 64; rows padded to a multiple of 4 by the caller,
+ * the padding rows' p all zero). Each value chunk is loaded once per 4 rows, where the row-by-row
+ * loop loaded and stored the accumulator once per key. */
+static inline void accumulate_v(float (*acc)[MAX_DIM], float (*p)[MAX_BLOCK], int rows,
+                                const float *const *vrow, int nk, int dim) {
+    for (int r0 = 0; r0 < rows; r0 += 4)
+        for (int d0 = 0; d0 < dim; d0 += 64) {
+            __m512 c[4][4];
+            for (int r = 0; r < 4; r++)
+                for (int i = 0; i < 4; i++) c[r][i] = _mm512_loadu_ps(acc[r0 + r] + d0 + 16 * i);
+            for (int j = 0; j < nk; j++) {
+                __m512 v[4];
+                for (int i = 0; i < 4; i++) v[i] = _mm512_loadu_ps(vrow[j] + d0 + 16 * i);
+                for (int r = 0; r < 4; r++) {
+                    __m512 w = _mm512_set1_ps(p[r0 + r][j]);
+                    for (int i = 0; i < 4; i++) c[r][i] = _mm512_fmadd_ps(w, v[i], c[r][i]);
+                }
+            }
+            for (int r = 0; r < 4; r++)
+                for (int i = 0; i < 4; i++) _mm512_storeu_ps(acc[r0 + r] + d0 + 16 * i, c[r][i]);
+        }
+}
+#endif
+
 typedef struct {
     const float *q;
     int64_t q_stride;
@@ -119,6 +162,9 @@ static void unit(const Args *a, int b, int h, int p0, int np) {
     int q_len = a->cu_q[b + 1] - a->cu_q[b], ctx = a->ctx[b];
     float acc[MAX_ROWS][MAX_DIM], m[MAX_ROWS], l[MAX_ROWS], s[MAX_ROWS][MAX_BLOCK];
     float ktmp[MAX_DIM], vtmp[MAX_DIM], ktmp4[4][MAX_DIM];
+#ifdef HAVE_AVX512
+    float vtmp_block[MAX_BLOCK][MAX_DIM];  /* a bf16 block's values as float32 */
+#endif
     const float *qrow[MAX_ROWS];
     int qpos[MAX_ROWS];
     for (int r = 0; r < rows; r++) {
@@ -127,6 +173,12 @@ static void unit(const Args *a, int b, int h, int p0, int np) {
         qpos[r] = ctx - q_len + p;
         m[r] = -INFINITY;
         l[r] = 0.f;
+        memset(acc[r], 0, sizeof(float) * dim);
+    }
+    /* rows padded to a multiple of 4 for the 4-row kernels: copies of row 0, results unused */
+    int padded = (rows + 3) & ~3;
+    for (int r = rows; r < padded; r++) {
+        qrow[r] = qrow[0];
         memset(acc[r], 0, sizeof(float) * dim);
     }
 #ifdef HAVE_AVX512_BF16
@@ -155,7 +207,7 @@ static void unit(const Args *a, int b, int h, int p0, int np) {
             const float *k4[4];
             for (int i = 0; i < 4; i++)
                 k4[i] = cache_row(a->k, a->bf16, base + (int64_t)(j + i - start) * a->ss, dim, ktmp4[i]);
-            dot4(qrow, rows, k4, dim, &s[0][j - k0], MAX_BLOCK);
+            dot4(qrow, padded, k4, dim, &s[0][j - k0], MAX_BLOCK);
         }
 #endif
         for (; j < k1; j++) {
@@ -185,6 +237,18 @@ static void unit(const Args *a, int b, int h, int p0, int np) {
             l[r] = l[r] * corr + sum;
             m[r] = mx;
         }
+#ifdef HAVE_AVX512
+        if (dim % 64 == 0) {
+            for (int r = 0; r < padded; r++)  /* rows not yet seeing a key, and padding: p = 0 */
+                if (r >= rows || m[r] == -INFINITY) memset(s[r], 0, sizeof(float) * nk);
+            const float *vrows[MAX_BLOCK];
+            for (int j = k0; j < k1; j++)
+                vrows[j - k0] = cache_row(a->v, a->bf16, base + (int64_t)(j - start) * a->ss, dim,
+                                          vtmp_block[j - k0]);
+            accumulate_v(acc, s, padded, vrows, nk, dim);
+            continue;
+        }
+#endif
         for (int j = k0; j < k1; j++) {
             const float *vrow = cache_row(a->v, a->bf16, base + (int64_t)(j - start) * a->ss, dim, vtmp);
             for (int r = 0; r < rows; r++) {
