@@ -29,10 +29,11 @@ from stencil import LLM, SamplingParams, default_model_path
 SHAPES = {"smollm2": (64, (32, 256), (16, 256)), "qwen2.5-0.5b": (32, (32, 256), (16, 128))}
 
 
-def warmed_stencil(model_dir, items, threads, dtype) -> LLM:
+def warmed_stencil(model_dir, items, threads, dtype, bind="none") -> LLM:
     """A fresh engine, warmed on a prompt outside the workload (its prefix cache holds none)."""
     llm = LLM(
         str(model_dir),
+        cpu_threads_bind=bind,
         num_threads=threads,
         max_num_seqs=64,
         max_num_batched_tokens=1024,
@@ -44,8 +45,8 @@ def warmed_stencil(model_dir, items, threads, dtype) -> LLM:
     return llm
 
 
-def bench_stencil(model_dir, items, threads, dtype):
-    llm = warmed_stencil(model_dir, items, threads, dtype)
+def bench_stencil(model_dir, items, threads, dtype, bind="none"):
+    llm = warmed_stencil(model_dir, items, threads, dtype, bind)
     eng = llm.engine
     before = eng.get_metrics()["generation_tokens_total"]
     for i, it in enumerate(items):
@@ -144,7 +145,7 @@ def alternate(model_dir, items, args) -> dict[str, list[dict]]:
     jobs = [{"prompt_ids": i.prompt_ids, "max_tokens": i.max_tokens} for i in items]
     for r in range(args.repeat):
         load = os.getloadavg()[0]
-        _, res = bench_stencil(model_dir, items, args.threads, args.dtype)
+        _, res = bench_stencil(model_dir, items, args.threads, args.dtype, args.cpu_threads_bind)
         runs["Stencil"].append({**res, "load": load})
         print(f"run {r} Stencil {tok_s(res):.1f} tok/s (load {load:.2f})", flush=True)
         if args.no_vllm:
@@ -172,6 +173,12 @@ def main() -> None:
     ap.add_argument("--hf-single", type=int, default=8, help="requests, one-at-a-time baseline")
     ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     ap.add_argument("--no-vllm", action="store_true")
+    ap.add_argument(
+        "--cpu-threads-bind",
+        default="none",
+        choices=["none", "auto"],
+        help="Stencil's OpenMP pinning (in this process: a later vLLM child would inherit it)",
+    )
     ap.add_argument("--no-hf", action="store_true")
     ap.add_argument("--latency", type=int, nargs="*", default=None, help="concurrency levels")
     args = ap.parse_args()

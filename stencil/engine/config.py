@@ -25,8 +25,9 @@ class EngineConfig:
     CPU), safetensors as they are; "none": dequantized to ``dtype``; "int8" / "int4": weight-only
     quantization at load.
     ``cpu_threads_bind`` "auto": on CPU, the step loop's OpenMP threads are pinned one per CPU when
-    ``num_threads`` covers every CPU the process may use (vLLM binds its threads likewise); "none":
-    left to the OS scheduler.
+    ``num_threads`` covers every CPU the process may use (vLLM binds its threads likewise; the
+    calling thread stays pinned, and processes it starts later inherit that); "none" (default):
+    left to the OS scheduler. Pinning measured level on an idle 2-core machine, 1.3-1.4x under load.
     """
 
     model: str | None = None
@@ -51,7 +52,7 @@ class EngineConfig:
     pooling: str = "last"
     attention_backend: str = "auto"
     quantization: str | None = None
-    cpu_threads_bind: str = "auto"
+    cpu_threads_bind: str = "none"
 
     def __post_init__(self) -> None:
         if self.dtype not in _DTYPES:

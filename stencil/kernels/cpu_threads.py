@@ -15,8 +15,8 @@ import os
 import subprocess
 from pathlib import Path
 
-from stencil.kernels.cbuild import build_library
 from stencil.kernels.cpu_attention import FLAGS
+from stencil.paths import build_library
 
 logger = logging.getLogger(__name__)
 
