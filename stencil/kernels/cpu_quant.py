@@ -154,24 +154,23 @@ def _ptr(t: torch.Tensor | None) -> int | None:
 def load(int8_activations: bool = True) -> CpuQuantLinear | None:
     """The compiled kernel, or None where it cannot be built or the CPU lacks AVX512-BF16; with
     the int8-activation (VNNI) kernel where ``int8_activations`` and the CPU has AVX512-VNNI."""
-    try:
-        library = ctypes.CDLL(str(build_library(SOURCE, FLAGS)))
-    except (OSError, subprocess.SubprocessError) as e:
-        logger.warning("CPU quantized-linear kernel unavailable (%s); using the pure-torch path", e)
+    library = _library(SOURCE, "qlinear_available", "AVX512-BF16", "the pure-torch path")
+    if library is None:
         return None
-    if not library.qlinear_available():
-        logger.info("CPU without AVX512-BF16: quantized linears use the pure-torch path")
-        return None
-    return CpuQuantLinear(library, _load_i8() if int8_activations else None)
+    i8 = int8_activations and _library(
+        SOURCE_I8, "qlinear_i8_available", "AVX512-VNNI", "bf16 activations"
+    )
+    return CpuQuantLinear(library, i8 or None)
 
 
-def _load_i8() -> ctypes.CDLL | None:
+def _library(source: Path, available: str, needs: str, instead: str) -> ctypes.CDLL | None:
+    """One compiled kernel library, or None (logged) where it cannot be built or run here."""
     try:
-        library = ctypes.CDLL(str(build_library(SOURCE_I8, FLAGS)))
+        library = ctypes.CDLL(str(build_library(source, FLAGS)))
     except (OSError, subprocess.SubprocessError) as e:
-        logger.warning("int8-activation kernel unavailable (%s); using the bf16 one", e)
+        logger.warning("%s unavailable (%s); using %s", source.name, e, instead)
         return None
-    if not library.qlinear_i8_available():
-        logger.info("CPU without AVX512-VNNI: quantized linears keep bf16 activations")
+    if not getattr(library, available)():
+        logger.info("CPU without %s: quantized linears use %s", needs, instead)
         return None
     return library
