@@ -184,6 +184,17 @@ static inline void prefetch_block(const Args *a, int64_t base) {
     }
 }
 
+/* Prefetch rows [from, to) of a list of cache rows (keys and values). */
+static inline void prefetch_rows(const Args *a, const void *const *k, const void *const *v, int from,
+                                 int to) {
+    int row = a->dim * (a->bf16 ? 2 : 4);
+    for (int j = from; j < to; j++)
+        for (int o = 0; o < row; o += 64) {
+            __asm__ volatile("prefetcht0 %0" : : "m"(*((const char *)k[j] + o)));
+            __asm__ volatile("prefetcht0 %0" : : "m"(*((const char *)v[j] + o)));
+        }
+}
+
 /* The first key the unit's first query row sees (0, or the start of its sliding window). */
 static inline int first_key(const Args *a, int b, int p0) {
     int pos = a->ctx[b] - (a->cu_q[b + 1] - a->cu_q[b]) + p0;
@@ -197,25 +208,44 @@ static inline void prefetch_keys(const Args *a, int b, int h, int from, int to) 
         prefetch_block(a, (int64_t)table[blk] * a->sb + (int64_t)h * a->sh);
 }
 
+/* Pointers to the key and value rows [k0, k1) of kv head h (blocks from `start`, a block start). */
+static inline void chunk_rows(const Args *a, const int32_t *table, int h, int start, int k0, int k1,
+                              const void **krow, const void **vrow) {
+    int bs = a->block_size, elt = a->bf16 ? 2 : 4;
+    for (int blk = start; blk < k1; blk += bs) {
+        int64_t base = (int64_t)table[blk / bs] * a->sb + (int64_t)h * a->sh;
+        for (int key = blk < k0 ? k0 : blk; key < blk + bs && key < k1; key++) {
+            int64_t off = (base + (int64_t)(key - blk) * a->ss) * elt;
+            krow[key - k0] = (const char *)a->k + off;
+            vrow[key - k0] = (const char *)a->v + off;
+        }
+    }
+}
+
 /* Scores s[r][i] = q_r . k_i for the chunk's nk keys (rows padded to 4 where the 4-row kernels
  * run; the padding rows' scores are ignored). */
 static void scores(const Args *a, const float *const *qrow, const uint16_t (*qb)[MAX_DIM], int rows,
-                   int padded, const void *const *krow, int nk, float (*s)[MAX_CHUNK]) {
+                   int padded, const void *const *krow, int nk, float (*s)[MAX_CHUNK],
+                   const void *const *next_k, const void *const *next_v, int next_n) {
     int j = 0, dim = a->dim;
     float ktmp[4][MAX_DIM];
     (void)qb;
     (void)padded;
 #ifdef HAVE_AVX512_BF16
-    for (; qb && j + 4 <= nk; j += 4)
+    for (; qb && j + 4 <= nk; j += 4) {
+        prefetch_rows(a, next_k, next_v, j, j + 4 < next_n ? j + 4 : next_n);
         dot4_bf16(qb, padded, (const uint16_t *const *)krow + j, dim, &s[0][j], MAX_CHUNK);
+    }
 #endif
 #ifdef HAVE_AVX512
     for (; dim % 16 == 0 && j + 4 <= nk; j += 4) {
         const float *k4[4];
         for (int i = 0; i < 4; i++) k4[i] = cache_row(krow[j + i], a->bf16, dim, ktmp[i]);
+        prefetch_rows(a, next_k, next_v, j, j + 4 < next_n ? j + 4 : next_n);
         dot4(qrow, padded, k4, dim, &s[0][j], MAX_CHUNK);
     }
 #endif
+    prefetch_rows(a, next_k, next_v, j, next_n);
     for (; j < nk; j++) {
         const float *k = cache_row(krow[j], a->bf16, dim, ktmp[0]);
         for (int r = 0; r < rows; r++) s[r][j] = dot(qrow[r], k, dim);
@@ -227,7 +257,7 @@ static void scores(const Args *a, const float *const *qrow, const uint16_t (*qb)
  * per chunk and row. */
 static void unit(const Args *a, int b, int h, int p0, int np) {
     int group = a->heads / a->kv_heads, rows = group * np, dim = a->dim, bs = a->block_size;
-    int q_len = a->cu_q[b + 1] - a->cu_q[b], ctx = a->ctx[b], elt = a->bf16 ? 2 : 4;
+    int q_len = a->cu_q[b + 1] - a->cu_q[b], ctx = a->ctx[b];
     float acc[MAX_ROWS][MAX_DIM], m[MAX_ROWS], l[MAX_ROWS], s[MAX_ROWS][MAX_CHUNK];
     const float *qrow[MAX_ROWS];
     int qpos[MAX_ROWS];
@@ -255,19 +285,20 @@ static void unit(const Args *a, int b, int h, int p0, int np) {
 #endif
     int hi = qpos[rows - 1] + 1, lo = first_key(a, b, p0), chunk = MAX_CHUNK / bs * bs;
     const int32_t *table = a->tables + (int64_t)b * a->width;
-    for (int start = lo - lo % bs; start < hi; start += chunk) {
+    const void *rows_k[2][MAX_CHUNK], *rows_v[2][MAX_CHUNK];
+    int cur = 0, start = lo - lo % bs;
+    chunk_rows(a, table, h, start, lo, start + chunk < hi ? start + chunk : hi, rows_k[0], rows_v[0]);
+    for (; start < hi; start += chunk, cur ^= 1) {
         int k0 = start < lo ? lo : start, k1 = start + chunk < hi ? start + chunk : hi, nk = k1 - k0;
-        if (k1 < hi) prefetch_keys(a, b, h, k1, start + 2 * chunk < hi ? start + 2 * chunk : hi);
-        const void *krow[MAX_CHUNK], *vrow[MAX_CHUNK];
-        for (int blk = start; blk < k1; blk += bs) {  /* row pointers, one block at a time */
-            int64_t base = (int64_t)table[blk / bs] * a->sb + (int64_t)h * a->sh;
-            for (int key = blk < k0 ? k0 : blk; key < blk + bs && key < k1; key++) {
-                int64_t off = (base + (int64_t)(key - blk) * a->ss) * elt;
-                krow[key - k0] = (const char *)a->k + off;
-                vrow[key - k0] = (const char *)a->v + off;
-            }
+        const void *const *krow = rows_k[cur], *const *vrow = rows_v[cur];
+        int next_n = 0;  /* the next chunk's rows: known now, prefetched while this one is scored */
+        if (k1 < hi) {
+            int next_end = k1 + chunk < hi ? k1 + chunk : hi;
+            chunk_rows(a, table, h, k1, k1, next_end, rows_k[cur ^ 1], rows_v[cur ^ 1]);
+            next_n = next_end - k1;
         }
-        scores(a, qrow, (const uint16_t (*)[MAX_DIM])qb, rows, padded, krow, nk, s);
+        scores(a, qrow, (const uint16_t (*)[MAX_DIM])qb, rows, padded, krow, nk, s, rows_k[cur ^ 1],
+               rows_v[cur ^ 1], next_n);
         /* rows are in position order: every key of the chunk is visible to every row when the
          * last key precedes the first row and the window reaches back to the first key */
         int all_visible = k1 - 1 <= qpos[0] && (a->window <= 0 || k0 > qpos[rows - 1] - a->window);
