@@ -1,10 +1,13 @@
 /* Paged attention for CPU: each sequence's new queries attend over its cached keys/values, read
- * straight from the cache blocks (no gather copy), with a block-wise online softmax.
+ * straight from the cache blocks (no gather copy), with an online softmax over chunks of up to 64
+ * keys (whole blocks).
  *
  * One work unit = (sequence, kv head, tile of query positions); the unit's query rows are the
  * `group` query heads sharing that kv head times the tile's positions, so every key and value row
- * is loaded once per unit. Units run in parallel with OpenMP (torch's own libgomp, which is already
- * loaded in the process when this library is opened).
+ * is loaded once per unit. A decode step is bound by reading the cache, so the next chunk's rows
+ * are prefetched while the current one is scored, and each thread prefetches its next unit's first
+ * chunk. Units run in parallel with OpenMP (torch's own libgomp, which is already loaded in the
+ * process when this library is opened), claimed one at a time.
  *
  * Same contract as stencil/kernels/reference.py:paged_attention. Cache strides are in elements
  * (block, slot, head; the last dimension must be contiguous); q is float32 [T, H, D] with its heads
