@@ -7,7 +7,7 @@ row decodes) and per step that carries prompt tokens, ms per step, medians over 
                                       [--shape smollm2|host-twin] [--prompts 32 256]
 
 The workload is engine_bench's prompts with one fixed output length, so the decode steps run all
-``--requests`` sequences at once. "metadata" is ``ModelRunner.execute`` minus the model's forward
+``--requests`` sequences at once (steps with fewer, as requests end, are not shown). "metadata" is ``ModelRunner.execute`` minus the model's forward
 and the lm_head; "step - phases" is what no wrapped phase covers (``step()``'s own glue). The
 wrappers cost ~1 µs per call (``output`` is called once per row). ``--shape host-twin`` is
 SmolLM2's layer stack with every width cut to a few numbers (``shapes.host_twin_dir``): its
@@ -37,6 +37,7 @@ class PhaseTimer:
 
     def __init__(self) -> None:
         self.now: dict[str, float] = defaultdict(float)
+        self.sched = None  # the step's SchedulerOutput
 
     def wrap(self, name: str, fn):
         def timed(*args, **kwargs):
@@ -52,7 +53,13 @@ class PhaseTimer:
 def instrument(eng, timer: PhaseTimer) -> None:
     runner, model = eng.runner, eng.runner.model
     eng._admit_compiled = timer.wrap("admit", eng._admit_compiled)
-    eng.scheduler.schedule = timer.wrap("schedule", eng.scheduler.schedule)
+    schedule = timer.wrap("schedule", eng.scheduler.schedule)
+
+    def keep(*args):
+        timer.sched = schedule(*args)
+        return timer.sched
+
+    eng.scheduler.schedule = keep
     runner.execute = timer.wrap("execute", runner.execute)
     model.forward = timer.wrap("forward", model.forward)
     model.compute_logits = timer.wrap("lm_head", model.compute_logits)
@@ -64,7 +71,8 @@ def instrument(eng, timer: PhaseTimer) -> None:
 
 
 def run(model_dir, items, args) -> dict[str, dict[str, list[float]]]:
-    """Per kind of step ("decode", "prefill"), each phase's ms in every step of that kind."""
+    """Per kind of step, each phase's ms in every step of that kind: "decode" (every request
+    decodes one token), "prefill" (the step carries prompt tokens), "other" (fewer decodes)."""
     llm = warmed_stencil(model_dir, items, args.threads, args.dtype)
     eng = llm.engine
     timer = PhaseTimer()
@@ -72,12 +80,9 @@ def run(model_dir, items, args) -> dict[str, dict[str, list[float]]]:
     for i, it in enumerate(items):
         params = SamplingParams(temperature=0, max_tokens=args.max_tokens, ignore_eos=True)
         eng.add_request(f"r{i}", it.prompt_ids, params)
-    steps: dict[str, dict[str, list[float]]] = {"decode": defaultdict(list), "prefill": {}}
-    steps["prefill"] = defaultdict(list)
+    steps: dict[str, dict[str, list[float]]] = {}
     while eng.has_unfinished_requests():
         timer.now.clear()
-        running = len(eng.scheduler.running)
-        waiting = bool(eng.scheduler.waiting)
         t = time.perf_counter()
         eng.step()
         total = time.perf_counter() - t
@@ -85,9 +90,8 @@ def run(model_dir, items, args) -> dict[str, dict[str, list[float]]]:
         ph["metadata"] = ph.get("execute", 0.0) - ph.get("forward", 0.0) - ph.get("lm_head", 0.0)
         ph["step"] = total
         ph["step - phases"] = total - sum(ph.get(p, 0.0) for p in PHASES)
-        kind = "prefill" if waiting or running < len(items) else "decode"
-        if kind == "decode" and len(eng.scheduler.running) < running:
-            kind = "last"  # the final step (sequences finishing): neither
+        rows, tokens = len(timer.sched.scheduled), timer.sched.num_tokens
+        kind = "prefill" if tokens > rows else "decode" if rows == len(items) else "other"
         for name, sec in ph.items():
             steps.setdefault(kind, defaultdict(list))[name].append(sec * 1000)
     return steps
