@@ -38,3 +38,24 @@ def qwen_05b_dir() -> Path:
     AutoTokenizer.from_pretrained(str(default_model_path())).save_pretrained(tmp)
     tmp.rename(path)
     return path
+
+
+def host_twin_dir() -> Path:
+    """SmolLM2-135M's layer stack (30 layers, 9 heads, 3 KV heads, its vocab) with every width cut
+    to a few numbers (head_dim 8): the kernels do next to nothing, so a step's time is the host's
+    (Python, dispatch, metadata) — the per-step overhead the real model pays on top of its math."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig
+
+    path = cache_root() / "bench" / "smollm2-host-twin"
+    if (path / "config.json").is_file():
+        return path
+    torch.manual_seed(0)
+    src = default_model_path()
+    config = LlamaConfig.from_pretrained(str(src))
+    config.hidden_size, config.intermediate_size, config.head_dim = 72, 64, 8
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    tmp = path.with_name(path.name + ".part")
+    model.save_pretrained(tmp)
+    AutoTokenizer.from_pretrained(str(src)).save_pretrained(tmp)
+    tmp.rename(path)
+    return path

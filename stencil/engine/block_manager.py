@@ -69,6 +69,7 @@ class BlockManager:
         for bid in matched:
             self._ref(bid)
         seq.block_table = list(matched)
+        seq.num_hashed_blocks = len(matched)
         seq.num_computed_tokens = seq.num_cached_tokens = len(matched) * self.block_size
         self.prefix_hits += seq.num_cached_tokens
 
@@ -101,33 +102,41 @@ class BlockManager:
         return need
 
     def commit(self, seq) -> None:
-        """Register the hashes of the sequence's blocks that are now fully computed."""
+        """Register the hashes of the sequence's blocks that are now fully computed. A block's
+        chain hash is computed once per sequence (``seq.block_hashes``, by token content), and the
+        table's leading blocks that already hold a hash are skipped (``seq.num_hashed_blocks``):
+        a step costs the blocks it filled, not the whole context."""
         if not self.enable_prefix_caching:
             return
-        parent = None
-        full = min(seq.num_computed_tokens, seq.num_tokens) // self.block_size
-        for i in range(full):
-            bid = seq.block_table[i]
-            block = self.blocks[bid]
-            tokens = tuple(seq.token_ids[i * self.block_size : (i + 1) * self.block_size])
-            h = hash((parent, tokens))
-            if block.hash is None:
-                if h not in self.hash_to_block:
-                    block.hash, block.tokens = h, tokens
-                    self.hash_to_block[h] = bid
-            parent = h
+        bs = self.block_size
+        full = min(seq.num_computed_tokens, seq.num_tokens) // bs
+        hashes = seq.block_hashes
+        for i in range(len(hashes), full):
+            tokens = tuple(seq.token_ids[i * bs : (i + 1) * bs])
+            hashes.append(hash((hashes[i - 1] if i else None, tokens)))
+        table, done = seq.block_table, seq.num_hashed_blocks
+        for i in range(done, full):
+            block = self.blocks[table[i]]
+            if block.hash is None and hashes[i] not in self.hash_to_block:
+                block.hash, block.tokens = hashes[i], tuple(seq.token_ids[i * bs : (i + 1) * bs])
+                self.hash_to_block[hashes[i]] = block.block_id
+            if block.hash is not None and i == done:  # a live block keeps its hash
+                done += 1
+        seq.num_hashed_blocks = done
 
     def fork(self, parent, child) -> None:
         """``child`` shares all of ``parent``'s blocks (copy-on-write on its first write)."""
         for bid in parent.block_table:
             self._ref(bid)
         child.block_table = list(parent.block_table)
+        child.num_hashed_blocks = 0
         child.num_computed_tokens = parent.num_computed_tokens
 
     def free(self, seq) -> None:
         for bid in reversed(seq.block_table):
             self._unref(bid)
         seq.block_table = []
+        seq.num_hashed_blocks = 0
         seq.num_computed_tokens = 0
 
     def check_integrity(self, live_seqs) -> None:

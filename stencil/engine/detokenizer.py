@@ -11,22 +11,39 @@ class Detokenizer:
 
     def __init__(self, tokenizer) -> None:
         self.tokenizer = tokenizer
+        self.decode = _backend_decode(tokenizer) or tokenizer.decode
 
     def step(self, seq: Sequence, final: bool = False, end: int | None = None) -> str:
         """Append the text of ``seq``'s newest tokens (up to ``end``) to ``seq.text``; return the
         delta. ``final`` also flushes a trailing incomplete character."""
         skip = seq.params.skip_special_tokens
-        ids = seq.token_ids[:end]
-        prefix = self.tokenizer.decode(
-            ids[seq.prefix_offset : seq.read_offset], skip_special_tokens=skip
-        )
-        full = self.tokenizer.decode(ids[seq.prefix_offset :], skip_special_tokens=skip)
+        ids = seq.token_ids
+        n = len(ids) if end is None else len(range(len(ids))[:end])  # no copy of the whole list
+        prefix = self.decode(ids[seq.prefix_offset : seq.read_offset], skip_special_tokens=skip)
+        full = self.decode(ids[seq.prefix_offset : n], skip_special_tokens=skip)
         if len(full) > len(prefix) and (final or not full.endswith("\ufffd")):
             delta = full[len(prefix) :]
-            seq.prefix_offset, seq.read_offset = seq.read_offset, len(ids)
+            seq.prefix_offset, seq.read_offset = seq.read_offset, n
             seq.text += delta
             return delta
         return ""
+
+
+def _backend_decode(tokenizer):
+    """The Rust tokenizer's own ``decode`` where transformers' wrapper would return the same text
+    (a fast tokenizer with the stock decode and no clean-up of tokenization spaces): ~1 µs a call
+    instead of ~2.5, two calls per token. None otherwise."""
+    from transformers import PreTrainedTokenizerFast
+
+    cls = type(tokenizer)
+    if (
+        not isinstance(tokenizer, PreTrainedTokenizerFast)
+        or cls.decode is not PreTrainedTokenizerFast.decode
+        or cls._decode is not PreTrainedTokenizerFast._decode
+        or getattr(tokenizer, "clean_up_tokenization_spaces", True)
+    ):
+        return None
+    return tokenizer.backend_tokenizer.decode
 
 
 def find_stop(text: str, new_len: int, stops: list[str]) -> tuple[int, str] | None:

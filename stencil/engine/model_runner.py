@@ -73,6 +73,23 @@ class ModelRunner:
             self._bind_threads()
         self._copy_blocks(sched.copies)
         computed = [s for s in sched.scheduled if s.num_new_tokens > 0]
+        samplers = [s.seq for s in sched.scheduled if s.samples]
+        if not computed:
+            return torch.empty(0), []
+        meta, input_ids, pos, row_of = self._prepare(computed)
+        hidden = self.model(input_ids, pos, self.kv_caches, meta, self.ops)  # [T, hidden]
+        self._pool(computed, hidden, meta.cu_seqlens_q)
+        rows = [row_of[(seq.fork_of or seq).seq_id] for seq in samplers]
+        if not rows:
+            return torch.empty(0), []
+        if rows != list(range(hidden.shape[0])):  # a decode step samples every row, in order
+            hidden = hidden[torch.tensor(rows, device=self.device)]
+        logits = self.model.compute_logits(hidden, self.ops)
+        return logits, samplers
+
+    def _prepare(self, computed) -> tuple[AttentionMetadata, torch.Tensor, torch.Tensor, dict]:
+        """The step's metadata: token ids, positions and cache slots (one tensor of three rows),
+        int32 block tables, offsets; and each sequence's last row (its logits row)."""
         ids: list[int] = []
         positions: list[int] = []
         slots: list[int] = []
@@ -82,37 +99,29 @@ class ModelRunner:
         bs = self.block_size
         for s in computed:
             seq, start, n = s.seq, s.seq.num_computed_tokens, s.num_new_tokens
-            ids += seq.token_ids[start : start + n]
-            positions += range(start, start + n)
             table = seq.block_table
-            slots += [table[p // bs] * bs + p % bs for p in range(start, start + n)]
+            if n == 1:  # a decode: one token
+                ids.append(seq.token_ids[start])
+                positions.append(start)
+                slots.append(table[start // bs] * bs + start % bs)
+            else:
+                ids += seq.token_ids[start : start + n]
+                positions += range(start, start + n)
+                slots += [table[p // bs] * bs + p % bs for p in range(start, start + n)]
             cu.append(cu[-1] + n)
             ctx.append(start + n)
             row_of[seq.seq_id] = cu[-1] - 1
-        samplers = [s.seq for s in sched.scheduled if s.samples]
-        if not computed:
-            return torch.empty(0), []
         width = max(len(s.seq.block_table) for s in computed)
         tables = torch.tensor(
             [s.seq.block_table + [0] * (width - len(s.seq.block_table)) for s in computed],
             dtype=torch.int32,
             device=self.device,
         )
+        flat = torch.tensor([ids, positions, slots], dtype=torch.int64, device=self.device)
         meta = AttentionMetadata(
-            slot_mapping=torch.tensor(slots, dtype=torch.int64, device=self.device),
-            block_tables=tables,
-            cu_seqlens_q=cu,
-            context_lens=ctx,
+            slot_mapping=flat[2], block_tables=tables, cu_seqlens_q=cu, context_lens=ctx
         )
-        input_ids = torch.tensor(ids, dtype=torch.int64, device=self.device)
-        pos = torch.tensor(positions, dtype=torch.int64, device=self.device)
-        hidden = self.model(input_ids, pos, self.kv_caches, meta, self.ops)  # [T, hidden]
-        self._pool(computed, hidden, cu)
-        rows = [row_of[(seq.fork_of or seq).seq_id] for seq in samplers]
-        if not rows:
-            return torch.empty(0), []
-        logits = self.model.compute_logits(hidden[torch.tensor(rows, device=self.device)], self.ops)
-        return logits, samplers
+        return meta, flat[0], flat[1], row_of
 
     def _bind_threads(self) -> None:
         """Pin this stepping thread's OpenMP team, once per thread that steps (each master thread

@@ -43,7 +43,7 @@ def _completion(seq: Sequence) -> CompletionOutput:
     return CompletionOutput(
         index=seq.index,
         text=text,
-        token_ids=list(seq.output_token_ids),
+        token_ids=seq.output_token_ids,  # a fresh slice: the caller owns it
         finish_reason=seq.finish_reason,
         stop_reason=seq.stop_reason,
         logprobs=list(seq.logprobs) if seq.logprobs is not None else None,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ctypes
 import logging
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -84,9 +85,15 @@ class CpuPagedAttention:
         sliding_window=None,
         plan=None,
     ) -> torch.Tensor:
-        _, bs, kv_heads, dim = k_cache.shape
-        group = q.shape[1] // kv_heads
-        if not _fits(k_cache, v_cache, bs, dim, group):
+        plan = {} if plan is None else plan
+        # every layer of a step shares the cache layout: the launch arguments are built once
+        key = ("cpu", q.shape[1], k_cache.shape, k_cache.stride(), k_cache.dtype, v_cache.stride())
+        key += (v_cache.dtype,)
+        launch = plan.get(key)
+        if launch is None:
+            launch = _launch(q, k_cache, v_cache, block_tables, cu_seqlens_q, context_lens)
+            plan[key] = launch = launch or False  # False: not this kernel's caches
+        if not launch:
             return reference.paged_attention(
                 q,
                 k_cache,
@@ -98,49 +105,63 @@ class CpuPagedAttention:
                 sliding_window,
                 plan,
             )
-        plan = {} if plan is None else plan
-        key = ("cpu", group, kv_heads)
-        if key not in plan:  # the C kernel trusts its indices: check the step's shapes once
-            if (
-                cu_seqlens_q[-1] != q.shape[0]
-                or max(context_lens, default=0) > block_tables.shape[1] * bs
-            ):
-                raise ValueError(
-                    "paged_attention: query offsets or context lengths exceed the inputs"
-                )
-            plan[key] = _plan(cu_seqlens_q, context_lens, group, kv_heads)
-        cu, ctx, units = plan[key]
-        tables = block_tables.to(torch.int32).contiguous()
-        qf = q.to(torch.float32)
-        if qf.stride()[1:] != (dim, 1):  # heads contiguous: a view into qkv needs no copy
+        qf = q if q.dtype is torch.float32 else q.to(torch.float32)
+        if qf.stride()[1:] != launch.q_strides:  # heads contiguous: a view into qkv needs no copy
             qf = qf.contiguous()
         out = torch.empty(q.shape, dtype=torch.float32)
-        sb, ss, sh, _ = k_cache.stride()
         self._kernel(
             qf.data_ptr(),
             qf.stride()[0],
             k_cache.data_ptr(),
             v_cache.data_ptr(),
-            int(k_cache.dtype == torch.bfloat16),
-            sb,
-            ss,
-            sh,
-            tables.data_ptr(),
-            tables.shape[1],
-            cu.data_ptr(),
-            ctx.data_ptr(),
-            units.data_ptr(),
-            units.shape[0],
-            q.shape[1],
-            kv_heads,
-            dim,
-            bs,
+            *launch.args,
             scale,
             sliding_window or 0,
             out.data_ptr(),
             torch.get_num_threads(),
         )
-        return out.to(q.dtype)
+        return out if q.dtype is torch.float32 else out.to(q.dtype)
+
+
+@dataclass(frozen=True, slots=True)
+class _Launch:
+    """One step's kernel arguments between the caches and the scale (the tensors they point
+    into are kept alive here), and the query strides the kernel reads without a copy."""
+
+    args: tuple
+    q_strides: tuple[int, int]
+    tensors: tuple[torch.Tensor, ...]
+
+
+def _launch(q, k_cache, v_cache, block_tables, cu_seqlens_q, context_lens) -> _Launch | None:
+    """The step's launch arguments, or None where the kernel cannot take these caches."""
+    _, bs, kv_heads, dim = k_cache.shape
+    group = q.shape[1] // kv_heads
+    if not _fits(k_cache, v_cache, bs, dim, group):
+        return None
+    # the C kernel trusts its indices: check the step's shapes once
+    if cu_seqlens_q[-1] != q.shape[0] or max(context_lens, default=0) > block_tables.shape[1] * bs:
+        raise ValueError("paged_attention: query offsets or context lengths exceed the inputs")
+    cu, ctx, units = _plan(cu_seqlens_q, context_lens, group, kv_heads)
+    tables = block_tables.to(torch.int32).contiguous()
+    sb, ss, sh, _ = k_cache.stride()
+    args = (
+        int(k_cache.dtype == torch.bfloat16),
+        sb,
+        ss,
+        sh,
+        tables.data_ptr(),
+        tables.shape[1],
+        cu.data_ptr(),
+        ctx.data_ptr(),
+        units.data_ptr(),
+        units.shape[0],
+        q.shape[1],
+        kv_heads,
+        dim,
+        bs,
+    )
+    return _Launch(args, (dim, 1), (tables, cu, ctx, units))
 
 
 def _fits(k_cache, v_cache, block_size, dim, group) -> bool:

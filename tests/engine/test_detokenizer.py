@@ -94,3 +94,20 @@ def test_find_stop_never_misses_the_first_completed_stop(text, cuts, stops):
             return
         assert hit is None, f"false hit {hit} in {seen!r}"
     assert not occ
+
+
+@settings(max_examples=60, deadline=None)
+@given(ids=st.lists(st.integers(0, 49151), max_size=12), skip=st.booleans())
+def test_backend_decode_equals_the_tokenizers_decode(tokenizer, ids, skip):
+    detok = Detokenizer(tokenizer)
+    assert detok.decode is not tokenizer.decode  # the embedded fast tokenizer takes the Rust path
+    assert detok.decode(ids, skip_special_tokens=skip) == tokenizer.decode(
+        ids, skip_special_tokens=skip
+    )
+
+
+def test_tokenizer_that_cleans_up_spaces_keeps_its_own_decode(default_model_dir):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(default_model_dir), clean_up_tokenization_spaces=True)
+    assert Detokenizer(tok).decode == tok.decode
