@@ -7,12 +7,12 @@ row decodes) and per step that carries prompt tokens, ms per step, medians over 
                                       [--shape smollm2|host-twin] [--prompts 32 256]
 
 The workload is engine_bench's prompts with one fixed output length, so the decode steps run all
-``--requests`` sequences at once (steps with fewer, as requests end, are not shown). "metadata" is ``ModelRunner.execute`` minus the model's forward
-and the lm_head; "step - phases" is what no wrapped phase covers (``step()``'s own glue). The
+``--requests`` sequences at once (steps with fewer, as requests end, are not shown). "metadata"
+is ``ModelRunner.execute`` minus the model's forward and the lm_head; "step - phases" is what no
+wrapped phase covers (``step()``'s own glue). The
 wrappers cost ~1 µs per call (``output`` is called once per row). ``--shape host-twin`` is
-SmolLM2's layer stack with every width cut to a few numbers (``shapes.host_twin_dir``): its
-forward is the host's share of the real one (Python per layer, dispatch, the C ops' call cost);
-with short prompts (``--prompts 8 16``) attention too does next to nothing.
+SmolLM2's layer stack with every width cut to a few numbers (``shapes.host_twin_dir``): quicker
+and steadier for the phases outside the forward (at 1 thread, short prompts: ``--prompts 8 16``).
 """
 
 from __future__ import annotations
