@@ -6,15 +6,16 @@ concurrency.
     python bench/engine_bench.py [--repeat 3] [--dtype float32|bfloat16] [--shape smollm2|qwen2.5-0.5b]
                                  [--requests 64] [--threads 2] [--no-hf] [--no-vllm] [--latency]
 
-Fairness: both engines are built fresh for every run and warmed on a prompt outside the workload
-(``workload.outside_prompt``); prefix caching is on for both (each engine's default) and the warm
-state holds no workload prefix. ``--shape qwen2.5-0.5b`` is a random-weight model with
-Qwen2.5-0.5B's config (saved with ``save_pretrained`` into the cache, SmolLM2's tokenizer).
+Fairness: both engines are built fresh for every run, each in its own process, and warmed on a
+prompt outside the workload (``workload.outside_prompt``); prefix caching is on for both (each
+engine's default) and the warm state holds no workload prefix. ``--shape qwen2.5-0.5b`` is a
+random-weight model with Qwen2.5-0.5B's config (saved with ``save_pretrained`` into the cache, SmolLM2's tokenizer).
 """
 
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import os
 import time
 
@@ -64,6 +65,17 @@ def bench_stencil(model_dir, items, threads, dtype, bind="none"):
     dt = time.perf_counter() - t
     tokens = int(eng.get_metrics()["generation_tokens_total"] - before)
     return llm, {"seconds": dt, "output_tokens": tokens, "kv_util": used / max(alloc, 1)}
+
+
+def bench_stencil_fresh(model_dir, items, threads, dtype, bind="none") -> dict:
+    """``bench_stencil`` in a fresh process, as every vLLM run is: no run inherits the heap,
+    OpenMP pool or oneDNN caches of the runs before it."""
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        return pool.apply(_stencil_result, (model_dir, items, threads, dtype, bind))
+
+
+def _stencil_result(*args) -> dict:
+    return bench_stencil(*args)[1]
 
 
 def bench_hf_single(model_dir, items, threads, dtype):
@@ -145,7 +157,7 @@ def alternate(model_dir, items, args) -> dict[str, list[dict]]:
     jobs = [{"prompt_ids": i.prompt_ids, "max_tokens": i.max_tokens} for i in items]
     for r in range(args.repeat):
         load = os.getloadavg()[0]
-        _, res = bench_stencil(model_dir, items, args.threads, args.dtype, args.cpu_threads_bind)
+        res = bench_stencil_fresh(model_dir, items, args.threads, args.dtype, args.cpu_threads_bind)
         runs["Stencil"].append({**res, "load": load})
         print(f"run {r} Stencil {tok_s(res):.1f} tok/s (load {load:.2f})", flush=True)
         if args.no_vllm:
