@@ -35,7 +35,7 @@ FLAGS = [
     "-shared",
     "-fPIC",
 ]  # no -ffinite-math-only: -inf masks
-MAX_ROWS, MAX_DIM, MAX_BLOCK = 64, 256, 64  # the C kernel's per-unit buffers
+MAX_ROWS, MAX_DIM, MAX_CHUNK = 64, 256, 64  # the C kernel's per-unit buffers
 _P = ctypes.c_void_p
 _ARGTYPES = [
     _P,
@@ -171,7 +171,7 @@ def _fits(k_cache, v_cache, block_size, dim, group) -> bool:
         and k_cache.dtype in (torch.float32, torch.bfloat16)
         and k_cache.stride(3) == 1
         and dim <= MAX_DIM
-        and block_size <= MAX_BLOCK
+        and block_size <= MAX_CHUNK
         and group <= MAX_ROWS
     )
 

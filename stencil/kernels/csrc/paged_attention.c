@@ -29,8 +29,7 @@
 
 #define MAX_ROWS 64
 #define MAX_DIM 256
-#define MAX_BLOCK 64
-#define MAX_CHUNK 64 /* keys per online-softmax update: whole blocks */
+#define MAX_CHUNK 64 /* keys per online-softmax update: whole blocks, so block_size <= 64 */
 
 /* A cache row as float32 (the row itself, or widened from bf16 into `tmp`). */
 static inline const float *cache_row(const void *row, int bf16, int dim, float *tmp) {
