@@ -64,6 +64,25 @@ def test_cpu_attention_long_prefill_tiles(kernel) -> None:
     )
 
 
+# contexts of several 64-key chunks (the kernel's softmax step): chunks of 4, 2, 1 and 8 blocks,
+# windows that start inside a chunk, decodes beside prefill chunks
+MULTI_CHUNK_CASES = {
+    "bs16-smollm2": AttnCase(9, 3, 64, 16, (1, 1, 40, 1), (300, 129, 200, 64)),
+    "bs32-window100": AttnCase(9, 3, 64, 32, (1, 70), (250, 190), window=100),
+    "bs64-gqa7-window37": AttnCase(14, 2, 64, 64, (1, 1, 5), (130, 64, 260), window=37),
+    "bs8-dim32": AttnCase(4, 2, 32, 8, (3, 1), (150, 97)),
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("name", list(MULTI_CHUNK_CASES))
+def test_cpu_attention_over_several_chunks(kernel, name: str, dtype: torch.dtype) -> None:
+    args = make_attn_inputs(MULTI_CHUNK_CASES[name], dtype)
+    args["k_cache"], args["v_cache"] = _head_major(args["k_cache"]), _head_major(args["v_cache"])
+    tol = 1e-5 if dtype == torch.float32 else 2e-2
+    torch.testing.assert_close(kernel(**args).double(), naive_attention(**args), atol=tol, rtol=tol)
+
+
 def test_cpu_attention_plan_is_shared_across_layers(kernel) -> None:
     args = make_attn_inputs(ATTN_CASES["decode-only"], torch.float32)
     plan: dict = {}
