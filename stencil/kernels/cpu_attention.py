@@ -1,7 +1,8 @@
 """Paged attention on CPU through a small C kernel (``csrc/paged_attention.c``), built on first use.
 
-The kernel reads keys and values straight from the cache blocks (no gather copy) with a block-wise
-online softmax, one OpenMP work unit per (sequence, kv head, tile of query positions). It is
+The kernel reads keys and values straight from the cache blocks (no gather copy) with an online
+softmax over chunks of whole blocks, prefetching the next chunk while it scores the current one,
+one OpenMP work unit per (sequence, kv head, tile of query positions). It is
 compiled once per source, compiler and CPU with the system C compiler (``cc -O3 -march=native
 -fopenmp``) into ``$STENCIL_CACHE_DIR/kernels`` and opened with ctypes. ``load()`` returns None
 where no compiler works; the engine then keeps the pure-torch reference path.
