@@ -170,23 +170,8 @@ typedef struct {
     float *out;
 } Args;
 
-/* Ask for one head's rows of a cache block (keys and values) before they are used: a block is a
- * few KiB at a random place in memory, and a decode step's attention otherwise waits on each
- * block's lines (prefetching a chunk ahead: 1.3-1.6x on a 64-sequence decode step). Inline asm:
- * GCC deletes a loop that holds only __builtin_prefetch. */
-static inline void prefetch_block(const Args *a, int64_t base) {
-    int elt = a->bf16 ? 2 : 4, row = a->dim * elt;
-    for (int j = 0; j < a->block_size; j++) {
-        const char *k = (const char *)a->k + (base + (int64_t)j * a->ss) * elt;
-        const char *v = (const char *)a->v + (base + (int64_t)j * a->ss) * elt;
-        for (int o = 0; o < row; o += 64) {
-            __asm__ volatile("prefetcht0 %0" : : "m"(*(k + o)));
-            __asm__ volatile("prefetcht0 %0" : : "m"(*(v + o)));
-        }
-    }
-}
-
-/* Prefetch rows [from, to) of a list of cache rows (keys and values). */
+/* Prefetch rows [from, to) of a list of cache rows (keys and values): a decode step otherwise
+ * waits on each block's lines. Inline asm: GCC deletes a loop that holds only __builtin_prefetch. */
 static inline void prefetch_rows(const Args *a, const void *const *k, const void *const *v, int from,
                                  int to) {
     int row = a->dim * (a->bf16 ? 2 : 4);
@@ -201,13 +186,6 @@ static inline void prefetch_rows(const Args *a, const void *const *k, const void
 static inline int first_key(const Args *a, int b, int p0) {
     int pos = a->ctx[b] - (a->cu_q[b + 1] - a->cu_q[b]) + p0;
     return a->window > 0 && pos - a->window + 1 > 0 ? pos - a->window + 1 : 0;
-}
-
-/* Prefetch the cache blocks of keys [from, to) of kv head h, sequence b. */
-static inline void prefetch_keys(const Args *a, int b, int h, int from, int to) {
-    const int32_t *table = a->tables + (int64_t)b * a->width;
-    for (int blk = from / a->block_size; blk * a->block_size < to; blk++)
-        prefetch_block(a, (int64_t)table[blk] * a->sb + (int64_t)h * a->sh);
 }
 
 /* Pointers to the key and value rows [k0, k1) of kv head h (blocks from `start`, a block start). */
@@ -362,9 +340,12 @@ static void unit(const Args *a, int b, int h, int p0, int np) {
 
 /* Prefetch the first chunk a unit reads. */
 static inline void prefetch_unit(const Args *a, const int32_t *w) {
-    int b = w[0], lo = first_key(a, b, w[2]), chunk = MAX_CHUNK / a->block_size * a->block_size;
-    int hi = a->ctx[b] - (a->cu_q[b + 1] - a->cu_q[b]) + w[2] + w[3], end = lo - lo % a->block_size + chunk;
-    prefetch_keys(a, b, w[1], lo, end < hi ? end : hi);
+    int b = w[0], lo = first_key(a, b, w[2]), bs = a->block_size, first = lo - lo % bs;
+    int hi = a->ctx[b] - (a->cu_q[b + 1] - a->cu_q[b]) + w[2] + w[3];
+    int end = first + MAX_CHUNK / bs * bs < hi ? first + MAX_CHUNK / bs * bs : hi;
+    const void *k[MAX_CHUNK], *v[MAX_CHUNK];
+    chunk_rows(a, a->tables + (int64_t)b * a->width, w[1], first, lo, end, k, v);
+    prefetch_rows(a, k, v, 0, end - lo);
 }
 
 /* `units`: [num_units, 4] int32 rows (sequence, kv head, first position, positions), planned by
