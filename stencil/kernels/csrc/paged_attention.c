@@ -4,9 +4,9 @@
  *
  * One work unit = (sequence, kv head, tile of query positions); the unit's query rows are the
  * `group` query heads sharing that kv head times the tile's positions, so every key and value row
- * is loaded once per unit. A decode step is bound by reading the cache, so the next chunk's rows
- * are prefetched while the current one is scored, and each thread prefetches its next unit's first
- * chunk. Units run in parallel with OpenMP (torch's own libgomp, which is already loaded in the
+ * is loaded once per unit. A decode step is bound by reading the cache, so the next chunk's keys
+ * are prefetched while the current ones are scored and its values while the current values are
+ * summed, and each thread prefetches its next unit's first chunk. Units run in parallel with OpenMP (torch's own libgomp, which is already loaded in the
  * process when this library is opened), claimed one at a time.
  *
  * Same contract as stencil/kernels/reference.py:paged_attention. Cache strides are in elements
@@ -123,6 +123,14 @@ static inline void dot4_bf16(const uint16_t (*qb)[MAX_DIM], int rows, const uint
 }
 #endif
 
+/* Prefetch rows [from, to) of a list of cache rows, `bytes` each: a decode step otherwise waits on
+ * each block's lines. Inline asm: GCC deletes a loop that holds only __builtin_prefetch. */
+static inline void prefetch_rows(const void *const *rows, int bytes, int from, int to) {
+    for (int j = from; j < to; j++)
+        for (int o = 0; o < bytes; o += 64)
+            __asm__ volatile("prefetcht0 %0" : : "m"(*((const char *)rows[j] + o)));
+}
+
 #ifdef HAVE_AVX512
 /* 16 values of a cache row as float32: loaded, or widened from bf16 in registers. */
 static inline __m512 load16(const void *row, int d, int bf16) {
@@ -134,15 +142,19 @@ static inline __m512 load16(const void *row, int d, int bf16) {
 /* acc[r] += sum_j p[r][j] * v_j over nk keys, 4 rows x 64 dims of accumulators held in
  * registers across the keys (dim a multiple of 64; rows padded to a multiple of 4 by the caller,
  * the padding rows' p all zero). Each value chunk is loaded once per 4 rows, where the row-by-row
- * loop loaded and stored the accumulator once per key. */
+ * loop loaded and stored the accumulator once per key. The first pass prefetches the next
+ * chunk's first nk value rows, one per key. */
 static inline void accumulate_v(float (*acc)[MAX_DIM], float (*p)[MAX_CHUNK], int rows,
-                                const void *const *vrow, int bf16, int nk, int dim) {
+                                const void *const *vrow, int bf16, int nk, int dim,
+                                const void *const *next_v, int next_n) {
+    int bytes = dim * (bf16 ? 2 : 4);
     for (int r0 = 0; r0 < rows; r0 += 4)
         for (int d0 = 0; d0 < dim; d0 += 64) {
             __m512 c[4][4];
             for (int r = 0; r < 4; r++)
                 for (int i = 0; i < 4; i++) c[r][i] = _mm512_loadu_ps(acc[r0 + r] + d0 + 16 * i);
             for (int j = 0; j < nk; j++) {
+                if (r0 + d0 == 0 && j < next_n) prefetch_rows(next_v, bytes, j, j + 1);
                 __m512 v[4];
                 for (int i = 0; i < 4; i++) v[i] = load16(vrow[j], d0 + 16 * i, bf16);
                 for (int r = 0; r < 4; r++) {
@@ -170,18 +182,6 @@ typedef struct {
     float *out;
 } Args;
 
-/* Prefetch rows [from, to) of a list of cache rows (keys and values): a decode step otherwise
- * waits on each block's lines. Inline asm: GCC deletes a loop that holds only __builtin_prefetch. */
-static inline void prefetch_rows(const Args *a, const void *const *k, const void *const *v, int from,
-                                 int to) {
-    int row = a->dim * (a->bf16 ? 2 : 4);
-    for (int j = from; j < to; j++)
-        for (int o = 0; o < row; o += 64) {
-            __asm__ volatile("prefetcht0 %0" : : "m"(*((const char *)k[j] + o)));
-            __asm__ volatile("prefetcht0 %0" : : "m"(*((const char *)v[j] + o)));
-        }
-}
-
 /* The first key the unit's first query row sees (0, or the start of its sliding window). */
 static inline int first_key(const Args *a, int b, int p0) {
     int pos = a->ctx[b] - (a->cu_q[b + 1] - a->cu_q[b]) + p0;
@@ -206,14 +206,14 @@ static inline void chunk_rows(const Args *a, const int32_t *table, int h, int st
  * run; the padding rows' scores are ignored). */
 static void scores(const Args *a, const float *const *qrow, const uint16_t (*qb)[MAX_DIM], int rows,
                    int padded, const void *const *krow, int nk, float (*s)[MAX_CHUNK],
-                   const void *const *next_k, const void *const *next_v, int next_n) {
-    int j = 0, dim = a->dim;
+                   const void *const *next_k, int next_n) {
+    int j = 0, dim = a->dim, bytes = dim * (a->bf16 ? 2 : 4);
     float ktmp[4][MAX_DIM];
     (void)qb;
     (void)padded;
 #ifdef HAVE_AVX512_BF16
     for (; qb && j + 4 <= nk; j += 4) {
-        prefetch_rows(a, next_k, next_v, j, j + 4 < next_n ? j + 4 : next_n);
+        prefetch_rows(next_k, bytes, j, j + 4 < next_n ? j + 4 : next_n);
         dot4_bf16(qb, padded, (const uint16_t *const *)krow + j, dim, &s[0][j], MAX_CHUNK);
     }
 #endif
@@ -221,11 +221,11 @@ static void scores(const Args *a, const float *const *qrow, const uint16_t (*qb)
     for (; dim % 16 == 0 && j + 4 <= nk; j += 4) {
         const float *k4[4];
         for (int i = 0; i < 4; i++) k4[i] = cache_row(krow[j + i], a->bf16, dim, ktmp[i]);
-        prefetch_rows(a, next_k, next_v, j, j + 4 < next_n ? j + 4 : next_n);
+        prefetch_rows(next_k, bytes, j, j + 4 < next_n ? j + 4 : next_n);
         dot4(qrow, padded, k4, dim, &s[0][j], MAX_CHUNK);
     }
 #endif
-    prefetch_rows(a, next_k, next_v, j, next_n);
+    prefetch_rows(next_k, bytes, j, next_n);
     for (; j < nk; j++) {
         const float *k = cache_row(krow[j], a->bf16, dim, ktmp[0]);
         for (int r = 0; r < rows; r++) s[r][j] = dot(qrow[r], k, dim);
@@ -237,6 +237,7 @@ static void scores(const Args *a, const float *const *qrow, const uint16_t (*qb)
  * per chunk and row. */
 static void unit(const Args *a, int b, int h, int p0, int np) {
     int group = a->heads / a->kv_heads, rows = group * np, dim = a->dim, bs = a->block_size;
+    int row_bytes = dim * (a->bf16 ? 2 : 4);
     int q_len = a->cu_q[b + 1] - a->cu_q[b], ctx = a->ctx[b];
     float acc[MAX_ROWS][MAX_DIM], m[MAX_ROWS], l[MAX_ROWS], s[MAX_ROWS][MAX_CHUNK];
     const float *qrow[MAX_ROWS];
@@ -278,7 +279,7 @@ static void unit(const Args *a, int b, int h, int p0, int np) {
             next_n = next_end - k1;
         }
         scores(a, qrow, (const uint16_t (*)[MAX_DIM])qb, rows, padded, krow, nk, s, rows_k[cur ^ 1],
-               rows_v[cur ^ 1], next_n);
+               next_n);
         /* rows are in position order: every key of the chunk is visible to every row when the
          * last key precedes the first row and the window reaches back to the first key */
         int all_visible = k1 - 1 <= qpos[0] && (a->window <= 0 || k0 > qpos[rows - 1] - a->window);
@@ -311,24 +312,28 @@ static void unit(const Args *a, int b, int h, int p0, int np) {
             }
             l[r] += sum;
         }
+        const void *const *next_v = rows_v[cur ^ 1];  /* prefetched while this chunk's are summed */
 #ifdef HAVE_AVX512
         if (dim % 64 == 0) {
             for (int r = 0; r < padded; r++)  /* rows not yet seeing a key, and padding: p = 0 */
                 if (r >= rows || m[r] == -INFINITY) memset(s[r], 0, sizeof(float) * nk);
-            accumulate_v(acc, s, padded, vrow, a->bf16, nk, dim);
-            continue;
-        }
+            accumulate_v(acc, s, padded, vrow, a->bf16, nk, dim, next_v, next_n);
+        } else
 #endif
-        float vtmp[MAX_DIM];
-        for (int i = 0; i < nk; i++) {
-            const float *v = cache_row(vrow[i], a->bf16, dim, vtmp);
-            for (int r = 0; r < rows; r++) {
-                float p = m[r] == -INFINITY ? 0.f : s[r][i];
-                if (p == 0.f) continue;
+        {
+            float vtmp[MAX_DIM];
+            for (int i = 0; i < nk; i++) {
+                if (i < next_n) prefetch_rows(next_v, row_bytes, i, i + 1);
+                const float *v = cache_row(vrow[i], a->bf16, dim, vtmp);
+                for (int r = 0; r < rows; r++) {
+                    float p = m[r] == -INFINITY ? 0.f : s[r][i];
+                    if (p == 0.f) continue;
 #pragma omp simd
-                for (int d = 0; d < dim; d++) acc[r][d] += p * v[d];
+                    for (int d = 0; d < dim; d++) acc[r][d] += p * v[d];
+                }
             }
         }
+        prefetch_rows(next_v, row_bytes, nk, next_n);  /* a next chunk longer than this one */
     }
     for (int r = 0; r < rows; r++) {
         int p = p0 + r / group, head = h * group + r % group;
@@ -345,7 +350,8 @@ static inline void prefetch_unit(const Args *a, const int32_t *w) {
     int end = first + MAX_CHUNK / bs * bs < hi ? first + MAX_CHUNK / bs * bs : hi;
     const void *k[MAX_CHUNK], *v[MAX_CHUNK];
     chunk_rows(a, a->tables + (int64_t)b * a->width, w[1], first, lo, end, k, v);
-    prefetch_rows(a, k, v, 0, end - lo);
+    prefetch_rows(k, a->dim * (a->bf16 ? 2 : 4), 0, end - lo);
+    prefetch_rows(v, a->dim * (a->bf16 ? 2 : 4), 0, end - lo);
 }
 
 /* `units`: [num_units, 4] int32 rows (sequence, kv head, first position, positions), planned by
