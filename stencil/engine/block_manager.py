@@ -11,6 +11,11 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 
+def chain_hash(parent: int | None, tokens: tuple[int, ...]) -> int:
+    """A full block's prefix-cache key: the previous block's key chained with its own tokens."""
+    return hash((parent, tokens))
+
+
 @dataclass(slots=True)
 class Block:
     block_id: int
@@ -54,7 +59,7 @@ class BlockManager:
         limit = (len(token_ids) - 1) // self.block_size
         for i in range(limit):
             tokens = tuple(token_ids[i * self.block_size : (i + 1) * self.block_size])
-            h = hash((parent, tokens))
+            h = chain_hash(parent, tokens)
             bid = self.hash_to_block.get(h)
             if bid is None or self.blocks[bid].tokens != tokens:
                 break
@@ -113,7 +118,7 @@ class BlockManager:
         hashes = seq.block_hashes
         for i in range(len(hashes), full):
             tokens = tuple(seq.token_ids[i * bs : (i + 1) * bs])
-            hashes.append(hash((hashes[i - 1] if i else None, tokens)))
+            hashes.append(chain_hash(hashes[i - 1] if i else None, tokens))
         table, done = seq.block_table, seq.num_hashed_blocks
         for i in range(done, full):
             block = self.blocks[table[i]]
