@@ -8,8 +8,9 @@ Stencil's latency at fixed concurrency.
 
 Fairness: both engines are built fresh for every run, each in its own process, and warmed on a
 prompt outside the workload (``workload.outside_prompt``; transformers too); prefix caching is on
-for both (each engine's default) and the warm state holds no workload prefix. ``--shape qwen2.5-0.5b`` is a
-random-weight model with Qwen2.5-0.5B's config (saved with ``save_pretrained`` into the cache, SmolLM2's tokenizer).
+for both (each engine's default) and the warm state holds no workload prefix. ``--shape
+qwen2.5-0.5b`` is a random-weight model with Qwen2.5-0.5B's config (saved with
+``save_pretrained`` into the cache, SmolLM2's tokenizer).
 """
 
 from __future__ import annotations

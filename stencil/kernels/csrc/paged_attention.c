@@ -6,8 +6,9 @@
  * `group` query heads sharing that kv head times the tile's positions, so every key and value row
  * is loaded once per unit. A decode step is bound by reading the cache, so the next chunk's keys
  * are prefetched while the current ones are scored and its values while the current values are
- * summed, and each thread prefetches its next unit's first chunk. Units run in parallel with OpenMP (torch's own libgomp, which is already loaded in the
- * process when this library is opened), claimed one at a time.
+ * summed, and each thread prefetches its next unit's first chunk. Units run in parallel with
+ * OpenMP (torch's own libgomp, which is already loaded in the process when this library is
+ * opened), claimed one at a time.
  *
  * Same contract as stencil/kernels/reference.py:paged_attention. Cache strides are in elements
  * (block, slot, head; the last dimension must be contiguous); q is float32 [T, H, D] with its heads
