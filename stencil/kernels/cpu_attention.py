@@ -1,11 +1,12 @@
 """Paged attention on CPU through a small C kernel (``csrc/paged_attention.c``), built on first use.
 
 The kernel reads keys and values straight from the cache blocks (no gather copy) with an online
-softmax over chunks of whole blocks, prefetching the next chunk while it scores the current one,
-one OpenMP work unit per (sequence, kv head, tile of query positions). It is
-compiled once per source, compiler and CPU with the system C compiler (``cc -O3 -march=native
--fopenmp``) into ``$STENCIL_CACHE_DIR/kernels`` and opened with ctypes. ``load()`` returns None
-where no compiler works; the engine then keeps the pure-torch reference path.
+softmax over chunks of whole blocks, prefetching the next chunk's keys while it scores the current
+ones and its values while it sums the current values, one OpenMP work unit per (sequence, kv head,
+tile of query positions). It is compiled once per source, compiler and CPU with the system C
+compiler (``cc -O3 -march=native -fopenmp``) into ``$STENCIL_CACHE_DIR/kernels`` and opened with
+ctypes. ``load()`` returns None where no compiler works; the engine then keeps the pure-torch
+reference path.
 """
 
 from __future__ import annotations

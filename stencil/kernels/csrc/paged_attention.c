@@ -183,6 +183,9 @@ typedef struct {
     float *out;
 } Args;
 
+/* Bytes of one cache row (one token's keys or values of one head). */
+static inline int row_bytes(const Args *a) { return a->dim * (a->bf16 ? 2 : 4); }
+
 /* The first key the unit's first query row sees (0, or the start of its sliding window). */
 static inline int first_key(const Args *a, int b, int p0) {
     int pos = a->ctx[b] - (a->cu_q[b + 1] - a->cu_q[b]) + p0;
@@ -208,7 +211,7 @@ static inline void chunk_rows(const Args *a, const int32_t *table, int h, int st
 static void scores(const Args *a, const float *const *qrow, const uint16_t (*qb)[MAX_DIM], int rows,
                    int padded, const void *const *krow, int nk, float (*s)[MAX_CHUNK],
                    const void *const *next_k, int next_n) {
-    int j = 0, dim = a->dim, bytes = dim * (a->bf16 ? 2 : 4);
+    int j = 0, dim = a->dim, bytes = row_bytes(a);
     float ktmp[4][MAX_DIM];
     (void)qb;
     (void)padded;
@@ -238,7 +241,6 @@ static void scores(const Args *a, const float *const *qrow, const uint16_t (*qb)
  * per chunk and row. */
 static void unit(const Args *a, int b, int h, int p0, int np) {
     int group = a->heads / a->kv_heads, rows = group * np, dim = a->dim, bs = a->block_size;
-    int row_bytes = dim * (a->bf16 ? 2 : 4);
     int q_len = a->cu_q[b + 1] - a->cu_q[b], ctx = a->ctx[b];
     float acc[MAX_ROWS][MAX_DIM], m[MAX_ROWS], l[MAX_ROWS], s[MAX_ROWS][MAX_CHUNK];
     const float *qrow[MAX_ROWS];
@@ -324,7 +326,7 @@ static void unit(const Args *a, int b, int h, int p0, int np) {
         {
             float vtmp[MAX_DIM];
             for (int i = 0; i < nk; i++) {
-                if (i < next_n) prefetch_rows(next_v, row_bytes, i, i + 1);
+                if (i < next_n) prefetch_rows(next_v, row_bytes(a), i, i + 1);
                 const float *v = cache_row(vrow[i], a->bf16, dim, vtmp);
                 for (int r = 0; r < rows; r++) {
                     float p = m[r] == -INFINITY ? 0.f : s[r][i];
@@ -334,7 +336,7 @@ static void unit(const Args *a, int b, int h, int p0, int np) {
                 }
             }
         }
-        prefetch_rows(next_v, row_bytes, nk, next_n);  /* a next chunk longer than this one */
+        prefetch_rows(next_v, row_bytes(a), nk, next_n);  /* a next chunk longer than this one */
     }
     for (int r = 0; r < rows; r++) {
         int p = p0 + r / group, head = h * group + r % group;
@@ -348,11 +350,11 @@ static void unit(const Args *a, int b, int h, int p0, int np) {
 static inline void prefetch_unit(const Args *a, const int32_t *w) {
     int b = w[0], lo = first_key(a, b, w[2]), bs = a->block_size, first = lo - lo % bs;
     int hi = a->ctx[b] - (a->cu_q[b + 1] - a->cu_q[b]) + w[2] + w[3];
-    int end = first + MAX_CHUNK / bs * bs < hi ? first + MAX_CHUNK / bs * bs : hi;
+    int end = first + MAX_CHUNK / bs * bs, to = end < hi ? end : hi;
     const void *k[MAX_CHUNK], *v[MAX_CHUNK];
-    chunk_rows(a, a->tables + (int64_t)b * a->width, w[1], first, lo, end, k, v);
-    prefetch_rows(k, a->dim * (a->bf16 ? 2 : 4), 0, end - lo);
-    prefetch_rows(v, a->dim * (a->bf16 ? 2 : 4), 0, end - lo);
+    chunk_rows(a, a->tables + (int64_t)b * a->width, w[1], first, lo, to, k, v);
+    prefetch_rows(k, row_bytes(a), 0, to - lo);
+    prefetch_rows(v, row_bytes(a), 0, to - lo);
 }
 
 /* `units`: [num_units, 4] int32 rows (sequence, kv head, first position, positions), planned by
