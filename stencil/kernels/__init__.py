@@ -31,13 +31,13 @@ class Kernels:
     fused_add_rms_norm: Callable[..., None]
     rotary_embedding: Callable[..., None]
     silu_and_mul: Callable[..., None]
-    pack_weight: Callable[[torch.Tensor], torch.Tensor] | None = None
+    pack_weight: Callable[[torch.Tensor], object] | None = None
 
 
 def get_kernels(device: torch.device | str, backend: str = "auto") -> Kernels:
     """``backend`` "auto": Triton kernels on CUDA when Triton imports; on CPU the C attention
-    kernel when a C compiler works, with oneDNN linears (and the C kernel for quantized weights)
-    and the C layer ops; else (and for "torch") the reference kernels."""
+    kernel when a C compiler works, with the C fp32 GEMM and oneDNN linears (and the C kernel for
+    quantized weights) and the C layer ops; else (and for "torch") the reference kernels."""
     from stencil.kernels import reference
 
     kind = torch.device(device).type
@@ -47,15 +47,22 @@ def get_kernels(device: torch.device | str, backend: str = "auto") -> Kernels:
         except ImportError:
             pass
     if backend == "auto" and kind == "cpu":
-        from stencil.kernels import cpu_attention, cpu_layer_ops, cpu_linear, cpu_quant
+        from stencil.kernels import (
+            cpu_attention,
+            cpu_layer_ops,
+            cpu_linear,
+            cpu_quant,
+            panel_linear,
+        )
 
         attention = cpu_attention.load()
         if attention is not None:
             onednn = cpu_linear.available()
             layer = cpu_layer_ops.load() or reference
+            linear = cpu_linear.CpuLinear(cpu_quant.load(), panel_linear.load()) if onednn else None
             return Kernels(
                 "cpu",
-                cpu_linear.CpuLinear(cpu_quant.load()) if onednn else reference.linear,
+                linear or reference.linear,
                 layer.write_kv,
                 attention,
                 reference.apply_token_bitmask_inplace,
@@ -63,7 +70,7 @@ def get_kernels(device: torch.device | str, backend: str = "auto") -> Kernels:
                 layer.fused_add_rms_norm,
                 layer.rotary_embedding,
                 layer.silu_and_mul,
-                cpu_linear.pack_weight if onednn else None,
+                linear.pack_weight if linear else None,
             )
     return _with_reference_layer_ops(
         "reference",

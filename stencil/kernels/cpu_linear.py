@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 
 from stencil.kernels import reference
+from stencil.kernels.panel_linear import PanelLinear, PanelWeight
 from stencil.kernels.quant_weight import QuantizedWeight, SplitWeight, is_quantized
 
 _ONEDNN_DTYPES = (torch.float32, torch.bfloat16)
@@ -39,13 +40,19 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
 
 
 class CpuLinear:
-    """The CPU kernel set's linear: ``linear`` for dense (or packed) weights, the C kernel
-    (``cpu_quant``) for quantized ones, their pure-torch twin where that kernel is unavailable."""
+    """The CPU kernel set's linear: the C GEMM (``panel_linear``) for fp32 weights it packed,
+    ``linear`` for other dense (or oneDNN-packed) weights, the C kernel (``cpu_quant``) for
+    quantized ones, their pure-torch twin where that kernel is unavailable."""
 
-    def __init__(self, quant: Callable[..., torch.Tensor] | None) -> None:
+    def __init__(
+        self, quant: Callable[..., torch.Tensor] | None, panel: PanelLinear | None = None
+    ) -> None:
         self.quant = quant
+        self.panel = panel
 
     def __call__(self, x: torch.Tensor, weight, bias: torch.Tensor | None = None) -> torch.Tensor:
+        if isinstance(weight, PanelWeight):
+            return self.panel(x, weight, bias)
         if isinstance(weight, torch.Tensor) and weight.is_mkldnn and x.dim() == 2:
             # the model's every call: a packed weight and [T, K] rows, no reshape or view around it
             return torch.ops.mkldnn._linear_pointwise(x.contiguous(), weight, bias, "none", [], "")
@@ -61,6 +68,13 @@ class CpuLinear:
                 0 if bias is None else bias
             )
         return linear(x, weight, bias)
+
+    def pack_weight(self, weight):
+        """``weight`` in the layout this linear reads fastest: panels for fp32 where the C GEMM
+        loaded, else ``pack_weight``'s oneDNN layout."""
+        if self.panel is not None and self.panel.takes(weight):
+            return self.panel.pack(weight)
+        return pack_weight(weight)
 
 
 def pack_weight(weight):

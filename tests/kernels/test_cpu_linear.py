@@ -7,6 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from stencil.kernels import cpu_linear, get_kernels
+from stencil.kernels.panel_linear import PanelWeight
 
 pytestmark = pytest.mark.skipif(not cpu_linear.available(), reason="PyTorch built without oneDNN")
 
@@ -69,5 +70,11 @@ def test_packed_weight_takes_any_input_shape() -> None:
 
 
 def test_cpu_kernel_set_packs_weights() -> None:
-    assert get_kernels("cpu").pack_weight is cpu_linear.pack_weight
+    kernels = get_kernels("cpu")
+    assert kernels.pack_weight == kernels.linear.pack_weight
     assert get_kernels("cpu", "torch").pack_weight is None
+    bf16 = kernels.pack_weight(torch.randn(32, 16).bfloat16())
+    assert bf16.is_mkldnn  # bf16 (and fp32 without the C GEMM) stays with oneDNN
+    if kernels.linear.panel is not None:
+        assert isinstance(kernels.pack_weight(torch.randn(32, 16)), PanelWeight)
+    assert kernels.pack_weight(torch.randn(24, 16)).is_mkldnn  # N not a multiple of 16

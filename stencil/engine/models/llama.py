@@ -180,17 +180,26 @@ class LlamaForCausalLM(nn.Module):
         embedding serves both)."""
         for module in self.modules():
             if isinstance(module, nn.Linear) and isinstance(module.weight, torch.Tensor):
-                module.weight = nn.Parameter(pack(module.weight), requires_grad=False)
+                _set_weight(module, pack(module.weight))
         if self.tie and isinstance(self.embed_tokens.weight, torch.Tensor):
             self.lm_head = nn.Linear(
                 self.config.hidden_size, self.config.vocab_size, bias=False, device="meta"
             )
-            self.lm_head.weight = nn.Parameter(pack(self.embed_tokens.weight), requires_grad=False)
+            _set_weight(self.lm_head, pack(self.embed_tokens.weight))
             self.tie = False
 
     def compute_logits(self, hidden: torch.Tensor, ops: Kernels) -> torch.Tensor:
         weight = self.embed_tokens.weight if self.tie else self.lm_head.weight
         return ops.linear(hidden.contiguous(), weight).float()  # [rows, vocab]
+
+
+def _set_weight(module: nn.Linear, weight) -> None:
+    """A packed tensor stays a parameter; a packed object of a kernel's own replaces it."""
+    if isinstance(weight, torch.Tensor):
+        module.weight = nn.Parameter(weight, requires_grad=False)
+    else:
+        del module.weight
+        module.weight = weight
 
 
 def layer_sliding_windows(config) -> list[int | None]:

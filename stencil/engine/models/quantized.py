@@ -116,14 +116,15 @@ def _place(
 
 
 def weight_bytes(model: torch.nn.Module) -> int:
-    """Bytes of every weight the model holds: parameters (oneDNN-packed ones by their dense size)
-    and quantized weights, each shared one once."""
+    """Bytes of every weight the model holds: parameters (oneDNN-packed ones by their dense size),
+    panel-packed and quantized weights, each shared one once."""
+    from stencil.kernels.panel_linear import PanelWeight
     from stencil.kernels.quant_weight import is_quantized
 
     seen: dict[int, int] = {}
     for module in model.modules():
         for value in vars(module).values():
-            if is_quantized(value):
+            if is_quantized(value) or isinstance(value, PanelWeight):
                 seen[id(value)] = value.nbytes
         for p in module.parameters(recurse=False):
             seen[id(p)] = p.numel() * p.element_size()

@@ -1,0 +1,54 @@
+"""The C fp32 GEMM over panel-packed weights against an fp64 oracle."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from stencil.kernels import panel_linear
+from stencil.kernels.panel_linear import PanelWeight
+
+KERNEL = panel_linear.load()
+pytestmark = pytest.mark.skipif(KERNEL is None, reason="no C compiler or no AVX-512F")
+
+
+@pytest.mark.parametrize("n", [16, 32, 48, 80, 960])
+def test_pack_round_trips(n: int) -> None:
+    w = torch.randn(n, 24)
+    packed = PanelWeight.pack(w)
+    assert packed.shape == (n, 24) and packed.nbytes == w.numel() * 4
+    assert torch.equal(packed.dense(), w)
+    if n >= 48:  # panel 0 holds channels 0..47, k-major
+        assert torch.equal(packed.data[:48], w[:48, 0])
+
+
+# rows: every tile height 1-8 and several tiles; n: full panels, a 16- or 32-wide last one;
+# k: one chunk, several chunks (1024 each), odd sizes
+@pytest.mark.parametrize("rows", [0, 1, 3, 8, 9, 17, 64, 130])
+@pytest.mark.parametrize(("n", "k"), [(16, 5), (32, 64), (96, 576), (112, 1030), (1040, 2100)])
+def test_matches_fp64(rows: int, n: int, k: int) -> None:
+    gen = torch.Generator().manual_seed(rows * n + k)
+    x, w = torch.randn(rows, k, generator=gen), torch.randn(n, k, generator=gen)
+    got = KERNEL(x, PanelWeight.pack(w))
+    expect = F.linear(x.double(), w.double())
+    assert got.shape == (rows, n) and got.dtype == torch.float32
+    torch.testing.assert_close(got.double(), expect, atol=1e-5 * k**0.5 * 4, rtol=1e-5)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_bias_leading_dims_and_threads(threads: int) -> None:
+    x, w, b = torch.randn(2, 3, 40), torch.randn(160, 40), torch.randn(160)
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        got = KERNEL(x, PanelWeight.pack(w), b)
+    finally:
+        torch.set_num_threads(previous)
+    torch.testing.assert_close(got, F.linear(x, w, b), atol=1e-4, rtol=1e-5)
+
+
+def test_strided_input() -> None:
+    w = torch.randn(64, 16)
+    x = torch.randn(16, 6).t()  # not contiguous
+    torch.testing.assert_close(KERNEL(x, PanelWeight.pack(w)), F.linear(x, w), atol=1e-5, rtol=1e-5)
