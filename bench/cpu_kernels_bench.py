@@ -1,9 +1,11 @@
 """CPU kernels against their pure-torch references, in one process, medians of repeated calls:
 oneDNN linear (plain and with the weight packed once) vs ``F.linear`` (MKL) on SmolLM2-135M's
-decode shapes, and the C paged-attention
-kernel vs ``reference.paged_attention`` (block gather + matmul) for decode and prefill.
+decode shapes; a whole step's fp32 linears (30 layers + lm_head, 537 MB: streamed from memory,
+as in the engine) through oneDNN's packed GEMM vs the C panel GEMM, alternated, by row count;
+and the C paged-attention kernel vs ``reference.paged_attention`` (block gather + matmul) for
+decode and prefill.
 
-    python bench/cpu_kernels_bench.py [--threads 2] [--rows 64]
+    python bench/cpu_kernels_bench.py [--threads 2] [--rows 64] [--step-rows 1 8 16 32 64 1024]
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from common import median_seconds, table
 
-from stencil.kernels import cpu_attention, cpu_linear, reference
+from stencil.kernels import cpu_attention, cpu_linear, panel_linear, reference
 
 # SmolLM2-135M: hidden 576, 9 heads / 3 kv heads of 64, MLP 1536, vocabulary 49,152
 LINEARS = {
@@ -55,6 +57,42 @@ def linear_rows(rows: int, dtype: torch.dtype) -> list[list]:
     return out
 
 
+def step_rows(row_counts: list[int], layers: int = 30, rounds: int = 7) -> list[list]:
+    """One step's fp32 linears, every layer's own weights, oneDNN packed vs the panel GEMM."""
+    panel = panel_linear.load()
+    if panel is None:
+        return []
+    shapes = [(n, k) for k, n in LINEARS.values() if n != 49152] * layers + [(49152, 576)]
+    dense = [torch.randn(n, k) for n, k in shapes]
+    onednn = [cpu_linear.pack_weight(w) for w in dense]
+    panels = [panel.pack(w) for w in dense]
+    del dense
+    nbytes, params = sum(4 * n * k for n, k in shapes), sum(n * k for n, k in shapes)
+    out = []
+    for rows in row_counts:
+        xs = {k: torch.randn(rows, k) for k in {k for _, k in shapes}}
+        runs = {
+            "oneDNN packed": lambda: [cpu_linear.linear(xs[w.shape[1]], w) for w in onednn],  # noqa: B023
+            "C panel GEMM": lambda: [panel(xs[w.shape[1]], w) for w in panels],  # noqa: B023
+        }
+        times: dict[str, list[float]] = {name: [] for name in runs}
+        for _ in range(rounds):  # alternated: a noisy neighbour hits both
+            for name, fn in runs.items():
+                times[name].append(median_seconds(fn, 1, warmup=1))
+        a, b = (sorted(t)[len(t) // 2] for t in times.values())
+        out.append(
+            [
+                rows,
+                1000 * a,
+                1000 * b,
+                nbytes / b / 1e9,
+                2 * rows * params / b / 1e9,
+                f"{a / b:.2f}x",
+            ]
+        )
+    return out
+
+
 ATTENTION_SHAPES = (("decode", 1, 300, 64), ("decode", 1, 1000, 16), ("prefill", 256, 256, 4))
 
 
@@ -81,6 +119,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--rows", type=int, default=64, help="tokens in the step (decode batch)")
+    ap.add_argument("--step-rows", type=int, nargs="*", default=[1, 8, 16, 32, 64, 1024])
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     kernel = cpu_attention.load()
@@ -97,6 +136,11 @@ def main() -> None:
         "packed speed-up",
     ]
     print(table(headers, rows))
+    print(
+        f"\nA step's fp32 linears, SmolLM2 shapes x 30 layers + lm_head, {args.threads} threads\n"
+    )
+    headers = ["rows", "oneDNN packed ms", "C panel ms", "panel GB/s", "panel GFLOP/s", "speed-up"]
+    print(table(headers, step_rows(args.step_rows)))
     print(
         f"\nPaged attention per layer, SmolLM2 heads (9 q / 3 kv x 64), {args.threads} threads (ms, median)\n"
     )
