@@ -1,11 +1,18 @@
 /* Scalar helpers shared by the C kernels, written so loops that call them vectorize: bfloat16
- * conversions and an exp without a libm call. Included by paged_attention.c and layer_ops.c
- * (stencil/paths.py build_library hashes this header with each source, so a change rebuilds both). */
+ * conversions, an exp without a libm call, a cache-line prefetch. Included by paged_attention.c,
+ * layer_ops.c and panel_linear.c (stencil/paths.py build_library hashes this header with each
+ * source, so a change rebuilds them all). */
 #ifndef STENCIL_CPU_MATH_H
 #define STENCIL_CPU_MATH_H
 
 #include <math.h>
 #include <stdint.h>
+
+/* prefetcht0 of the line holding p, by inline asm: GCC deletes a loop that holds only
+ * __builtin_prefetch. */
+static inline __attribute__((always_inline)) void prefetch_line(const void *p) {
+    __asm__ volatile("prefetcht0 %0" : : "m"(*(const char *)p));
+}
 
 static inline float bf16_to_f32(uint16_t x) {
     union { uint32_t u; float f; } c;

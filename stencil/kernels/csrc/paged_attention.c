@@ -125,11 +125,10 @@ static inline void dot4_bf16(const uint16_t (*qb)[MAX_DIM], int rows, const uint
 #endif
 
 /* Prefetch rows [from, to) of a list of cache rows, `bytes` each: a decode step otherwise waits on
- * each block's lines. Inline asm: GCC deletes a loop that holds only __builtin_prefetch. */
+ * each block's lines. */
 static inline void prefetch_rows(const void *const *rows, int bytes, int from, int to) {
     for (int j = from; j < to; j++)
-        for (int o = 0; o < bytes; o += 64)
-            __asm__ volatile("prefetcht0 %0" : : "m"(*((const char *)rows[j] + o)));
+        for (int o = 0; o < bytes; o += 64) prefetch_line((const char *)rows[j] + o);
 }
 
 #ifdef HAVE_AVX512

@@ -18,6 +18,8 @@
 #include <omp.h>
 #include <stdint.h>
 
+#include "cpu_math.h"
+
 #if defined(__AVX512F__)
 #include <immintrin.h>
 #define HAVE_KERNEL 1
@@ -36,11 +38,6 @@ int panel_linear_available(void) {
 }
 
 #ifdef HAVE_KERNEL
-/* prefetcht0 by inline asm: GCC drops a loop that holds only __builtin_prefetch */
-static inline __attribute__((always_inline)) void prefetch(const char *p) {
-    __asm__ volatile("prefetcht0 %0" ::"m"(*p));
-}
-
 /* The next panel's lines still to prefetch, and the bytes owed per k step. */
 typedef struct {
     const char *next, *end;
@@ -70,7 +67,7 @@ static inline __attribute__((always_inline)) void tile(const int mr, const int n
             for (int v = 0; v < nv; v++) acc[r][v] = _mm512_fmadd_ps(x, w[v], acc[r][v]);
         }
         for (s->owed += s->per_k; s->owed >= 64 && s->next < s->end; s->owed -= 64, s->next += 64)
-            prefetch(s->next);
+            prefetch_line(s->next);
     }
 #pragma GCC unroll 8
     for (int r = 0; r < mr; r++)
