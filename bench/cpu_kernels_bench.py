@@ -1,7 +1,8 @@
 """CPU kernels against their pure-torch references, in one process, medians of repeated calls:
 oneDNN linear (plain and with the weight packed once) vs ``F.linear`` (MKL) on SmolLM2-135M's
-decode shapes; a whole step's fp32 linears (30 layers + lm_head, 537 MB: streamed from memory,
-as in the engine) through oneDNN's packed GEMM vs the C panel GEMM, alternated, by row count;
+decode shapes; a whole step's linears (30 layers + lm_head, 537 MB in fp32: streamed from
+memory, as in the engine) through oneDNN's packed GEMM vs the C panel GEMM, alternated, by row
+count;
 and the C paged-attention kernel vs ``reference.paged_attention`` (block gather + matmul) for
 decode and prefill.
 
@@ -57,20 +58,23 @@ def linear_rows(rows: int, dtype: torch.dtype) -> list[list]:
     return out
 
 
-def step_rows(row_counts: list[int], layers: int = 30, rounds: int = 7) -> list[list]:
-    """One step's fp32 linears, every layer's own weights, oneDNN packed vs the panel GEMM."""
+def step_rows(
+    row_counts: list[int], dtype: torch.dtype, layers: int = 30, rounds: int = 7
+) -> list[list]:
+    """One step's linears, every layer's own weights, oneDNN packed vs the panel GEMM."""
     panel = panel_linear.load()
-    if panel is None:
+    if panel is None or dtype not in panel.dtypes:
         return []
     shapes = [(n, k) for k, n in LINEARS.values() if n != 49152] * layers + [(49152, 576)]
-    dense = [torch.randn(n, k) for n, k in shapes]
+    dense = [torch.randn(n, k).to(dtype) for n, k in shapes]
     onednn = [cpu_linear.pack_weight(w) for w in dense]
     panels = [panel.pack(w) for w in dense]
     del dense
-    nbytes, params = sum(4 * n * k for n, k in shapes), sum(n * k for n, k in shapes)
+    params = sum(n * k for n, k in shapes)
+    nbytes = params * torch.tensor([], dtype=dtype).element_size()
     out = []
     for rows in row_counts:
-        xs = {k: torch.randn(rows, k) for k in {k for _, k in shapes}}
+        xs = {k: torch.randn(rows, k).to(dtype) for k in {k for _, k in shapes}}
         runs = {
             "oneDNN packed": lambda: [cpu_linear.linear(xs[w.shape[1]], w) for w in onednn],  # noqa: B023
             "C panel GEMM": lambda: [panel(xs[w.shape[1]], w) for w in panels],  # noqa: B023
@@ -82,6 +86,7 @@ def step_rows(row_counts: list[int], layers: int = 30, rounds: int = 7) -> list[
         a, b = (sorted(t)[len(t) // 2] for t in times.values())
         out.append(
             [
+                str(dtype).removeprefix("torch."),
                 rows,
                 1000 * a,
                 1000 * b,
@@ -136,11 +141,10 @@ def main() -> None:
         "packed speed-up",
     ]
     print(table(headers, rows))
-    print(
-        f"\nA step's fp32 linears, SmolLM2 shapes x 30 layers + lm_head, {args.threads} threads\n"
-    )
-    headers = ["rows", "oneDNN packed ms", "C panel ms", "panel GB/s", "panel GFLOP/s", "speed-up"]
-    print(table(headers, step_rows(args.step_rows)))
+    print(f"\nA step's linears, SmolLM2 shapes x 30 layers + lm_head, {args.threads} threads\n")
+    headers = ["dtype", "rows", "oneDNN packed ms", "C panel ms", "panel GB/s", "panel GFLOP/s"]
+    rows = step_rows(args.step_rows, torch.float32) + step_rows(args.step_rows, torch.bfloat16)
+    print(table([*headers, "speed-up"], rows))
     print(
         f"\nPaged attention per layer, SmolLM2 heads (9 q / 3 kv x 64), {args.threads} threads (ms, median)\n"
     )

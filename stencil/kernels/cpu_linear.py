@@ -1,4 +1,5 @@
-"""Linear layers on CPU through oneDNN, the GEMM library PyTorch ships (``torch.ops.mkldnn``).
+"""Linear layers on CPU: the C panel GEMM (``panel_linear``) for the weights it packs, else
+oneDNN, the GEMM library PyTorch ships (``torch.ops.mkldnn``).
 
 ``F.linear`` on CPU calls MKL's sgemm, which takes slower code paths on non-Intel CPUs; oneDNN
 picks its kernels from the CPU's instruction set (AVX-512 on AMD Zen 4 too). On this project's
@@ -40,7 +41,7 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
 
 
 class CpuLinear:
-    """The CPU kernel set's linear: the C GEMM (``panel_linear``) for fp32 weights it packed,
+    """The CPU kernel set's linear: the C GEMM (``panel_linear``) for the weights it packed,
     ``linear`` for other dense (or oneDNN-packed) weights, the C kernel (``cpu_quant``) for
     quantized ones, their pure-torch twin where that kernel is unavailable."""
 
@@ -70,8 +71,8 @@ class CpuLinear:
         return linear(x, weight, bias)
 
     def pack_weight(self, weight):
-        """``weight`` in the layout this linear reads fastest: panels for fp32 where the C GEMM
-        loaded, else ``pack_weight``'s oneDNN layout."""
+        """``weight`` in the layout this linear reads fastest: panels where the C GEMM runs its
+        dtype here, else ``pack_weight``'s oneDNN layout."""
         if self.panel is not None and self.panel.takes(weight):
             return self.panel.pack(weight)
         return pack_weight(weight)

@@ -73,8 +73,9 @@ def test_cpu_kernel_set_packs_weights() -> None:
     kernels = get_kernels("cpu")
     assert kernels.pack_weight == kernels.linear.pack_weight
     assert get_kernels("cpu", "torch").pack_weight is None
-    bf16 = kernels.pack_weight(torch.randn(32, 16).bfloat16())
-    assert bf16.is_mkldnn  # bf16 (and fp32 without the C GEMM) stays with oneDNN
-    if kernels.linear.panel is not None:
-        assert isinstance(kernels.pack_weight(torch.randn(32, 16)), PanelWeight)
+    panel = kernels.linear.panel
+    for dtype in (torch.float32, torch.bfloat16):  # the C GEMM where it runs the dtype, or oneDNN
+        packed = kernels.pack_weight(torch.randn(32, 16).to(dtype))
+        assert isinstance(packed, PanelWeight) == (panel is not None and dtype in panel.dtypes)
+        assert isinstance(packed, PanelWeight) or packed.is_mkldnn
     assert kernels.pack_weight(torch.randn(24, 16)).is_mkldnn  # N not a multiple of 16

@@ -1,4 +1,4 @@
-"""The C fp32 GEMM over panel-packed weights against an fp64 oracle."""
+"""The C GEMM over panel-packed weights against an fp64 oracle, fp32 and bf16."""
 
 from __future__ import annotations
 
@@ -11,29 +11,57 @@ from stencil.kernels.panel_linear import PanelWeight
 
 KERNEL = panel_linear.load()
 pytestmark = pytest.mark.skipif(KERNEL is None, reason="no C compiler or no AVX-512F")
+DTYPES = [
+    pytest.param(
+        dtype,
+        marks=pytest.mark.skipif(
+            KERNEL is not None and dtype not in KERNEL.dtypes, reason=f"CPU cannot run {dtype}"
+        ),
+    )
+    for dtype in panel_linear.DTYPES
+]
 
 
+@pytest.mark.parametrize("dtype", panel_linear.DTYPES)
 @pytest.mark.parametrize("n", [16, 32, 48, 80, 960])
-def test_pack_round_trips(n: int) -> None:
-    w = torch.randn(n, 24)
+def test_pack_round_trips(n: int, dtype: torch.dtype) -> None:
+    w = torch.randn(n, 24).to(dtype)
     packed = PanelWeight.pack(w)
-    assert packed.shape == (n, 24) and packed.nbytes == w.numel() * 4
+    assert packed.shape == (n, 24) and packed.dtype == dtype
+    assert packed.nbytes == w.numel() * w.element_size()
     assert torch.equal(packed.dense(), w)
-    if n >= 48:  # panel 0 holds channels 0..47, k-major
-        assert torch.equal(packed.data[:48], w[:48, 0])
+    if n >= 48:  # panel 0 holds channels 0..47, k-major (bf16: k pairs)
+        first = w[:48, 0] if dtype == torch.float32 else w[:48, :2].reshape(-1)
+        assert torch.equal(packed.data[: len(first)], first)
+
+
+def bf16_tolerance(x: torch.Tensor, w: torch.Tensor) -> float:
+    """Products of bf16 are exact in fp32; the result rounds once to bf16 (2^-8 relative)."""
+    return float((x.double().abs() @ w.double().abs().T).max()) * 2**-8 + 1e-6
 
 
 # rows: every tile height 1-8 and several tiles; n: full panels, a 16- or 32-wide last one;
-# k: one chunk, several chunks (1024 each), odd sizes
+# k: one chunk, several chunks (fp32: 1024 each), odd sizes (fp32)
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("rows", [0, 1, 3, 8, 9, 17, 64, 130])
-@pytest.mark.parametrize(("n", "k"), [(16, 5), (32, 64), (96, 576), (112, 1030), (1040, 2100)])
-def test_matches_fp64(rows: int, n: int, k: int) -> None:
+@pytest.mark.parametrize(("n", "k"), [(16, 6), (32, 64), (96, 576), (112, 1030), (1040, 2100)])
+def test_matches_fp64(rows: int, n: int, k: int, dtype: torch.dtype) -> None:
     gen = torch.Generator().manual_seed(rows * n + k)
     x, w = torch.randn(rows, k, generator=gen), torch.randn(n, k, generator=gen)
-    got = KERNEL(x, PanelWeight.pack(w))
-    expect = F.linear(x.double(), w.double())
-    assert got.shape == (rows, n) and got.dtype == torch.float32
-    torch.testing.assert_close(got.double(), expect, atol=1e-5 * k**0.5 * 4, rtol=1e-5)
+    x, w, b = x.to(dtype), w.to(dtype), torch.randn(n, generator=gen).to(dtype)
+    got = KERNEL(x, PanelWeight.pack(w), b)
+    expect = F.linear(x.double(), w.double(), b.double())
+    assert got.shape == (rows, n) and got.dtype == dtype
+    if dtype == torch.float32:
+        torch.testing.assert_close(got.double(), expect, atol=1e-5 * k**0.5 * 4, rtol=1e-5)
+    elif rows:
+        assert (got.double() - expect).abs().max() <= bf16_tolerance(x, w)
+
+
+def test_odd_k_only_in_fp32() -> None:
+    x, w = torch.randn(3, 5), torch.randn(16, 5)
+    torch.testing.assert_close(KERNEL(x, PanelWeight.pack(w)), F.linear(x, w))
+    assert not KERNEL.takes(w.bfloat16())  # vdpbf16ps takes k in pairs: odd K stays with oneDNN
 
 
 @pytest.mark.parametrize("threads", [1, 2, 3])
