@@ -36,8 +36,8 @@ class Kernels:
 
 def get_kernels(device: torch.device | str, backend: str = "auto") -> Kernels:
     """``backend`` "auto": Triton kernels on CUDA when Triton imports; on CPU the C attention
-    kernel when a C compiler works, with the C fp32 GEMM and oneDNN linears (and the C kernel for
-    quantized weights) and the C layer ops; else (and for "torch") the reference kernels."""
+    kernel when a C compiler works, with the C panel GEMM (fp32, bf16) and oneDNN linears (and the
+    C kernel for quantized weights) and the C layer ops; else (and for "torch") the reference kernels."""
     from stencil.kernels import reference
 
     kind = torch.device(device).type
