@@ -59,6 +59,11 @@ static inline __attribute__((always_inline)) void stream_step(Stream *s) {
         prefetch_line(s->next);
 }
 
+/* A tile's sums for 16 channels, plus their bias where there is one. */
+static inline __attribute__((always_inline)) __m512 with_bias(__m512 sum, const float *bias) {
+    return bias ? _mm512_add_ps(sum, _mm512_loadu_ps(bias)) : sum;
+}
+
 /* c[mr, 16 * nv] (+)= a[mr, kc] @ b[kc, 16 * nv] (+ bias); `first` starts the sums at zero. */
 static inline __attribute__((always_inline)) void tile_f32(const int mr, const int nv,
                                                            const float *a, int64_t lda,
@@ -88,9 +93,7 @@ static inline __attribute__((always_inline)) void tile_f32(const int mr, const i
     for (int r = 0; r < mr; r++)
 #pragma GCC unroll 3
         for (int v = 0; v < nv; v++)
-            _mm512_storeu_ps(c + r * ldc + 16 * v,
-                             bias ? _mm512_add_ps(acc[r][v], _mm512_loadu_ps(bias + 16 * v))
-                                  : acc[r][v]);
+            _mm512_storeu_ps(c + r * ldc + 16 * v, with_bias(acc[r][v], bias ? bias + 16 * v : NULL));
 }
 
 #ifdef HAVE_BF16
@@ -125,49 +128,43 @@ static inline __attribute__((always_inline)) void tile_bf16(const int mr, const 
     for (int r = 0; r < mr; r++)
 #pragma GCC unroll 3
         for (int v = 0; v < nv; v++) {
-            const __m512 sum = bias ? _mm512_add_ps(acc[r][v], _mm512_loadu_ps(bias + 16 * v))
-                                    : acc[r][v];
+            const __m512 sum = with_bias(acc[r][v], bias ? bias + 16 * v : NULL);
             _mm256_storeu_si256((__m256i *)(c + r * ldc + 16 * v),
                                 (__m256i)_mm512_cvtneps_pbh(sum));
         }
 }
 #endif
 
-#define F32(MR, NV) \
-    case MR:        \
-        tile_f32(MR, NV, a, lda, b, kc, c, ldc, first, bias, s); \
+/* TILE(mr, nv, args...) with mr and nv as constants, so each tile's loops unroll fully. */
+#define CASE(TILE, MR, NV, ...) \
+    case MR:                    \
+        TILE(MR, NV, __VA_ARGS__); \
         return;
-#define F32_ROWS(NV) \
-    switch (mr) { F32(1, NV) F32(2, NV) F32(3, NV) F32(4, NV) F32(5, NV) F32(6, NV) F32(7, NV) F32(8, NV) }
+#define BY_ROWS(TILE, NV, ...)                                                                 \
+    switch (mr) {                                                                              \
+        CASE(TILE, 1, NV, __VA_ARGS__) CASE(TILE, 2, NV, __VA_ARGS__)                          \
+        CASE(TILE, 3, NV, __VA_ARGS__) CASE(TILE, 4, NV, __VA_ARGS__)                          \
+        CASE(TILE, 5, NV, __VA_ARGS__) CASE(TILE, 6, NV, __VA_ARGS__)                          \
+        CASE(TILE, 7, NV, __VA_ARGS__) CASE(TILE, 8, NV, __VA_ARGS__)                          \
+    }
+#define BY_SHAPE(TILE, ...)                  \
+    if (nv == 3) {                           \
+        BY_ROWS(TILE, 3, __VA_ARGS__)        \
+    } else if (nv == 2) {                    \
+        BY_ROWS(TILE, 2, __VA_ARGS__)        \
+    } else {                                 \
+        BY_ROWS(TILE, 1, __VA_ARGS__)        \
+    }
 
 static void run_f32(int mr, int nv, const float *a, int64_t lda, const float *b, int64_t kc,
                     float *c, int64_t ldc, int first, const float *bias, Stream *s) {
-    if (nv == 3) {
-        F32_ROWS(3)
-    } else if (nv == 2) {
-        F32_ROWS(2)
-    } else {
-        F32_ROWS(1)
-    }
+    BY_SHAPE(tile_f32, a, lda, b, kc, c, ldc, first, bias, s)
 }
 
 #ifdef HAVE_BF16
-#define BF16(MR, NV) \
-    case MR:         \
-        tile_bf16(MR, NV, a, lda, b, K, c, ldc, bias, s); \
-        return;
-#define BF16_ROWS(NV) \
-    switch (mr) { BF16(1, NV) BF16(2, NV) BF16(3, NV) BF16(4, NV) BF16(5, NV) BF16(6, NV) BF16(7, NV) BF16(8, NV) }
-
 static void run_bf16(int mr, int nv, const uint16_t *a, int64_t lda, const uint16_t *b,
                      int64_t K, uint16_t *c, int64_t ldc, const float *bias, Stream *s) {
-    if (nv == 3) {
-        BF16_ROWS(3)
-    } else if (nv == 2) {
-        BF16_ROWS(2)
-    } else {
-        BF16_ROWS(1)
-    }
+    BY_SHAPE(tile_bf16, a, lda, b, K, c, ldc, bias, s)
 }
 #endif
 
