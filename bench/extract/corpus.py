@@ -21,8 +21,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from locales import (CITIES, COMPANIES, GROCERIES, ITEMS, LANGS, PEOPLE, POSITIONS, date_text,
-                     money, money_number, random_day)  # fmt: skip
+from locales import (
+    CITIES,
+    COMPANIES,
+    GROCERIES,
+    ITEMS,
+    LANGS,
+    PEOPLE,
+    POSITIONS,
+    date_text,
+    money,  # fmt: skip
+    money_number,
+    random_day,
+)
 from words import LETTER_BODY, PROSE, PROSE_BUYER, PROSE_DUE, STREETS, SUBJECTS, WORDS
 
 KINDS = {"invoice": "invoice", "receipt": "receipt", "purchase_order": "purchase_order",
@@ -260,7 +271,13 @@ def main() -> None:
     with open(out / "labels.jsonl", "w", encoding="utf-8") as f:
         for d in make_corpus(args.docs):
             (out / f"{d.id}.txt").write_text(d.text, encoding="utf-8")
-            meta = {"id": d.id, "kind": d.kind, "lang": d.lang, "layout": d.layout, "split": d.split}
+            meta = {
+                "id": d.id,
+                "kind": d.kind,
+                "lang": d.lang,
+                "layout": d.layout,
+                "split": d.split,
+            }
             f.write(json.dumps({**meta, "label": d.label}, ensure_ascii=False) + "\n")
 
 

@@ -30,7 +30,9 @@ from stencil.extract.records import Job, make_validator
 from stencil.extract.schema_library import resolve_schema
 
 
-def run(llm: Any, docs: list[Any], max_tokens: int, dump: Any) -> tuple[Tally, int]:
+def run(
+    llm: Any, docs: list[Any], max_tokens: int, dump: Any, per_field: bool
+) -> tuple[Tally, int]:
     """Score every document; returns the tally and the output tokens generated."""
     tally, tokens = Tally(), 0
     by_schema: dict[str, list[Any]] = defaultdict(list)
@@ -39,7 +41,9 @@ def run(llm: Any, docs: list[Any], max_tokens: int, dump: Any) -> tuple[Tally, i
     for name, group in by_schema.items():
         _, schema = resolve_schema(name)
         validator = make_validator(schema)
-        spec = ExtractSpec(schema, PromptTemplate.load(None), max_tokens=max_tokens)
+        spec = ExtractSpec(
+            schema, PromptTemplate.load(None), max_tokens=max_tokens, per_field=per_field
+        )
         jobs = [Job(i, f"{d.id}.txt", d.text) for i, d in enumerate(group)]
         for out in EngineExtractor(llm, spec).run(jobs):
             d = group[out.key]
@@ -63,8 +67,9 @@ def main() -> int:
     ap.add_argument("--kinds", nargs="+", default=None)
     ap.add_argument("--langs", nargs="+", default=None)
     ap.add_argument("--max-tokens", type=int, default=256, help="stencil extract's default")
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--model", default=None, help="a model directory or .gguf (default: embedded)")
+    ap.add_argument("--one-request", action="store_true", help="one request per document")
     ap.add_argument("--dump", default=None, help="write each document's output here (JSONL)")
     args = ap.parse_args()
 
@@ -78,7 +83,9 @@ def main() -> int:
     llm = LLM(args.model, num_threads=args.threads)
     start = time.perf_counter()
     with open(args.dump, "w", encoding="utf-8") if args.dump else open(os.devnull, "w") as dump:
-        tally, tokens = run(llm, docs, args.max_tokens, dump if args.dump else None)
+        tally, tokens = run(
+            llm, docs, args.max_tokens, dump if args.dump else None, not args.one_request
+        )
     seconds = time.perf_counter() - start
     model = args.model or "SmolLM2-135M-Instruct (embedded)"
     print(f"{model}; split {args.split}; {len(docs)} documents; {seconds:.0f} s "
