@@ -31,7 +31,10 @@ def test_numbers_in_each_locale(text, numbers):
     ("text", "dates"),
     [
         ("Rechnungsdatum: 04.03.2024, fällig am 3. April 2024", ["2024-03-04", "2024-04-03"]),
-        ("Émise le 1er mars 2024, total 12,50 €, échéance 04/04/2024", ["2024-03-01", "2024-04-04"]),
+        (
+            "Émise le 1er mars 2024, total 12,50 €, échéance 04/04/2024",
+            ["2024-03-01", "2024-04-04"],
+        ),
         ("Fecha: 4 de marzo de 2024", ["2024-03-04"]),
         ("Data: 24 dicembre 2024", ["2024-12-24"]),
         ("Date: 13/03/2024", ["2024-03-13"]),  # day > 12: day first whatever the locale
