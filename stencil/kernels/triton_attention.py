@@ -190,9 +190,18 @@ def paged_attention(
     scale: float,
     sliding_window: int | None = None,
     plan: dict | None = None,
+    softcap: float | None = None,
 ) -> torch.Tensor:  # [T, heads, dim]
     """Causal attention of each sequence's new queries over its cached keys (prefix + new).
-    ``plan`` (the reference's per-step scratch) is not needed here."""
+    ``plan`` (the reference's per-step scratch) is not needed here; soft-capped scores (Gemma 2)
+    go to the reference."""
+    if softcap is not None:
+        from stencil.kernels import reference
+
+        return reference.paged_attention(
+            q, k_cache, v_cache, block_tables, list(cu_seqlens_q), list(context_lens), scale,
+            sliding_window, plan, softcap,
+        )  # fmt: skip
     return paged_attention_splits(
         q, k_cache, v_cache, block_tables, cu_seqlens_q, context_lens, scale, sliding_window
     )
