@@ -10,6 +10,7 @@ from torch import nn
 
 from stencil.engine.attention import AttentionMetadata
 from stencil.engine.errors import ConfigError
+from stencil.engine.models.moe import SparseMoeBlock, is_sparse_layer, moe_spec
 from stencil.kernels import Kernels
 from stencil.kernels.quant_weight import is_quantized
 
@@ -59,12 +60,17 @@ class Attention(nn.Module):
         self.heads = config.num_attention_heads
         self.kv_heads = getattr(config, "num_key_value_heads", None) or self.heads
         self.dim = head_dim(config)
-        bias = bool(getattr(config, "attention_bias", False)) or config.model_type == "qwen2"
+        o_bias = bool(getattr(config, "attention_bias", False))
+        bias = o_bias or config.model_type == "qwen2" or bool(getattr(config, "qkv_bias", False))
         self.qkv_proj = nn.Linear(
             config.hidden_size, (self.heads + 2 * self.kv_heads) * self.dim, bias=bias
         )
-        self.o_proj = nn.Linear(self.heads * self.dim, config.hidden_size, bias=False)
-        self.qk_norm = config.model_type == "qwen3"
+        self.o_proj = nn.Linear(self.heads * self.dim, config.hidden_size, bias=o_bias)
+        # GPT-OSS: a learned logit per head that joins every softmax's denominator
+        self.sinks = (
+            nn.Parameter(torch.empty(self.heads)) if config.model_type == "gpt_oss" else None
+        )
+        self.qk_norm = config.model_type in ("qwen3", "qwen3_moe")
         if self.qk_norm:
             self.q_norm = RMSNorm(self.dim, config.rms_norm_eps)
             self.k_norm = RMSNorm(self.dim, config.rms_norm_eps)
@@ -96,8 +102,9 @@ class Attention(nn.Module):
             self.scale,
             self.sliding_window,
             plan=meta.plan,
+            sinks=self.sinks,
         )
-        return ops.linear(o.reshape(t, self.heads * self.dim), self.o_proj.weight)
+        return ops.linear(o.reshape(t, self.heads * self.dim), self.o_proj.weight, self.o_proj.bias)
 
 
 class MLP(nn.Module):
@@ -115,10 +122,12 @@ class MLP(nn.Module):
 
 
 class DecoderLayer(nn.Module):
-    def __init__(self, config, sliding_window: int | None) -> None:
+    def __init__(self, config, sliding_window: int | None, index: int) -> None:
         super().__init__()
         self.self_attn = Attention(config, sliding_window)
-        self.mlp = MLP(config)
+        spec = moe_spec(config)
+        sparse = spec is not None and is_sparse_layer(config, index)
+        self.mlp = SparseMoeBlock(config, spec) if sparse else MLP(config)
         self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
         self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
 
@@ -141,7 +150,7 @@ class LlamaForCausalLM(nn.Module):
         self.config = config
         self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
         windows = layer_sliding_windows(config)
-        self.layers = nn.ModuleList(DecoderLayer(config, w) for w in windows)
+        self.layers = nn.ModuleList(DecoderLayer(config, w, i) for i, w in enumerate(windows))
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
         self.tie = bool(getattr(config, "tie_word_embeddings", False))
         if not self.tie:
@@ -207,10 +216,10 @@ def layer_sliding_windows(config) -> list[int | None]:
     n = config.num_hidden_layers
     window = getattr(config, "sliding_window", None)
     types = getattr(config, "layer_types", None)
-    if config.model_type == "qwen2" or config.model_type == "qwen3":
+    if config.model_type in ("qwen2", "qwen3", "qwen2_moe", "qwen3_moe"):
         if not getattr(config, "use_sliding_window", False):
             return [None] * n
-    if window is None:
+    if not window:
         return [None] * n
     if types:
         return [window if t == "sliding_attention" else None for t in types]

@@ -4,11 +4,17 @@ from __future__ import annotations
 
 import torch
 
+from stencil.engine.models.moe import map_moe_weight
+
 SUPPORTED_ARCHITECTURES = (
     "LlamaForCausalLM",
     "Qwen2ForCausalLM",
     "Qwen3ForCausalLM",
     "MistralForCausalLM",
+    "Qwen2MoeForCausalLM",
+    "Qwen3MoeForCausalLM",
+    "MixtralForCausalLM",
+    "GptOssForCausalLM",
 )
 
 MODEL_TYPES = {
@@ -16,6 +22,10 @@ MODEL_TYPES = {
     "qwen2": "Qwen2ForCausalLM",
     "qwen3": "Qwen3ForCausalLM",
     "mistral": "MistralForCausalLM",
+    "qwen2_moe": "Qwen2MoeForCausalLM",
+    "qwen3_moe": "Qwen3MoeForCausalLM",
+    "mixtral": "MixtralForCausalLM",
+    "gpt_oss": "GptOssForCausalLM",
 }
 
 
@@ -40,6 +50,9 @@ def map_weight(name: str, tensor: torch.Tensor, config):
         return []
     if name == "lm_head.weight" and getattr(config, "tie_word_embeddings", False):
         return []
+    moe = map_moe_weight(name, tensor, config)
+    if moe is not None:
+        return moe
     parts = name.split(".")
     for i, p in enumerate(parts):
         if p in _FUSED:
