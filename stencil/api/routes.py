@@ -13,7 +13,6 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response, Streami
 from pydantic import BaseModel, ValidationError
 
 from stencil.api.errors import APIError, bad_request
-from stencil.api.middleware.surrogates import lone_surrogate_path
 from stencil.api.openai.convert import (
     ModelInfo,
     convert_chat,
@@ -41,6 +40,7 @@ from stencil.api.responses import (
 )
 from stencil.api.state import AppState
 from stencil.api.state import version as stencil_version
+from stencil.api.surrogates import lone_surrogate_path
 
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)

@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 
-from stencil.api.middleware.sanitize import is_sanitized
+from stencil.api.sanitize import is_sanitized
 from stencil.testing.hostile_corpus import Payload
 
 CANARY_TOPICS = (

@@ -15,8 +15,8 @@ from collections.abc import Iterable
 from types import MappingProxyType
 from typing import Any
 
+from stencil.api.asgi import ASGIApp, Receive, Scope, Send, header, send_error
 from stencil.api.errors import APIError
-from stencil.api.middleware.asgi import ASGIApp, Receive, Scope, Send, header, send_error
 
 PUBLIC = "public"
 KEY = "api-key"

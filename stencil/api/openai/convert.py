@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from stencil.api.errors import bad_request
-from stencil.api.middleware.prompt_size import PromptTooLong, tokenize_bounded
 from stencil.api.openai.messages import content_text, render_chat
+from stencil.api.openai.prompt_size import PromptTooLong, tokenize_bounded
 from stencil.api.openai.protocol import (
     KNOWN_BACKENDS,
     AssistantMessage,
