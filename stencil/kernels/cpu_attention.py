@@ -61,6 +61,7 @@ _ARGTYPES = [
     ctypes.c_float,
     ctypes.c_int,
     _P,
+    _P,
     ctypes.c_int,
 ]
 
@@ -86,13 +87,14 @@ class CpuPagedAttention:
         scale,
         sliding_window=None,
         plan=None,
+        sinks=None,
         softcap=None,
     ) -> torch.Tensor:
         plan = {} if plan is None else plan
         if softcap is not None:
             return reference.paged_attention(
                 q, k_cache, v_cache, block_tables, cu_seqlens_q, context_lens, scale,
-                sliding_window, plan, softcap,
+                sliding_window, plan, sinks, softcap,
             )  # fmt: skip
         # every layer of a step shares the cache layout: the launch arguments are built once
         key = ("cpu", q.shape[1], k_cache.shape, k_cache.stride(), k_cache.dtype, v_cache.stride())
@@ -112,11 +114,13 @@ class CpuPagedAttention:
                 scale,
                 sliding_window,
                 plan,
+                sinks,
             )
         qf = q if q.dtype is torch.float32 else q.to(torch.float32)
         if qf.stride()[1:] != launch.q_strides:  # heads contiguous: a view into qkv needs no copy
             qf = qf.contiguous()
         out = torch.empty(q.shape, dtype=torch.float32)
+        sink = None if sinks is None else sinks.to(torch.float32).contiguous()
         self._kernel(
             qf.data_ptr(),
             qf.stride()[0],
@@ -125,6 +129,7 @@ class CpuPagedAttention:
             *launch.args,
             scale,
             sliding_window or 0,
+            None if sink is None else sink.data_ptr(),
             out.data_ptr(),
             torch.get_num_threads(),
         )

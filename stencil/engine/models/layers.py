@@ -53,6 +53,7 @@ class AttentionSpec:
     qk_norm: str | None = None  # "head" (Qwen3, Gemma 3) | "proj" (OLMo 2: whole projection)
     qkv_bias: bool = False
     o_bias: bool = False
+    sinks: bool = False  # GPT-OSS: a learned logit per head joins every softmax's denominator
 
 
 class Attention(nn.Module):
@@ -100,6 +101,8 @@ class Attention(nn.Module):
         k_cache, v_cache = kv_cache
         ops.write_kv(k, v, k_cache, v_cache, meta.slot_mapping)
         extra = {"softcap": spec.softcap} if spec.softcap is not None else {}
+        if self.sinks is not None:
+            extra["sinks"] = self.sinks
         o = ops.paged_attention(
             q,
             k_cache,

@@ -2,8 +2,9 @@
 
 One class for the families of that shape, each read from its own config: Llama 2/3, Qwen2/2.5,
 Qwen3 (q/k norms per head), Mistral, SmolLM2, SmolLM3 (no rotary on its NoPE layers), Phi-3 /
-Phi-3.5 / Phi-4-mini (fused weights, partial rotary, LongRoPE) and Granite (embedding, residual,
-attention and logit multipliers). ``make_mlp`` is where a mixture-of-experts family plugs its MLP.
+Phi-3.5 / Phi-4-mini (fused weights, partial rotary, LongRoPE), Granite (embedding, residual,
+attention and logit multipliers), and the mixture-of-experts families whose MLP ``make_mlp`` swaps
+for a ``SparseMoeBlock`` (Qwen2/Qwen3-MoE, Mixtral, GPT-OSS with its attention sinks).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from stencil.engine.errors import ConfigError
 from stencil.engine.models.decoder import DecoderForCausalLM
 from stencil.engine.models.layers import MLP, Attention, AttentionSpec, RMSNorm, head_dim
 from stencil.engine.models.layers import rope_parameters as _rope_parameters
+from stencil.engine.models.moe import SparseMoeBlock, is_sparse_layer, moe_spec
 from stencil.kernels import Kernels
 
 
@@ -56,6 +58,9 @@ class LlamaForCausalLM(DecoderForCausalLM):
         )
 
     def make_mlp(self, config, index: int) -> nn.Module:
+        spec = moe_spec(config)
+        if spec is not None and is_sparse_layer(config, index):
+            return SparseMoeBlock(config, spec)
         return MLP(config, config.hidden_act, bool(getattr(config, "mlp_bias", False)))
 
 
@@ -74,9 +79,10 @@ def attention_spec(config, index: int) -> AttentionSpec:
         rope=rope,
         rotary_dim=int(dim * partial),
         sliding_window=layer_sliding_windows(config)[index],
-        qk_norm="head" if mt == "qwen3" else None,
-        qkv_bias=bias or mt == "qwen2",
+        qk_norm="head" if mt in ("qwen3", "qwen3_moe") else None,
+        qkv_bias=bias or mt == "qwen2" or bool(getattr(config, "qkv_bias", False)),
         o_bias=bias,
+        sinks=mt == "gpt_oss",
     )
 
 
@@ -99,10 +105,10 @@ def layer_sliding_windows(config) -> list[int | None]:
     n = config.num_hidden_layers
     window = getattr(config, "sliding_window", None)
     types = getattr(config, "layer_types", None)
-    if config.model_type in ("qwen2", "qwen3", "smollm3"):
+    if config.model_type in ("qwen2", "qwen3", "qwen2_moe", "qwen3_moe", "smollm3"):
         if not getattr(config, "use_sliding_window", False):
             return [None] * n
-    if window is None:
+    if not window:
         return [None] * n
     if types:
         return [window if t == "sliding_attention" else None for t in types]

@@ -21,6 +21,10 @@ ARCHITECTURES: dict[str, tuple[str, type[DecoderForCausalLM]]] = {
     "Gemma2ForCausalLM": ("gemma2", GemmaForCausalLM),
     "Gemma3ForCausalLM": ("gemma3_text", GemmaForCausalLM),
     "Olmo2ForCausalLM": ("olmo2", Olmo2ForCausalLM),
+    "Qwen2MoeForCausalLM": ("qwen2_moe", LlamaForCausalLM),
+    "Qwen3MoeForCausalLM": ("qwen3_moe", LlamaForCausalLM),
+    "MixtralForCausalLM": ("mixtral", LlamaForCausalLM),
+    "GptOssForCausalLM": ("gpt_oss", LlamaForCausalLM),
 }
 SUPPORTED_ARCHITECTURES = tuple(ARCHITECTURES)
 MODEL_TYPES = {model_type: arch for arch, (model_type, _) in ARCHITECTURES.items()}

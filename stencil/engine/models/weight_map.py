@@ -3,6 +3,7 @@ Gemma's ``1 + weight`` norms folded into plain ones."""
 
 from __future__ import annotations
 
+from stencil.engine.models.moe import map_moe_weight
 from stencil.engine.models.registry import MODEL_TYPES, SUPPORTED_ARCHITECTURES
 
 __all__ = ["MODEL_TYPES", "SUPPORTED_ARCHITECTURES", "fused_parts", "map_weight"]
@@ -32,6 +33,9 @@ def map_weight(name: str, tensor, config):
         return []
     if name == "lm_head.weight" and getattr(config, "tie_word_embeddings", False):
         return []
+    moe = map_moe_weight(name, tensor, config)
+    if moe is not None:
+        return moe
     if config.model_type in OFFSET_NORM_TYPES and name.endswith("norm.weight"):
         tensor = tensor + 1  # (1 + w) * x: a plain norm with weight 1 + w (float32 or numpy)
     parts = name.split(".")
