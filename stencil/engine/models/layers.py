@@ -68,6 +68,7 @@ class Attention(nn.Module):
             config.hidden_size, (self.heads + 2 * self.kv_heads) * self.dim, bias=spec.qkv_bias
         )
         self.o_proj = nn.Linear(self.heads * self.dim, config.hidden_size, bias=spec.o_bias)
+        self.sinks = nn.Parameter(torch.empty(self.heads)) if spec.sinks else None
         if spec.qk_norm is not None:
             per = 1 if spec.qk_norm == "head" else self.heads
             self.q_norm = RMSNorm(self.dim * per, config.rms_norm_eps)
