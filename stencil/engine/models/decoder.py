@@ -78,12 +78,16 @@ class DecoderForCausalLM(nn.Module):
         return self.norm(hidden, ops, residual)[0]  # [T, hidden]
 
     def _long_positions(self, positions, meta: AttentionMetadata, original: int) -> torch.Tensor:
-        """LongRoPE as transformers applies it: a sequence whose context passes the original
-        length reads the long-factor half of the table (rows offset by ``max_positions``)."""
+        """LongRoPE as transformers applies it to a prompt and its continuation: a token reads the
+        long-factor half of the table (rows offset by ``max_positions``) when its position or its
+        sequence's prompt passes the original length. Per token and prompt, so chunked prefill
+        and recompute after preemption rotate every token as one prefill would."""
         q_lens = [b - a for a, b in zip(meta.cu_seqlens_q, meta.cu_seqlens_q[1:], strict=False)]
-        long = [self.max_positions if c > original else 0 for c in meta.context_lens]
-        offset = torch.repeat_interleave(torch.tensor(long), torch.tensor(q_lens))  # [T]
-        return positions + offset.to(positions.device)
+        long_prompt = torch.repeat_interleave(
+            torch.tensor([p > original for p in meta.prompt_lens]), torch.tensor(q_lens)
+        ).to(positions.device)  # [T]
+        long = long_prompt | (positions >= original)
+        return positions + long.to(positions.dtype) * self.max_positions
 
     def embed(self, input_ids: torch.Tensor) -> torch.Tensor:
         weight = self.embed_tokens.weight
