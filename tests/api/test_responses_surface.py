@@ -16,6 +16,7 @@ import pytest
 from fake_engine import FakeEngine
 from fastapi.testclient import TestClient
 from openai.types.responses import response_create_params as params
+from pydantic import BaseModel
 from transformers import AutoTokenizer
 
 from stencil.api.app import ServerConfig, create_app
@@ -245,3 +246,43 @@ def test_store_lru_order_and_scope():
     assert store.get("s", "b") is None and store.get("s", "a") and store.get("s", "c")
     assert store.get("other", "a") is None and not store.delete("other", "a")
     assert store.delete("s", "a") and store.get("s", "a") is None
+
+
+# ---- a reasoning model's output -----------------------------------------------------------------
+
+
+class A(BaseModel):
+    a: int
+
+
+@pytest.fixture(scope="module")
+def thinking(tokenizer):
+    tok = copy.copy(tokenizer)
+
+    def reply(prompt, p) -> str:
+        return "<think>\nfirst a, then b</think>\n\n" + ('{"a": 1}' if p.constraint else "Done.")
+
+    engine = FakeEngine(tok, reply)
+    engine.reasoning_end = "</think>"
+    with TestClient(create_app(engine, ServerConfig(api_key="sk-a"))) as http:
+        yield sdk_for(http)
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+def test_reasoning_becomes_a_reasoning_item(thinking, streamed):
+    if streamed:
+        with thinking.responses.stream(model="fake-model", input="hi", text_format=A) as s:
+            events = list(s)
+            r = s.get_final_response()
+        kinds = [e.type for e in events]
+        deltas = "".join(e.delta for e in events if e.type == "response.reasoning_text.delta")
+        assert deltas == "\nfirst a, then b" and "response.reasoning_text.done" in kinds
+        text = "".join(e.delta for e in events if e.type == "response.output_text.delta")
+        assert text == '{"a": 1}'
+        added = [e.output_index for e in events if e.type == "response.output_item.added"]
+        assert added == [0, 1] and [e.sequence_number for e in events] == list(range(len(events)))
+    else:
+        r = thinking.responses.parse(model="fake-model", input="hi", text_format=A)
+    assert [item.type for item in r.output] == ["reasoning", "message"]
+    assert r.output[0].content[0].text == "\nfirst a, then b"
+    assert r.output_text == '{"a": 1}' and r.output_parsed == A(a=1)
