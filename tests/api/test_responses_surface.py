@@ -216,6 +216,27 @@ def test_stored_responses_never_cross_api_keys(tokenizer):
         assert alice.responses.retrieve(r.id).id == r.id  # bob's delete did not touch it
 
 
+def test_function_call_output_after_previous_response_id(tokenizer):
+    """OpenAI's tool loop: turn 1 returns a function_call; turn 2 sends only its output, with
+    previous_response_id; the call and the output both reach the prompt."""
+    app, prompts = make_app(tokenizer)
+    with TestClient(app) as http:
+        sdk = sdk_for(http)
+        r1 = sdk.responses.create(model="fake-model", input="call f", tools=[TOOL],
+                                  tool_choice="required")  # fmt: skip
+        call = r1.output[-1]
+        assert call.type == "function_call" and call.name == "f"
+        answer = {"type": "function_call_output", "call_id": call.call_id, "output": "RESULT-42"}
+        r2 = sdk.responses.create(model="fake-model", input=[answer], previous_response_id=r1.id)
+        assert r2.status == "completed" and r2.previous_response_id == r1.id
+        assert "RESULT-42" in prompts[-1] and '"a": 1' in prompts[-1] and "call f" in prompts[-1]
+        stray = {**answer, "call_id": "call_unknown"}
+        message = expect_400(
+            lambda: sdk.responses.create(model="fake-model", input=[stray]), "input"
+        )
+        assert "call_unknown" in message
+
+
 def _response(rid: str, text: str = "") -> dict[str, Any]:
     return {"id": rid, "output": text}
 
