@@ -14,7 +14,7 @@ import numpy as np
 
 from stencil.engine.errors import ConfigError
 from stencil.engine.models.gguf import GGUF_NAMES, PERMUTED_ARCHS
-from stencil.engine.models.gguf_encode import encode
+from stencil.testing.gguf_encode import encode
 
 FLOAT_TYPES = ("F32", "F16", "BF16")
 
