@@ -96,7 +96,12 @@ class AppState:
 
         self.engine = engine
         self.runner = EngineClient(engine, self.metrics)
-        self.model = ModelInfo(engine.tokenizer, int(engine.max_model_len), int(engine.vocab_size))
+        self.model = ModelInfo(
+            engine.tokenizer,
+            int(engine.max_model_len),
+            int(engine.vocab_size),
+            reasoning_end=engine.reasoning_end,
+        )
         self.model_name = self.config.served_model_name or str(engine.model_name)
         digest = hashlib.sha1(f"{engine.model_name}:{version()}".encode()).hexdigest()
         self.fingerprint = f"fp_stencil_{digest[:10]}"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 
+import httpx
 import jsonschema
 import openai
 import pytest
@@ -33,16 +34,6 @@ class Trip(BaseModel):
     city: str = Field(max_length=20)
     days: int = Field(ge=1, le=30)
     tags: set[str] = Field(max_length=3)
-
-
-@pytest.fixture(scope="module")
-def client(live_server):
-    return live_server.openai()
-
-
-@pytest.fixture(scope="module")
-def model(live_server):
-    return live_server.model
 
 
 def test_create(client, model):
@@ -148,3 +139,17 @@ def test_previous_response_id_get_delete(client, model):
     unstored = client.responses.create(model=model, input="Hi", store=False, max_output_tokens=2)
     with pytest.raises(openai.NotFoundError):
         client.responses.retrieve(unstored.id)
+
+
+def test_disconnect_mid_stream_aborts(live_server, model):
+    before = live_server.wait_idle()["request_client_disconnects_total"]
+    body = {"model": model, "input": "Write a long story about a dragon.", "stream": True,
+            "max_output_tokens": 400, "temperature": 0}  # fmt: skip
+    headers = {"Authorization": f"Bearer {live_server.api_key}"}
+    with httpx.Client(timeout=30) as http:
+        with http.stream("POST", f"{live_server.v1}/responses", json=body, headers=headers) as r:
+            for line in r.iter_lines():
+                if line == "event: response.output_text.delta":
+                    break
+            assert live_server.metrics()["kv_cache_usage_perc"] > 0
+    assert live_server.wait_idle()["request_client_disconnects_total"] >= before + 1

@@ -16,6 +16,7 @@ import pytest
 from fake_engine import FakeEngine
 from fastapi.testclient import TestClient
 from openai.types.responses import response_create_params as params
+from pydantic import BaseModel
 from transformers import AutoTokenizer
 
 from stencil.api.app import ServerConfig, create_app
@@ -215,6 +216,27 @@ def test_stored_responses_never_cross_api_keys(tokenizer):
         assert alice.responses.retrieve(r.id).id == r.id  # bob's delete did not touch it
 
 
+def test_function_call_output_after_previous_response_id(tokenizer):
+    """OpenAI's tool loop: turn 1 returns a function_call; turn 2 sends only its output, with
+    previous_response_id; the call and the output both reach the prompt."""
+    app, prompts = make_app(tokenizer)
+    with TestClient(app) as http:
+        sdk = sdk_for(http)
+        r1 = sdk.responses.create(model="fake-model", input="call f", tools=[TOOL],
+                                  tool_choice="required")  # fmt: skip
+        call = r1.output[-1]
+        assert call.type == "function_call" and call.name == "f"
+        answer = {"type": "function_call_output", "call_id": call.call_id, "output": "RESULT-42"}
+        r2 = sdk.responses.create(model="fake-model", input=[answer], previous_response_id=r1.id)
+        assert r2.status == "completed" and r2.previous_response_id == r1.id
+        assert "RESULT-42" in prompts[-1] and '"a": 1' in prompts[-1] and "call f" in prompts[-1]
+        stray = {**answer, "call_id": "call_unknown"}
+        message = expect_400(
+            lambda: sdk.responses.create(model="fake-model", input=[stray]), "input"
+        )
+        assert "call_unknown" in message
+
+
 def _response(rid: str, text: str = "") -> dict[str, Any]:
     return {"id": rid, "output": text}
 
@@ -245,3 +267,43 @@ def test_store_lru_order_and_scope():
     assert store.get("s", "b") is None and store.get("s", "a") and store.get("s", "c")
     assert store.get("other", "a") is None and not store.delete("other", "a")
     assert store.delete("s", "a") and store.get("s", "a") is None
+
+
+# ---- a reasoning model's output -----------------------------------------------------------------
+
+
+class A(BaseModel):
+    a: int
+
+
+@pytest.fixture(scope="module")
+def thinking(tokenizer):
+    tok = copy.copy(tokenizer)
+
+    def reply(prompt, p) -> str:
+        return "<think>\nfirst a, then b</think>\n\n" + ('{"a": 1}' if p.constraint else "Done.")
+
+    engine = FakeEngine(tok, reply)
+    engine.reasoning_end = "</think>"
+    with TestClient(create_app(engine, ServerConfig(api_key="sk-a"))) as http:
+        yield sdk_for(http)
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+def test_reasoning_becomes_a_reasoning_item(thinking, streamed):
+    if streamed:
+        with thinking.responses.stream(model="fake-model", input="hi", text_format=A) as s:
+            events = list(s)
+            r = s.get_final_response()
+        kinds = [e.type for e in events]
+        deltas = "".join(e.delta for e in events if e.type == "response.reasoning_text.delta")
+        assert deltas == "\nfirst a, then b" and "response.reasoning_text.done" in kinds
+        text = "".join(e.delta for e in events if e.type == "response.output_text.delta")
+        assert text == '{"a": 1}'
+        added = [e.output_index for e in events if e.type == "response.output_item.added"]
+        assert added == [0, 1] and [e.sequence_number for e in events] == list(range(len(events)))
+    else:
+        r = thinking.responses.parse(model="fake-model", input="hi", text_format=A)
+    assert [item.type for item in r.output] == ["reasoning", "message"]
+    assert r.output[0].content[0].text == "\nfirst a, then b"
+    assert r.output_text == '{"a": 1}' and r.output_parsed == A(a=1)

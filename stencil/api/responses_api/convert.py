@@ -64,7 +64,7 @@ def to_turn(req: ResponsesRequest, previous: list[dict[str, Any]], model: ModelI
     if not new and not previous:
         raise bad_request("input must not be empty", "input")
     conversation = previous + new
-    _check_call_ids(conversation, len(previous))
+    _check_call_ids(conversation)
     system = [{"role": "system", "content": req.instructions}] if req.instructions else []
     logprobs = req.top_logprobs is not None or LOGPROBS_INCLUDE in (req.include or [])
     chat: dict[str, Any] = {
@@ -175,16 +175,16 @@ def _text(content: str | list[dict[str, Any]], where: str) -> str:
     return "".join(texts)
 
 
-def _check_call_ids(messages: list[dict[str, Any]], start: int) -> None:
+def _check_call_ids(messages: list[dict[str, Any]]) -> None:
     """Every function_call_output answers a function_call before it (as OpenAI checks)."""
     calls: set[str] = set()
-    for k, m in enumerate(messages):
+    for m in messages:
         calls.update(c["id"] for c in m.get("tool_calls") or [])
         if m["role"] == "tool" and m["tool_call_id"] not in calls:
             raise bad_request(
-                f"no function_call with call_id {m['tool_call_id'][:64]!r} comes before this "
-                "function_call_output",
-                "input" if k < start else "input.call_id",
+                f"no function_call with call_id {m['tool_call_id'][:64]!r} comes before its "
+                "function_call_output (in the input or the previous response)",
+                "input",
             )
 
 

@@ -16,8 +16,10 @@ from stencil.api.request_io import check_model, json_body, parse, ready
 from stencil.api.respond import respond
 from stencil.api.responses_api.convert import to_turn
 from stencil.api.responses_api.protocol import ResponsesRequest
-from stencil.api.responses_api.render import ResponseBuilder, response_body, stream_events
+from stencil.api.responses_api.reasoning import ReasoningSplit
+from stencil.api.responses_api.render import ResponseBuilder, response_body
 from stencil.api.responses_api.store import Stored, key_scope
+from stencil.api.responses_api.stream import stream_events
 from stencil.api.state import AppState
 
 
@@ -35,7 +37,9 @@ def responses_routes(state: AppState) -> APIRouter:
             stored = _stored(st, scope, req.previous_response_id, "previous_response_id")
             previous = list(stored.conversation)
         turn = to_turn(req, previous, st.model)
-        builder = ResponseBuilder(req, st.model_name, len(turn.plan.prompt_ids), turn.logprobs)
+        split = ReasoningSplit(st.model.reasoning_end)
+        prompt_len = len(turn.plan.prompt_ids)
+        builder = ResponseBuilder(req, st.model_name, prompt_len, turn.logprobs, split)
 
         def keep(response: dict[str, Any]) -> None:
             if req.store is not False and response["status"] != "failed":
