@@ -164,7 +164,7 @@ def serve(args: argparse.Namespace) -> int:
     config = engine_config(args)
     settings = server_config(args)
     if args.replicas is not None or args.ray or args.autoscaling:
-        from stencil.api.ray_serve import serve_replicas
+        from stencil.api.ray.serve import serve_replicas
 
         return serve_replicas(config, settings, args.replicas, args.ray, args.autoscaling)
 
@@ -197,12 +197,14 @@ def serve(args: argparse.Namespace) -> int:
 
 
 def generate(args: argparse.Namespace) -> int:
-    from stencil.constraints import ConstraintError
+    from stencil.constraints import ConstraintError, translate
     from stencil.engine.sampling_params import SamplingParams
     from stencil.extract.schema_library import SchemaError
 
     try:
         constraint = _constraint(args)
+        if constraint is not None:  # a bad constraint is a usage error, before the model loads
+            translate(constraint)
     except (ConstraintError, SchemaError, OSError) as e:
         print(f"stencil generate: {e}", file=sys.stderr)
         return 2

@@ -1,7 +1,7 @@
 """Running the hostile corpus against a server: each payload, then a canary request that must
 succeed; meanwhile streaming canaries whose greedy output must equal a clean run's.
 
-Used by ``tests/api/test_hostile_corpus.py`` (asserts) and ``bench/reliability_bench.py`` (table).
+Used by ``tests/api/test_hostile_corpus.py`` (asserts) and ``bench/server/reliability_bench.py`` (table).
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from typing import Any
 
 import httpx
 
-from stencil.api.middleware.sanitize import is_sanitized
-from stencil.testing.hostile_corpus import Payload
+from stencil.api.sanitize import is_sanitized
+from stencil.testing.hostile_payload import Payload
 
 CANARY_TOPICS = (
     "the sea",
@@ -44,7 +44,7 @@ async def send(client: httpx.AsyncClient, base: str, auth: dict[str, str], p: Pa
     headers = {"Content-Type": "application/json", **auth, **p.headers}
     start = time.perf_counter()
     try:
-        r = await client.post(base + p.path, content=p.body, headers=headers)
+        r = await client.request(p.method, base + p.path, content=p.body, headers=headers)
         status, raw = r.status_code, r.content
     except httpx.HTTPError as e:  # the server closed on us: a failure like a 5xx
         return Outcome(
