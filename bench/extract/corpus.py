@@ -8,7 +8,7 @@ Seeded and reproducible; ``split`` is fixed per document ("tune" or "heldout", h
 held-out half is scored only at the end, never while tuning. Written for this corpus, not derived
 from ``bench/extract_data.py``.
 
-    python bench/extract/corpus.py --out DIR   # writes DIR/<id>.txt and DIR/labels.jsonl
+    python -m bench.extract.corpus --out DIR   # writes DIR/<id>.txt and DIR/labels.jsonl
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from locales import (
+from bench.extract.locales import (
     CITIES,
     COMPANIES,
     GROCERIES,
@@ -34,7 +34,7 @@ from locales import (
     money_number,
     random_day,
 )
-from words import LETTER_BODY, PROSE, PROSE_BUYER, PROSE_DUE, STREETS, SUBJECTS, WORDS
+from bench.extract.words import LETTER_BODY, PROSE, PROSE_BUYER, PROSE_DUE, STREETS, SUBJECTS, WORDS
 
 KINDS = {"invoice": "invoice", "receipt": "receipt", "purchase_order": "purchase_order",
          "letter": "letter", "cv": "cv"}  # kind -> library schema name  # fmt: skip

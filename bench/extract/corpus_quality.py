@@ -4,7 +4,7 @@ library schema; exact match per field and per document kind, "present when absen
 document does not state, and the issue's groups (totals, parties, currency, dates, invented line
 items, absent fields, schema-valid).
 
-    python bench/extract/corpus_quality.py [--split tune|heldout] [--per-kind N] [--model PATH]
+    python -m bench.extract.corpus_quality [--split tune|heldout] [--per-kind N] [--model PATH]
         [--kinds invoice receipt ...] [--langs en de ...] [--dump out.jsonl] [--threads 2]
 
 The held-out split is for the final figures only: tune on ``--split tune`` (the default).
@@ -20,9 +20,8 @@ import time
 from collections import defaultdict
 from typing import Any
 
-from corpus import make_corpus
-from scoring import Tally
-
+from bench.extract.corpus import make_corpus
+from bench.extract.scoring import Tally
 from stencil import LLM
 from stencil.extract.engine_backend import EngineExtractor, ExtractSpec
 from stencil.extract.prompt import PromptTemplate

@@ -16,7 +16,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from stencil.constraints.stated import currencies_in, dates_in, numbers_in
+from stencil.constraints import currencies_in, dates_in, numbers_in
 
 SYSTEM = "You extract data from documents. Copy values exactly as written in the document."
 # the document first (shared by every question), then the one field asked

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from stencil.constraints.stated import date_mentions, numbers_in
+from stencil.constraints import date_mentions, numbers_in
 
 
 def check_record(schema: dict[str, Any], data: dict[str, Any], document: str) -> dict[str, Any]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from stencil.constraints.stated import date_mentions, number_mentions
+from stencil.constraints import date_mentions, number_mentions
 
 
 class ValuePool:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from stencil.constraints.stated import currencies_in, date_mentions, dates_in, numbers_in
+from stencil.constraints.grounding.stated import currencies_in, date_mentions, dates_in, numbers_in
 
 
 @pytest.mark.parametrize(
