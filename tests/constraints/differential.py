@@ -12,8 +12,8 @@ and walked token by token, each token checked against the mask too.
 from __future__ import annotations
 
 import json
-from decimal import Decimal
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 import jsonschema
@@ -22,15 +22,15 @@ from constraint_helpers import canonical, schema_ordered
 
 from stencil.constraints import CompiledConstraint, Matcher, allocate_token_bitmask
 
-STYLES = {"default": ((", ", ": "), False), "compact": ((",", ":"), False)}
-"""Separator style -> ((item separator, key separator), ensure_ascii)."""
-SEARCH_FEEDS = 600  # pieces fed per instance before the key-order search gives up
+STYLES = {"default": (", ", ": "), "compact": (",", ":")}
+"""Separator style (``json.dumps``'s default and compact) -> (item, key separator)."""
+SEARCH_FEEDS = 600  # pieces fed per instance beyond its own count before the search gives up
 
 
-def dumps_scalar(value: Any, ensure_ascii: bool) -> str:
-    """JSON text of a scalar or key; a raw DEL (U+007F) is written escaped: llguidance's string
-    lexeme refuses it raw (a documented limitation; ``\\u007f`` is accepted)."""
-    return json.dumps(value, ensure_ascii=ensure_ascii).replace("\x7f", "\\u007f")
+def dumps_scalar(value: Any) -> str:
+    """JSON text of a scalar or key, non-ASCII raw; a DEL (U+007F) is written escaped:
+    llguidance's string lexeme refuses it raw (a documented departure)."""
+    return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")
 
 
 class Oracle:
@@ -66,7 +66,7 @@ def generated(schema: Any, count: int) -> list[Any]:
     from hypothesis import HealthCheck, Phase, given, settings
     from schemathesis.generation.jsonschema.builder import build
 
-    draft = {4: 4, 6: 6, 7: 7}.get(_draft(schema), 20)
+    draft = {4: 4, 6: 6, 7: 7}.get(draft_of(schema), 20)
     out: list[Any] = []
     try:
         strategy = build(schema, draft=draft, formats={})
@@ -89,7 +89,7 @@ def generated(schema: Any, count: int) -> list[Any]:
     return out
 
 
-def _draft(schema: Any) -> int:
+def draft_of(schema: Any) -> int:
     uri = schema.get("$schema", "") if isinstance(schema, dict) else ""
     for draft in (4, 6, 7):
         if f"draft-0{draft}" in uri:
@@ -159,17 +159,21 @@ class _Search:
     """Feed a value piece by piece (each piece tokenized alone), choosing object key orders by
     depth-first search with ``rollback``."""
 
-    def __init__(self, compiled: CompiledConstraint, tokenizer: Any, style: str):
-        (self.item_sep, self.key_sep), self.ascii = STYLES[style]
+    def __init__(
+        self, compiled: CompiledConstraint, tokenizer: Any, style: str, budget: int, declared: set
+    ):
+        self.item_sep, self.key_sep = STYLES[style]
         self.matcher: Matcher = compiled.new_matcher()
         self.tokenizer = tokenizer
         self.pieces: list[str] = []
         self.best = ""
         self.feeds = 0
+        self.budget = budget
+        self.declared = declared
 
     def feed(self, text: str) -> int | None:
         self.feeds += 1
-        if self.feeds > SEARCH_FEEDS:
+        if self.feeds > self.budget:
             raise _Exhausted
         tokens = self.tokenizer.encode(text, add_special_tokens=False)
         for i, token in enumerate(tokens):
@@ -190,7 +194,7 @@ class _Search:
             return self._object(value)
         if isinstance(value, list):
             return self._array(value)
-        got = self.feed(dumps_scalar(value, self.ascii))
+        got = self.feed(dumps_scalar(value))
         if got is None and isinstance(value, float) and "e" in repr(value):
             # bounded numbers are generated without an exponent (a documented departure)
             got = self.feed(format(Decimal(repr(value)), "f"))
@@ -227,9 +231,10 @@ class _Search:
     def _place(self, obj: dict, remaining: list[str], first: bool) -> int | None:
         if not remaining:
             return self.feed("}")
-        for key in remaining:
+        # the grammar places undeclared keys after the declared ones: try those first
+        for key in [k for k in remaining if k in self.declared] or remaining:
             mark = len(self.pieces)
-            head = ("" if first else self.item_sep) + dumps_scalar(key, False)
+            head = ("" if first else self.item_sep) + dumps_scalar(key)
             used = self.feed(head + self.key_sep)
             if used is None:
                 continue
@@ -249,10 +254,14 @@ class _Exhausted(Exception):
     pass
 
 
-def verdict(compiled: CompiledConstraint, tokenizer: Any, value: Any, style: str) -> Verdict:
+def verdict(
+    compiled: CompiledConstraint, tokenizer: Any, value: Any, style: str, schema: Any = None
+) -> Verdict:
     """Whether the matcher accepts ``value`` written in ``style`` (some key order), as a whole
-    canonical tokenization with every token in the mask, then EOS."""
-    search = _Search(compiled, tokenizer, style)
+    canonical tokenization with every token in the mask, then EOS. ``schema``'s declared
+    property names guide the key-order search (undeclared keys are tried last)."""
+    budget = SEARCH_FEEDS + 4 * _size(value)
+    search = _Search(compiled, tokenizer, style, budget, _declared(schema))
     try:
         found = search.emit(value)
     except _Exhausted:
@@ -264,8 +273,16 @@ def verdict(compiled: CompiledConstraint, tokenizer: Any, value: Any, style: str
     return Verdict(not reason, text, reason, search.feeds)
 
 
+def _size(value: Any) -> int:
+    if isinstance(value, dict):
+        return 1 + sum(1 + _size(v) for v in value.values())
+    if isinstance(value, list):
+        return 1 + sum(_size(v) for v in value)
+    return 1
+
+
 def _walk_canonical(compiled: CompiledConstraint, tokenizer: Any, text: str) -> str:
-    """"" when every canonical token of ``text`` is in the mask and accepted, then EOS."""
+    """ "" when every canonical token of ``text`` is in the mask and accepted, then EOS."""
     vocab = compiled.vocab
     matcher = compiled.new_matcher()
     mask = allocate_token_bitmask(1, vocab.vocab_size)
@@ -280,7 +297,31 @@ def _walk_canonical(compiled: CompiledConstraint, tokenizer: Any, text: str) -> 
 
 
 def ordered(value: Any, schema: Any, draft: int) -> Any:
-    """The value as a generator writes it: keys in schema order first (the search's first try),
-    integral floats as integers where the draft counts them as integers (draft 6 on)."""
-    value = schema_ordered(value, schema, schema)
+    """The value as a generator writes it (the search's first try): keys in schema order,
+    then keys declared anywhere in the schema (another branch's, a ``$ref``'s), then the
+    undeclared ones; integral floats as integers where the draft counts them as integers."""
+    value = _declared_first(schema_ordered(value, schema, schema), _declared(schema))
     return canonical(value) if draft >= 6 else value
+
+
+def _declared(schema: Any) -> set[str]:
+    names: set[str] = set()
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            props = node.get("properties")
+            names |= set(props) if isinstance(props, dict) else set()
+            stack += list(node.values())
+        elif isinstance(node, list):
+            stack += node
+    return names
+
+
+def _declared_first(value: Any, names: set[str]) -> Any:
+    if isinstance(value, list):
+        return [_declared_first(v, names) for v in value]
+    if not isinstance(value, dict):
+        return value
+    keys = [k for k in value if k in names] + [k for k in value if k not in names]
+    return {k: _declared_first(value[k], names) for k in keys}
