@@ -37,9 +37,9 @@ from workload import Item, make_workload, outside_prompt
 from stencil import LLM, SamplingParams, default_model_path
 from stencil.constraints import Constraint
 from stencil.engine.models.default_model import _fetch_gguf
-from stencil.engine.models.gguf_writer import Encoded, write_model_gguf
 from stencil.engine.models.quantized import weight_bytes
 from stencil.paths import cache_root
+from stencil.testing.gguf_writer import Encoded, write_model_gguf
 
 
 def q4_k_m(name: str, shape) -> str:

@@ -164,7 +164,7 @@ def serve(args: argparse.Namespace) -> int:
     config = engine_config(args)
     settings = server_config(args)
     if args.replicas is not None or args.ray or args.autoscaling:
-        from stencil.api.ray_serve import serve_replicas
+        from stencil.api.ray.serve import serve_replicas
 
         return serve_replicas(config, settings, args.replicas, args.ray, args.autoscaling)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from stencil.api.middleware.sanitize import sanitize_message
+from stencil.api.sanitize import sanitize_message
 
 
 class APIError(Exception):

@@ -61,14 +61,15 @@ _ARGTYPES = [
     ctypes.c_float,
     ctypes.c_int,
     _P,
+    _P,
     ctypes.c_int,
 ]
 
 
 class CpuPagedAttention:
     """Callable with the signature of ``reference.paged_attention``; shapes the kernel's buffers
-    cannot hold (head_dim > 256, block_size > 64, > 64 query heads per kv head), and caches that are
-    neither float32 nor bfloat16, go to the reference path."""
+    cannot hold (head_dim > 256, block_size > 64, > 64 query heads per kv head), caches that are
+    neither float32 nor bfloat16, and soft-capped scores (Gemma 2) go to the reference path."""
 
     def __init__(self, library: ctypes.CDLL) -> None:
         self._kernel = library.paged_attention
@@ -86,8 +87,15 @@ class CpuPagedAttention:
         scale,
         sliding_window=None,
         plan=None,
+        sinks=None,
+        softcap=None,
     ) -> torch.Tensor:
         plan = {} if plan is None else plan
+        if softcap is not None:
+            return reference.paged_attention(
+                q, k_cache, v_cache, block_tables, cu_seqlens_q, context_lens, scale,
+                sliding_window, plan, sinks, softcap,
+            )  # fmt: skip
         # every layer of a step shares the cache layout: the launch arguments are built once
         key = ("cpu", q.shape[1], k_cache.shape, k_cache.stride(), k_cache.dtype, v_cache.stride())
         key += (v_cache.dtype,)
@@ -106,11 +114,13 @@ class CpuPagedAttention:
                 scale,
                 sliding_window,
                 plan,
+                sinks,
             )
         qf = q if q.dtype is torch.float32 else q.to(torch.float32)
         if qf.stride()[1:] != launch.q_strides:  # heads contiguous: a view into qkv needs no copy
             qf = qf.contiguous()
         out = torch.empty(q.shape, dtype=torch.float32)
+        sink = None if sinks is None else sinks.to(torch.float32).contiguous()
         self._kernel(
             qf.data_ptr(),
             qf.stride()[0],
@@ -119,6 +129,7 @@ class CpuPagedAttention:
             *launch.args,
             scale,
             sliding_window or 0,
+            None if sink is None else sink.data_ptr(),
             out.data_ptr(),
             torch.get_num_threads(),
         )

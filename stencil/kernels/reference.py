@@ -100,13 +100,17 @@ def paged_attention(
     scale: float,
     sliding_window: int | None = None,
     plan: dict | None = None,
+    sinks: torch.Tensor | None = None,  # [heads] float: GPT-OSS's attention sinks
+    softcap: float | None = None,
 ) -> torch.Tensor:  # [T, heads, dim]
     """Causal attention of each sequence's new queries over its cached keys (prefix + new).
+    ``softcap`` (Gemma 2): scores become ``softcap * tanh(scores / softcap)`` before the mask.
 
     Query ``i`` of a sequence with ``q_len`` new tokens sits at position ``ctx - q_len + i``.
     Decode rows are sorted by context length and batched in groups (little padding); each prefill
     chunk is its own group. ``plan``: a dict shared by every layer of one step, where the groups,
-    index tensors and masks are built once (the Triton twin ignores it).
+    index tensors and masks are built once (the Triton twin ignores it). ``sinks``: one logit per
+    head that joins each row's softmax denominator and contributes no value (GPT-OSS).
     """
     plan = {} if plan is None else plan
     kv_heads = k_cache.shape[2]
@@ -122,8 +126,16 @@ def paged_attention(
         k = gather_kv(k_cache, tables, mask.shape[-1]).to(q.dtype)  # [B, kv_heads, L, dim]
         v = gather_kv(v_cache, tables, mask.shape[-1]).to(q.dtype)
         scores = torch.matmul(qg, k.transpose(-1, -2)) * scale  # [B, kv_heads, group * n, L]
+        if softcap is not None:
+            scores = torch.tanh(scores / softcap) * softcap
         scores.masked_fill_(~mask, float("-inf"))
-        o = torch.matmul(scores.softmax(-1), v)  # [B, kv_heads, group * n, dim]
+        if sinks is None:
+            probs = scores.softmax(-1)
+        else:  # rows are (head in group, position): each row's head's sink as one more key
+            sink = sinks.float().view(kv_heads, group, 1).expand(kv_heads, group, n)
+            sink = sink.reshape(1, kv_heads, group * n, 1).expand(b, -1, -1, -1).to(scores.dtype)
+            probs = torch.cat((scores, sink), dim=-1).softmax(-1)[..., :-1]
+        o = torch.matmul(probs, v)  # [B, kv_heads, group * n, dim]
         o = o.view(b, kv_heads, group, n, q.shape[2]).permute(0, 3, 1, 2, 4)
         out[rows] = o.reshape(b * n, q.shape[1], q.shape[2])
     return out

@@ -69,6 +69,7 @@ def _paged_attention_kernel(
     q_ptr, k_cache_ptr, v_cache_ptr, out_ptr, block_tables_ptr, tiles_ptr,
     part_out_ptr,  # [splits, T, heads, D_PAD] fp32, only with SPLIT
     part_lse_ptr,  # [splits, T, heads] fp32, only with SPLIT
+    sinks_ptr,  # [heads] fp32, only with HAS_SINKS
     stride_qt, stride_qh, stride_qd,  # q strides
     stride_ot, stride_oh, stride_od,  # out strides
     stride_cb, stride_cs, stride_ch, stride_cd,  # cache strides (k and v share them)
@@ -79,6 +80,7 @@ def _paged_attention_kernel(
     BLOCK_SIZE: tl.constexpr,  # cache block (page) size: a constant, so // and % are cheap
     GROUP: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, D_PAD: tl.constexpr,
     HAS_WINDOW: tl.constexpr, SPLIT: tl.constexpr, DOT_PRECISION: tl.constexpr,
+    HAS_SINKS: tl.constexpr,
 ):  # fmt: skip
     tile = tl.program_id(0)
     kv_head = tl.program_id(1)
@@ -111,6 +113,12 @@ def _paged_attention_kernel(
         start, stop, window, qk_scale, stride_cb, stride_cs, stride_cd,
         BLOCK_SIZE, BLOCK_M, BLOCK_N, D_PAD, HAS_WINDOW, DOT_PRECISION,
     )  # fmt: skip
+    if HAS_SINKS and not SPLIT:  # the sink joins the denominator (base 2, like m_i)
+        sink = tl.load(sinks_ptr + head) * 1.4426950408889634  # [BLOCK_M]
+        m_new = tl.maximum(m_i, sink)
+        corr = tl.where(m_i > float("-inf"), tl.exp2(m_i - m_new), 0.0)
+        acc = acc * corr[:, None]
+        l_i = l_i * corr + tl.exp2(sink - m_new)
     out = acc / tl.where(l_i > 0.0, l_i, 1.0)[:, None]  # [BLOCK_M, D_PAD]
     if SPLIT:
         part = (tl.program_id(2) * num_tokens + q_row) * num_heads + head  # [BLOCK_M]
@@ -125,9 +133,9 @@ def _paged_attention_kernel(
 
 @triton.jit
 def _merge_splits_kernel(
-    out_ptr, part_out_ptr, part_lse_ptr, rows_ptr,
+    out_ptr, part_out_ptr, part_lse_ptr, rows_ptr, sinks_ptr,
     stride_ot, stride_oh, stride_od, head_dim, num_tokens, num_heads, num_splits,
-    S_PAD: tl.constexpr, D_PAD: tl.constexpr,
+    S_PAD: tl.constexpr, D_PAD: tl.constexpr, HAS_SINKS: tl.constexpr,
 ):  # fmt: skip
     """One program per (launch row, head): weight each split's output by its share of the sum."""
     t = tl.load(rows_ptr + tl.program_id(0)).to(tl.int64)
@@ -138,9 +146,14 @@ def _merge_splits_kernel(
     part = (s * num_tokens + t) * num_heads + h  # [S_PAD]
     lse = tl.load(part_lse_ptr + part, mask=s_ok, other=float("-inf"))
     lse_max = tl.max(lse, axis=0)
+    denom = 0.0
+    if HAS_SINKS:  # the sink joins the denominator (base 2)
+        sink = tl.load(sinks_ptr + h) * 1.4426950408889634
+        lse_max = tl.maximum(lse_max, sink)
+        denom = tl.exp2(sink - lse_max)
     w = tl.where(s_ok & (lse > float("-inf")), tl.exp2(lse - lse_max), 0.0)  # [S_PAD]
     o = tl.load(part_out_ptr + part[:, None] * D_PAD + d[None, :], mask=s_ok[:, None], other=0.0)
-    merged = tl.sum(w[:, None] * o, axis=0) / tl.sum(w, axis=0)  # [D_PAD]
+    merged = tl.sum(w[:, None] * o, axis=0) / (tl.sum(w, axis=0) + denom)  # [D_PAD]
     o_ptr = out_ptr + t * stride_ot + h * stride_oh + d * stride_od
     tl.store(o_ptr, merged.to(out_ptr.dtype.element_ty), mask=d < head_dim)
 
@@ -190,12 +203,23 @@ def paged_attention(
     scale: float,
     sliding_window: int | None = None,
     plan: dict | None = None,
+    sinks: torch.Tensor | None = None,  # [heads]: GPT-OSS's attention sinks
+    softcap: float | None = None,
 ) -> torch.Tensor:  # [T, heads, dim]
     """Causal attention of each sequence's new queries over its cached keys (prefix + new).
-    ``plan`` (the reference's per-step scratch) is not needed here."""
+    ``plan`` (the reference's per-step scratch) is not needed here; soft-capped scores (Gemma 2)
+    go to the reference."""
+    if softcap is not None:
+        from stencil.kernels import reference
+
+        return reference.paged_attention(
+            q, k_cache, v_cache, block_tables, list(cu_seqlens_q), list(context_lens), scale,
+            sliding_window, plan, sinks, softcap,
+        )  # fmt: skip
     return paged_attention_splits(
-        q, k_cache, v_cache, block_tables, cu_seqlens_q, context_lens, scale, sliding_window
-    )
+        q, k_cache, v_cache, block_tables, cu_seqlens_q, context_lens, scale, sliding_window,
+        sinks=sinks,
+    )  # fmt: skip
 
 
 def paged_attention_splits(
@@ -208,6 +232,7 @@ def paged_attention_splits(
     scale: float,
     sliding_window: int | None = None,
     num_splits: int | None = None,
+    sinks: torch.Tensor | None = None,
 ) -> torch.Tensor:  # [T, heads, dim]
     """``paged_attention`` with the key-range split count forced (None = heuristic).
 
@@ -230,7 +255,10 @@ def paged_attention_splits(
             max_keys = max(ctx[i] for i in seqs)
             max_keys = min(max_keys, window + block_m) if window else max_keys
             splits = num_splits or _num_splits(len(tiles) // 4 * kv_heads, max_keys, q.device)
-            _launch(q, k_cache, v_cache, block_tables, out, tiles, block_m, scale, window, splits)
+            _launch(
+                q, k_cache, v_cache, block_tables, out, tiles, block_m, scale, window, splits,
+                sinks,
+            )  # fmt: skip
     return out
 
 
@@ -245,6 +273,7 @@ def _launch(
     scale: float,
     window: int,  # 0 = none
     num_splits: int,
+    sinks: torch.Tensor | None = None,  # [heads]
 ) -> None:
     """One attention launch over ``tiles`` (+ the split merge when ``num_splits > 1``)."""
     (num_tokens, heads, dim), kv_heads = q.shape, k_cache.shape[2]
@@ -255,18 +284,20 @@ def _launch(
         part_out = torch.empty((num_splits, num_tokens, heads, d_pad), **f32)
         part_lse = torch.empty((num_splits, num_tokens, heads), **f32)
     tiles_t = torch.tensor(tiles, dtype=torch.int32).to(q.device, non_blocking=True)
+    sinks_t = out if sinks is None else sinks.to(torch.float32).contiguous()
     _paged_attention_kernel[(len(tiles) // 4, kv_heads, num_splits)](
-        q, k_cache, v_cache, out, block_tables, tiles_t, part_out, part_lse,
+        q, k_cache, v_cache, out, block_tables, tiles_t, part_out, part_lse, sinks_t,
         *q.stride(), *out.stride(), *k_cache.stride(), block_tables.stride(0),
         scale * _LOG2E, window, dim, num_tokens, heads, num_splits,
         BLOCK_SIZE=k_cache.shape[1], GROUP=heads // kv_heads, BLOCK_M=block_m, BLOCK_N=_BLOCK_N,
         D_PAD=d_pad, HAS_WINDOW=window > 0, SPLIT=num_splits > 1,
-        DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
+        DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32", HAS_SINKS=sinks is not None,
     )  # fmt: skip
     if num_splits > 1:
         rows = _tile_rows(tiles)
         rows_t = torch.tensor(rows, dtype=torch.int32).to(q.device, non_blocking=True)
         _merge_splits_kernel[(len(rows), heads)](
-            out, part_out, part_lse, rows_t, *out.stride(), dim, num_tokens, heads, num_splits,
-            S_PAD=triton.next_power_of_2(num_splits), D_PAD=d_pad,
+            out, part_out, part_lse, rows_t, sinks_t, *out.stride(), dim, num_tokens, heads,
+            num_splits, S_PAD=triton.next_power_of_2(num_splits), D_PAD=d_pad,
+            HAS_SINKS=sinks is not None,
         )  # fmt: skip

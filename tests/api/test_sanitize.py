@@ -8,7 +8,7 @@ from fastapi.testclient import TestClient
 
 from stencil.api.app import ServerConfig, create_app
 from stencil.api.errors import APIError
-from stencil.api.middleware.sanitize import (
+from stencil.api.sanitize import (
     MAX_MESSAGE_CHARS,
     MAX_TOKEN_CHARS,
     is_sanitized,

@@ -15,11 +15,11 @@ from transformers import AutoModelForCausalLM, LlamaConfig, Qwen2Config
 from stencil import SamplingParams
 from stencil.engine.errors import ConfigError
 from stencil.engine.models.gguf import gguf_model_dir, read_gguf_tensors
-from stencil.engine.models.gguf_encode import encode
 from stencil.engine.models.gguf_quants import SUPPORTED, decode
-from stencil.engine.models.gguf_writer import Encoded, write_model_gguf
 from stencil.engine.models.quantized import dequantize_codes, weight_bytes
 from stencil.kernels.quant_weight import is_quantized
+from stencil.testing.gguf_encode import encode
+from stencil.testing.gguf_writer import Encoded, write_model_gguf
 from stencil.testing.tiny_models import hf_greedy, make_llm, prefill_logits
 
 SHAPE = dict(

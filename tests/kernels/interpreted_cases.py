@@ -118,6 +118,16 @@ def test_attention_fp32(name: str) -> None:
     torch.testing.assert_close(got, reference.paged_attention(**args), atol=1e-4, rtol=1e-4)
 
 
+@pytest.mark.parametrize("splits", [1, 3])
+@pytest.mark.parametrize("name", ["gqa2-bs4-window5", "decode-only", "mha-bs4"])
+def test_attention_sinks(name: str, splits: int) -> None:
+    """GPT-OSS's sinks, in the one-pass kernel and through the split merge, against fp64."""
+    args = make_attn_inputs(ATTN_CASES[name], torch.float32, seed=3)
+    args["sinks"] = torch.linspace(-3.0, 6.0, args["q"].shape[1])
+    got = paged_attention_splits(**args, num_splits=splits)
+    torch.testing.assert_close(got.double(), naive_attention(**args), atol=1e-4, rtol=1e-4)
+
+
 # fp16 only: the interpreter's ``tl.dot`` multiplies bf16 bit patterns as uint16
 # (triton-lang/triton#11584, "not supported yet"); bf16 attention is checked on a real GPU.
 @pytest.mark.parametrize("dtype", [torch.float16])

@@ -105,6 +105,7 @@ def naive_attention(
     context_lens: list[int],
     scale: float,
     sliding_window: int | None,
+    sinks: torch.Tensor | None = None,  # [heads]: one more logit per head, no value
 ) -> torch.Tensor:  # [T, heads, dim] float64
     """Dense fp64 attention, one query at a time, keys fetched slot by slot."""
     out = torch.zeros(q.shape, dtype=torch.float64)
@@ -119,5 +120,8 @@ def naive_attention(
             pos, row = ctx - n + i, cu_seqlens_q[b] + i
             lo = 0 if sliding_window is None else max(0, pos - sliding_window + 1)
             s = torch.einsum("hd,lhd->hl", q[row].double(), keys[lo : pos + 1]) * scale
-            out[row] = torch.einsum("hl,lhd->hd", s.softmax(-1), vals[lo : pos + 1])
+            if sinks is not None:
+                s = torch.cat((s, sinks.double().view(-1, 1)), dim=1)
+            p = s.softmax(-1)[:, : pos + 1 - lo]
+            out[row] = torch.einsum("hl,lhd->hd", p, vals[lo : pos + 1])
     return out

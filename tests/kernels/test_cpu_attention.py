@@ -39,6 +39,25 @@ def test_cpu_attention_matches_naive(kernel, name: str, layout: str) -> None:
     torch.testing.assert_close(got.double(), naive_attention(**args), atol=1e-5, rtol=1e-5)
 
 
+SINK_CASES = ["gqa2-bs4-window5", "gqa3-bs16-dim64", "decode-only", "empty-row", "mha-bs4"]
+
+
+@pytest.mark.parametrize("name", SINK_CASES)
+def test_attention_sinks_match_naive(kernel, name: str) -> None:
+    """GPT-OSS's sinks (a logit per head in each softmax denominator, some above every score):
+    the C kernel and the reference against the fp64 oracle."""
+    args = make_attn_inputs(ATTN_CASES[name], torch.float32)
+    heads = args["q"].shape[1]
+    args["sinks"] = torch.linspace(-3.0, 6.0, heads)
+    expect = naive_attention(**args)
+    torch.testing.assert_close(kernel(**args).double(), expect, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(
+        reference.paged_attention(**args).double(), expect, atol=1e-5, rtol=1e-5
+    )
+    without = naive_attention(**{**args, "sinks": None})
+    assert (expect - without).abs().max() > 1e-2  # the sinks change the result
+
+
 @pytest.mark.parametrize("name", ["gqa2-bs16", "gqa3-bs16-dim64", "gqa2-bs16-dim32-window7"])
 def test_cpu_attention_bfloat16(kernel, name: str) -> None:
     """bf16 caches (dims that are multiples of 32 take the AVX512-BF16 dot products where the

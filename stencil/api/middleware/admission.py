@@ -10,8 +10,8 @@ from __future__ import annotations
 import asyncio
 import time
 
+from stencil.api.asgi import ASGIApp, Receive, Scope, Send, send_error
 from stencil.api.errors import APIError
-from stencil.api.middleware.asgi import ASGIApp, Receive, Scope, Send, send_error
 
 ALWAYS_ADMITTED = frozenset({"/health", "/metrics"})
 

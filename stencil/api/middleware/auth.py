@@ -15,8 +15,8 @@ from collections.abc import Iterable
 from types import MappingProxyType
 from typing import Any
 
+from stencil.api.asgi import ASGIApp, Receive, Scope, Send, header, send_error
 from stencil.api.errors import APIError
-from stencil.api.middleware.asgi import ASGIApp, Receive, Scope, Send, header, send_error
 
 PUBLIC = "public"
 KEY = "api-key"
@@ -28,6 +28,8 @@ ROUTE_AUTH = MappingProxyType(
         "/v1/chat/completions": KEY,
         "/v1/completions": KEY,
         "/v1/embeddings": KEY,
+        "/v1/responses": KEY,
+        "/v1/responses/{response_id}": KEY,
         "/v1/models": KEY,
         "/version": KEY,
         "/metrics": KEY,

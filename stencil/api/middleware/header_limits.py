@@ -8,8 +8,8 @@ reaches the app; ``http_server.LimitedH11Protocol`` answers that one with 431 as
 
 from __future__ import annotations
 
+from stencil.api.asgi import ASGIApp, Receive, Scope, Send, send_error
 from stencil.api.errors import APIError
-from stencil.api.middleware.asgi import ASGIApp, Receive, Scope, Send, send_error
 
 REQUEST_LINE_ALLOWANCE = 8192  # the request line (method, target) beside the header fields
 

@@ -14,7 +14,7 @@ import ctypes.util
 import gc
 from collections.abc import Callable
 
-from stencil.api.middleware.asgi import ASGIApp, Message, Receive, Scope, Send
+from stencil.api.asgi import ASGIApp, Message, Receive, Scope, Send
 
 LARGE_BODY = 64 << 10
 

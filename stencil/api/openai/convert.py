@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from stencil.api.errors import bad_request
-from stencil.api.middleware.prompt_size import PromptTooLong, tokenize_bounded
 from stencil.api.openai.messages import content_text, render_chat
+from stencil.api.openai.prompt_size import PromptTooLong, tokenize_bounded
 from stencil.api.openai.protocol import (
     KNOWN_BACKENDS,
     AssistantMessage,
@@ -49,6 +49,7 @@ class ModelInfo:
     max_model_len: int
     vocab_size: int
     tool_format: ToolCallFormat | None = None  # None: detected from the chat template
+    reasoning_end: str | None = None  # a reasoning model's end marker (EngineConfig)
 
     @property
     def call_format(self) -> ToolCallFormat:

@@ -179,6 +179,7 @@ typedef struct {
     const int32_t *cu_q, *ctx;
     int heads, kv_heads, dim, block_size, window;
     float scale;
+    const float *sinks; /* [heads] or NULL: a logit per head in every softmax denominator */
     float *out;
 } Args;
 
@@ -340,6 +341,11 @@ static void unit(const Args *a, int b, int h, int p0, int np) {
     for (int r = 0; r < rows; r++) {
         int p = p0 + r / group, head = h * group + r % group;
         float *o = a->out + ((int64_t)(a->cu_q[b] + p) * a->heads + head) * dim;
+        if (a->sinks && m[r] != -INFINITY) { /* the sink joins the denominator, adds no value */
+            float sink = a->sinks[head], mx = sink > m[r] ? sink : m[r], corr = expf(m[r] - mx);
+            for (int d = 0; d < dim; d++) acc[r][d] *= corr;
+            l[r] = l[r] * corr + expf(sink - mx);
+        }
         float inv = l[r] > 0.f ? 1.f / l[r] : 0.f;
         for (int d = 0; d < dim; d++) o[d] = acc[r][d] * inv;
     }
@@ -362,9 +368,9 @@ void paged_attention(const float *q, int64_t q_stride, const void *k, const void
                      int64_t sb, int64_t ss, int64_t sh, const int32_t *tables, int width,
                      const int32_t *cu_q, const int32_t *ctx, const int32_t *units, int num_units,
                      int heads, int kv_heads, int dim, int block_size, float scale, int window,
-                     float *out, int threads) {
-    Args a = {q,    q_stride, k,   v,        bf16, sb,         ss,     sh,    tables, width,
-              cu_q, ctx,      heads, kv_heads, dim, block_size, window, scale, out};
+                     const float *sinks, float *out, int threads) {
+    Args a = {q,    q_stride, k,     v,        bf16, sb,         ss,     sh,    tables, width,
+              cu_q, ctx,      heads, kv_heads, dim, block_size, window, scale, sinks, out};
     /* dynamic scheduling, one unit at a time, each thread claiming its next unit before it runs
      * the current one so that the next unit's first block is on its way meanwhile */
     int next = 0;

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from stencil.api.middleware.asgi import ASGIApp, Message
+from stencil.api.asgi import ASGIApp, Message
 
 
 @dataclass(slots=True)

@@ -3,7 +3,7 @@ OpenAI endpoint, on Ray Serve.
 
 Two deployments: ``EngineReplica`` (one engine and its own ``create_app(engine)`` app each, one CPU
 per engine thread; requests reach it through ``PrefixAffinityRouter``) and ``Ingress`` (the HTTP
-front, ``stencil.api.ray_ingress``; no CPU of its own). Serve restarts a replica that dies or
+front, ``stencil.api.ray.ingress``; no CPU of its own). Serve restarts a replica that dies or
 fails its health check. Needs the ``ray`` extra: ``pip install 'stencil-serve[ray]'``.
 """
 
@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from stencil.api.asgi_call import ForwardedRequest, call_asgi, call_asgi_whole
+from stencil.api.ray.asgi_call import ForwardedRequest, call_asgi, call_asgi_whole
 from stencil.api.state import ServerConfig
 from stencil.engine.config import EngineConfig
 from stencil.engine.errors import ConfigError
@@ -26,7 +26,7 @@ from stencil.engine.errors import ConfigError
 logger = logging.getLogger(__name__)
 
 APP_NAME = "stencil"
-ROUTER = "stencil.api.ray_routing.PrefixAffinityRouter"
+ROUTER = "stencil.api.ray.routing.PrefixAffinityRouter"
 
 
 class EngineReplica:
@@ -72,7 +72,7 @@ class Ingress:
         self.server_config = server_config
 
     def __serve_build_asgi_app__(self) -> Any:
-        from stencil.api.ray_ingress import ingress_app
+        from stencil.api.ray.ingress import ingress_app
 
         return ingress_app(self.engines, self.server_config)
 

@@ -10,8 +10,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from stencil.api.ray_ingress import PREFIX_CHARS, merge_metrics, prompt_text
-from stencil.api.ray_routing import rank_replicas
+from stencil.api.ray.ingress import PREFIX_CHARS, merge_metrics, prompt_text
+from stencil.api.ray.routing import rank_replicas
 
 
 @pytest.mark.parametrize(
@@ -94,7 +94,7 @@ def test_merged_metrics_parse_with_every_replica_labelled():
 
 
 def test_autoscaling_flag_inline_or_file(tmp_path):
-    from stencil.api.ray_serve import load_autoscaling
+    from stencil.api.ray.serve import load_autoscaling
     from stencil.engine.errors import ConfigError
 
     config = {"min_replicas": 1, "max_replicas": 4, "target_ongoing_requests": 8}

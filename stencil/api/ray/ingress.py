@@ -18,9 +18,9 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 
-from stencil.api.asgi_call import ForwardedRequest
 from stencil.api.errors import APIError
-from stencil.api.routes import read_body
+from stencil.api.ray.asgi_call import ForwardedRequest
+from stencil.api.request_io import read_body
 from stencil.api.state import ServerConfig
 
 logger = logging.getLogger(__name__)

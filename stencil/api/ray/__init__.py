@@ -1,0 +1,1 @@
+"""Stencil behind Ray Serve: replicas, their ingress, prefix-affinity routing."""
