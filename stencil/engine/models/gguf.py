@@ -18,6 +18,13 @@ from pathlib import Path
 import numpy as np
 
 from stencil.engine.errors import ConfigError
+from stencil.engine.models.gguf_moe import (
+    MOE_LAYER_NAMES,
+    gguf_tokenizer,
+    gpt_oss_config,
+    moe_config,
+    split_experts,
+)
 from stencil.engine.models.weight_map import MODEL_TYPES
 from stencil.paths import cache_root
 
@@ -138,7 +145,7 @@ def iter_gguf_weights(gguf_path: Path, config, keep_quantized: bool):
                 data = _unpermute(
                     data, config.num_key_value_heads if kv else config.num_attention_heads
                 )
-            yield name, data
+            yield from split_experts(name, data)
 
 
 def _read(f, t) -> np.ndarray:
@@ -153,23 +160,30 @@ def _decode(t, raw: np.ndarray, keep_quantized: bool):
     """One tensor's bytes -> its ``Codes`` (kept quantized) or a float32 array."""
     import gguf
 
-    from stencil.engine.models.gguf_quants import SUPPORTED, decode
-
     shape = tuple(reversed([int(d) for d in t.shape]))  # GGUF lists dims fastest-first
     kind = t.tensor_type.name
+    if keep_quantized and len(shape) == 3 and kind not in ("F32", "F16", "BF16"):
+        per = raw.reshape(shape[0], -1)  # stacked experts [E, ...]: each its own weight
+        return [_decode_2d(t, per[e], kind, shape[1:]) for e in range(shape[0])]
     if keep_quantized and len(shape) == 2 and kind not in ("F32", "F16", "BF16"):
-        if kind not in SUPPORTED:
-            raise ConfigError(
-                f"GGUF tensor {t.name} has type {kind}, which Stencil cannot run quantized "
-                f"(supported: F32, F16, BF16, {', '.join(SUPPORTED)}); "
-                'quantization="none" dequantizes it'
-            )
-        return decode(raw, kind, shape)
+        return _decode_2d(t, raw, kind, shape)
     try:
         data = gguf.quants.dequantize(raw, t.tensor_type)
     except NotImplementedError as e:
         raise ConfigError(f"GGUF tensor {t.name} has type {kind}, which cannot be read: {e}") from e
     return np.asarray(data, dtype=np.float32).reshape(shape)
+
+
+def _decode_2d(t, raw: np.ndarray, kind: str, shape: tuple[int, int]):
+    from stencil.engine.models.gguf_quants import SUPPORTED, decode
+
+    if kind not in SUPPORTED:
+        raise ConfigError(
+            f"GGUF tensor {t.name} has type {kind}, which Stencil cannot run quantized "
+            f"(supported: F32, F16, BF16, {', '.join(SUPPORTED)}); "
+            'quantization="none" dequantizes it'
+        )
+    return decode(raw, kind, shape)
 
 
 def _unpermute(data, heads: int):
@@ -192,7 +206,7 @@ def hf_tensor_name(gguf_name: str) -> str | None:
     """``blk.3.attn_q.weight`` -> ``model.layers.3.self_attn.q_proj.weight`` (None: not a weight we use)."""
     m = re.fullmatch(r"blk\.(\d+)\.(\w+)\.(weight|bias)", gguf_name)
     if m:
-        key = LAYER_NAMES.get(m[2])
+        key = LAYER_NAMES.get(m[2]) or MOE_LAYER_NAMES.get(m[2])
         return f"model.layers.{m[1]}.{key}.{m[3]}" if key else None
     m = re.fullmatch(r"(\w+)\.(weight|bias)", gguf_name)
     key = GLOBAL_NAMES.get(m[1]) if m else None
@@ -223,10 +237,18 @@ def _write_metadata(gguf_path: Path, out: Path):
     from transformers import AutoConfig, AutoTokenizer, GenerationConfig
 
     folder, name = str(gguf_path.parent), gguf_path.name
-    config = AutoConfig.from_pretrained(folder, gguf_file=name)
-    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
     reader = gguf.GGUFReader(str(gguf_path))
-    config.tie_word_embeddings = not any(t.name == "output.weight" for t in reader.tensors)
+    names = {t.name for t in reader.tensors}
+    fields = {k: f.contents() for k, f in reader.fields.items() if not k.startswith("tokenizer.")}
+    if fields["general.architecture"] == "gpt-oss":
+        embd = next(t for t in reader.tensors if t.name == "token_embd.weight")
+        config = gpt_oss_config(fields, int(embd.shape[1]))
+        tokenizer = gguf_tokenizer(str(gguf_path))
+    else:
+        config = AutoConfig.from_pretrained(folder, gguf_file=name)
+        tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
+    config = moe_config(config, fields, names)
+    config.tie_word_embeddings = "output.weight" not in names
     raw = config.to_dict()
     raw.pop("quantization_config", None)
     raw["architectures"] = [_architecture(raw.get("model_type", ""))]
