@@ -33,6 +33,8 @@ from stencil.api.openai.protocol import (
     TokenizeRequest,
 )
 from stencil.api.openapi import install_openapi
+from stencil.api.responses_api.protocol import ResponsesRequest
+from stencil.api.responses_api.routes import responses_routes
 from stencil.api.routes import api_routes, public_routes
 from stencil.api.state import AppState, ServerConfig, version
 from stencil.engine.serving_engine import ServingEngine
@@ -47,6 +49,7 @@ REQUEST_MODELS = [
     EmbeddingRequest,
     TokenizeRequest,
     DetokenizeRequest,
+    ResponsesRequest,
 ]
 
 
@@ -76,6 +79,7 @@ def create_app(
     app.include_router(public_routes(state))
     app.include_router(api_routes(state))
     app.include_router(embedding_routes(state))
+    app.include_router(responses_routes(state))
     install_openapi(app, REQUEST_MODELS, lambda: state.model_name)
     undecided = undecided_routes(route_paths(app.routes))
     if undecided:

@@ -24,14 +24,14 @@ from stencil.api.engine_client import EngineClient
 from stencil.api.errors import APIError, bad_request
 from stencil.api.openai.convert import ModelInfo, prompt_ids
 from stencil.api.openai.protocol import EmbeddingRequest
-from stencil.api.openapi import json_body
-from stencil.api.routes import (
+from stencil.api.openapi import json_body as openapi_body
+from stencil.api.request_io import (
     ClientGone,
-    _body,
-    _check_model,
-    _parse,
-    _ready,
-    _unless_disconnected,
+    check_model,
+    json_body,
+    parse,
+    ready,
+    unless_disconnected,
 )
 from stencil.api.state import AppState, ServerConfig
 from stencil.engine.errors import EngineError, QueueFullError
@@ -46,17 +46,17 @@ Item = tuple[str, list[int]]  # (the request field it came from, e.g. "input[3]"
 def embedding_routes(state: AppState) -> APIRouter:
     router = APIRouter()
 
-    @router.post("/v1/embeddings", openapi_extra=json_body(EmbeddingRequest))
+    @router.post("/v1/embeddings", openapi_extra=openapi_body(EmbeddingRequest))
     async def embeddings(request: Request) -> Response:
-        st = _ready(state)
-        req = _parse(EmbeddingRequest, await _body(request, st))
-        _check_model(req.model, st)
+        st = ready(state)
+        req = parse(EmbeddingRequest, await json_body(request, st))
+        check_model(req.model, st)
         dims = _check_dimensions(req.dimensions, st.engine)
         items = embedding_inputs(req.input, st.model, st.config)
         start = time.perf_counter()
         work = embed_all(st.runner, items, f"embd-{uuid.uuid4().hex}")
         try:
-            vectors = await _unless_disconnected(request, st, work)
+            vectors = await unless_disconnected(request, st, work)
         except ClientGone:
             return Response(status_code=499)
         st.metrics.e2e.observe(time.perf_counter() - start)

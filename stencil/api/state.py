@@ -10,6 +10,7 @@ from typing import Any
 from stencil.api.metrics import ServerMetrics
 from stencil.api.middleware.admission import Admission
 from stencil.api.openai.convert import ModelInfo
+from stencil.api.responses_api.store import ResponseStore
 from stencil.engine.errors import ConfigError
 from stencil.engine.serving_engine import ServingEngine
 
@@ -44,6 +45,12 @@ class ServerConfig:
     max_embedding_tokens: int = _opt(
         300_000, "tokens over all inputs of one /v1/embeddings request"
     )
+    max_stored_responses: int = _opt(
+        1024, "responses kept in memory for previous_response_id (least recently used evicted)"
+    )
+    max_stored_response_bytes: int = _opt(
+        64 << 20, "bytes of JSON the stored responses may hold in all (LRU eviction beyond)"
+    )
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -51,6 +58,8 @@ class ServerConfig:
         for name in ("max_body_bytes", "max_header_bytes", "max_headers"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be > 0, got {getattr(self, name)}")
+        if self.max_stored_responses < 0 or self.max_stored_response_bytes < 0:
+            raise ConfigError("max_stored_responses and max_stored_response_bytes must be >= 0")
         if self.max_embedding_inputs <= 0 or self.max_embedding_tokens <= 0:
             raise ConfigError("max_embedding_inputs and max_embedding_tokens must be > 0")
         if not 0 <= self.shutdown_timeout < float("inf"):
@@ -72,6 +81,11 @@ class AppState:
     load_error: str | None = None
     owns_engine: bool = False
     created: int = field(default_factory=lambda: int(time.time()))
+    responses: ResponseStore = field(init=False)
+
+    def __post_init__(self) -> None:
+        cfg = self.config
+        self.responses = ResponseStore(cfg.max_stored_responses, cfg.max_stored_response_bytes)
 
     def runner_fail_all(self, error: Any) -> int:
         """End every open generation with ``error`` (shutdown); how many there were."""
@@ -82,7 +96,12 @@ class AppState:
 
         self.engine = engine
         self.runner = EngineClient(engine, self.metrics)
-        self.model = ModelInfo(engine.tokenizer, int(engine.max_model_len), int(engine.vocab_size))
+        self.model = ModelInfo(
+            engine.tokenizer,
+            int(engine.max_model_len),
+            int(engine.vocab_size),
+            reasoning_end=engine.reasoning_end,
+        )
         self.model_name = self.config.served_model_name or str(engine.model_name)
         digest = hashlib.sha1(f"{engine.model_name}:{version()}".encode()).hexdigest()
         self.fingerprint = f"fp_stencil_{digest[:10]}"

@@ -70,6 +70,10 @@ class AsyncLLMEngine:
     def embedding_size(self) -> int:
         return int(self.engine.hf_config.hidden_size)
 
+    @property
+    def reasoning_end(self) -> str | None:
+        return self.engine.config.reasoning_end
+
     # ---- requests ----------------------------------------------------------------------
     async def generate(
         self, prompt: str | list[int], params: SamplingParams, request_id: str | None = None

@@ -13,4 +13,5 @@ class AttentionMetadata:
     block_tables: torch.Tensor  # [B, max_blocks] int32
     cu_seqlens_q: list[int]  # B + 1 offsets of each sequence's new tokens in the step
     context_lens: list[int]  # [B] tokens in cache per sequence after this step's writes
+    prompt_lens: list[int] = field(default_factory=list)  # [B] each sequence's prompt length
     plan: dict = field(default_factory=dict)  # per-step scratch the CPU attention fills once

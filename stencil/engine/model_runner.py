@@ -119,7 +119,11 @@ class ModelRunner:
         )
         flat = torch.tensor([ids, positions, slots], dtype=torch.int64, device=self.device)
         meta = AttentionMetadata(
-            slot_mapping=flat[2], block_tables=tables, cu_seqlens_q=cu, context_lens=ctx
+            slot_mapping=flat[2],
+            block_tables=tables,
+            cu_seqlens_q=cu,
+            context_lens=ctx,
+            prompt_lens=[s.seq.prompt_len for s in computed],
         )
         return meta, flat[0], flat[1], row_of
 

@@ -31,6 +31,11 @@ class ServingEngine(Protocol):
         """Length of the vectors ``embed`` returns (the model's hidden size)."""
         ...
 
+    @property
+    def reasoning_end(self) -> str | None:
+        """A reasoning model's end-of-reasoning marker (constraints apply after it), or None."""
+        ...
+
     def generate(
         self, prompt: str | list[int], params: SamplingParams, request_id: str | None = None
     ) -> AsyncIterator[RequestOutput]:

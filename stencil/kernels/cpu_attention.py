@@ -68,8 +68,8 @@ _ARGTYPES = [
 
 class CpuPagedAttention:
     """Callable with the signature of ``reference.paged_attention``; shapes the kernel's buffers
-    cannot hold (head_dim > 256, block_size > 64, > 64 query heads per kv head), and caches that are
-    neither float32 nor bfloat16, go to the reference path."""
+    cannot hold (head_dim > 256, block_size > 64, > 64 query heads per kv head), caches that are
+    neither float32 nor bfloat16, and soft-capped scores (Gemma 2) go to the reference path."""
 
     def __init__(self, library: ctypes.CDLL) -> None:
         self._kernel = library.paged_attention
@@ -88,8 +88,14 @@ class CpuPagedAttention:
         sliding_window=None,
         plan=None,
         sinks=None,
+        softcap=None,
     ) -> torch.Tensor:
         plan = {} if plan is None else plan
+        if softcap is not None:
+            return reference.paged_attention(
+                q, k_cache, v_cache, block_tables, cu_seqlens_q, context_lens, scale,
+                sliding_window, plan, sinks, softcap,
+            )  # fmt: skip
         # every layer of a step shares the cache layout: the launch arguments are built once
         key = ("cpu", q.shape[1], k_cache.shape, k_cache.stride(), k_cache.dtype, v_cache.stride())
         key += (v_cache.dtype,)

@@ -101,8 +101,10 @@ def paged_attention(
     sliding_window: int | None = None,
     plan: dict | None = None,
     sinks: torch.Tensor | None = None,  # [heads] float: GPT-OSS's attention sinks
+    softcap: float | None = None,
 ) -> torch.Tensor:  # [T, heads, dim]
     """Causal attention of each sequence's new queries over its cached keys (prefix + new).
+    ``softcap`` (Gemma 2): scores become ``softcap * tanh(scores / softcap)`` before the mask.
 
     Query ``i`` of a sequence with ``q_len`` new tokens sits at position ``ctx - q_len + i``.
     Decode rows are sorted by context length and batched in groups (little padding); each prefill
@@ -124,6 +126,8 @@ def paged_attention(
         k = gather_kv(k_cache, tables, mask.shape[-1]).to(q.dtype)  # [B, kv_heads, L, dim]
         v = gather_kv(v_cache, tables, mask.shape[-1]).to(q.dtype)
         scores = torch.matmul(qg, k.transpose(-1, -2)) * scale  # [B, kv_heads, group * n, L]
+        if softcap is not None:
+            scores = torch.tanh(scores / softcap) * softcap
         scores.masked_fill_(~mask, float("-inf"))
         if sinks is None:
             probs = scores.softmax(-1)

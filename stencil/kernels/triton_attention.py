@@ -204,9 +204,18 @@ def paged_attention(
     sliding_window: int | None = None,
     plan: dict | None = None,
     sinks: torch.Tensor | None = None,  # [heads]: GPT-OSS's attention sinks
+    softcap: float | None = None,
 ) -> torch.Tensor:  # [T, heads, dim]
     """Causal attention of each sequence's new queries over its cached keys (prefix + new).
-    ``plan`` (the reference's per-step scratch) is not needed here."""
+    ``plan`` (the reference's per-step scratch) is not needed here; soft-capped scores (Gemma 2)
+    go to the reference."""
+    if softcap is not None:
+        from stencil.kernels import reference
+
+        return reference.paged_attention(
+            q, k_cache, v_cache, block_tables, list(cu_seqlens_q), list(context_lens), scale,
+            sliding_window, plan, sinks, softcap,
+        )  # fmt: skip
     return paged_attention_splits(
         q, k_cache, v_cache, block_tables, cu_seqlens_q, context_lens, scale, sliding_window,
         sinks=sinks,

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from stencil.engine.errors import ConfigError
-from stencil.engine.models.gguf import GGUF_NAMES, PERMUTED_ARCHS
+from stencil.engine.models.gguf_arch import GLOBAL_NAMES, LAYER_NAMES, PERMUTED_ARCHS
 from stencil.testing.gguf_encode import encode
 from stencil.testing.gguf_writer import Encoded, _copy_tokenizer, llama_cpp_permute
 
@@ -39,6 +39,8 @@ _MOE_NAMES = {
 def gguf_moe_tensors(config, state: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """HF names -> llama.cpp names and layouts (float32 arrays, experts stacked)."""
     kind = config.model_type
+    layer_names = {v: k for k, v in LAYER_NAMES.items()}
+    global_names = {v: k for k, v in GLOBAL_NAMES.items()}
     out: dict[str, np.ndarray] = {}
     experts: dict[tuple[int, str], dict[int, np.ndarray]] = {}
     for name, w in state.items():
@@ -53,7 +55,7 @@ def gguf_moe_tensors(config, state: dict[str, np.ndarray]) -> dict[str, np.ndarr
         stem, leaf = name.rsplit(".", 1)
         layer = re.match(r"model\.layers\.(\d+)\.(.+)", stem)
         if layer is None:
-            out[f"{GGUF_NAMES[stem]}.{leaf}"] = w
+            out[f"{global_names[stem]}.{leaf}"] = w
             continue
         i, rest = layer[1], layer[2]
         blk = f"blk.{i}"
@@ -68,7 +70,7 @@ def gguf_moe_tensors(config, state: dict[str, np.ndarray]) -> dict[str, np.ndarr
                 w.reshape(-1) if "shared_expert_gate" in rest else w
             )
         else:
-            out[f"{blk}.{GGUF_NAMES[rest]}.{leaf}"] = w
+            out[f"{blk}.{layer_names[rest]}.{leaf}"] = w
     for (i, proj), per in experts.items():
         out[f"blk.{i}.ffn_{proj}_exps.weight"] = np.stack([per[e] for e in range(len(per))])
     return out

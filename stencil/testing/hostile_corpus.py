@@ -9,26 +9,13 @@ and checks the answer's shape (OpenAI error body, sanitized message).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from typing import Any
 
-CHAT = "/v1/chat/completions"
+from stencil.testing.hostile_payload import MB, Payload
+from stencil.testing.hostile_responses import responses_payloads
+
 COMPLETIONS = "/v1/completions"
 EMBEDDINGS = "/v1/embeddings"
-MB = 1 << 20
-
-
-@dataclass(frozen=True)
-class Payload:
-    name: str
-    category: str
-    body: bytes
-    path: str = CHAT
-    headers: dict[str, str] = field(default_factory=dict)
-    expect: frozenset[int] = frozenset({400})
-    compile_bound: bool = False  # may run into the constraint compile budget first
-    echo: str = ""  # a piece of user input that must not come back whole in the error text
-    known_bug: str = ""  # an open bug makes the server answer otherwise (the tests xfail it)
 
 
 def _msgs(text: str = "Say hi.") -> list[dict[str, str]]:
@@ -373,12 +360,7 @@ def type_payloads() -> list[Payload]:
             chat(tool_choice={"type": "function", "function": {"name": "nope"}}),
         ),
         Payload("unknown field", "types", chat(functions=[{"name": "f"}])),
-        Payload(
-            "tokenize empty messages",
-            "types",
-            json.dumps({"messages": []}).encode(),
-            "/tokenize",
-        ),
+        Payload("tokenize empty messages", "types", b'{"messages": []}', "/tokenize"),
     ]
 
 
@@ -395,4 +377,5 @@ def build_corpus(vocab_size: int, max_model_len: int) -> list[Payload]:
         *size_payloads(max_model_len),
         *encoding_payloads(),
         *type_payloads(),
+        *responses_payloads(max_model_len),
     ]

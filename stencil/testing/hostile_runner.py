@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 
 from stencil.api.sanitize import is_sanitized
-from stencil.testing.hostile_corpus import Payload
+from stencil.testing.hostile_payload import Payload
 
 CANARY_TOPICS = (
     "the sea",
@@ -44,7 +44,7 @@ async def send(client: httpx.AsyncClient, base: str, auth: dict[str, str], p: Pa
     headers = {"Content-Type": "application/json", **auth, **p.headers}
     start = time.perf_counter()
     try:
-        r = await client.post(base + p.path, content=p.body, headers=headers)
+        r = await client.request(p.method, base + p.path, content=p.body, headers=headers)
         status, raw = r.status_code, r.content
     except httpx.HTTPError as e:  # the server closed on us: a failure like a 5xx
         return Outcome(

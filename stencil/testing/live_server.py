@@ -42,6 +42,17 @@ class LiveServer:
                 out.setdefault(name, float(line.rsplit(" ", 1)[1]))
         return out
 
+    def wait_idle(self, timeout: float = 15.0) -> dict[str, float]:
+        """The metrics once nothing runs and no KV block is held (AssertionError after
+        ``timeout`` seconds)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            m = self.metrics()
+            if m["num_requests_running"] == 0 and m["kv_cache_usage_perc"] == 0:
+                return m
+            time.sleep(0.1)
+        raise AssertionError(f"blocks not freed: {self.metrics()}")
+
 
 @contextlib.contextmanager
 def serving(engine: Any, api_key: str | None = None) -> Iterator[LiveServer]:

@@ -21,6 +21,17 @@ def live_server() -> Iterator[LiveServer]:
 
 
 @pytest.fixture(scope="session")
+def client(live_server: LiveServer):
+    """The ``openai`` SDK's client of the live server."""
+    return live_server.openai()
+
+
+@pytest.fixture(scope="session")
+def model(live_server: LiveServer) -> str:
+    return live_server.model
+
+
+@pytest.fixture(scope="session")
 def ray_address() -> Iterator[str]:
     """A real local Ray cluster (2 CPUs, head on 127.0.0.1), shared by the Ray tests; shut down
     (and its processes reaped) at the end of the session."""

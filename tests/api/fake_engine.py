@@ -21,6 +21,7 @@ class FakeEngine:
         self.max_model_len = 2048
         self.vocab_size = 49152
         self.embedding_size = 8
+        self.reasoning_end = None  # or a marker such as "</think>"
         self.reply = reply
         self.aborted: list[str] = []
         self.running: set[str] = set()

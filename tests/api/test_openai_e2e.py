@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from enum import StrEnum
 
 import httpx
@@ -55,16 +54,6 @@ class Person(BaseModel):
     name: str = Field(description="Full name", max_length=30)
     age: int = Field(ge=0, le=150)
     favourite: Color | None = None
-
-
-@pytest.fixture(scope="module")
-def client(live_server):
-    return live_server.openai()
-
-
-@pytest.fixture(scope="module")
-def model(live_server):
-    return live_server.model
 
 
 def test_chat_plain(client, model):
@@ -322,18 +311,8 @@ def test_unknown_model_is_404(client):
         client.chat.completions.create(model="gpt-4o", messages=CHAT, max_tokens=2)
 
 
-def _wait_idle(live_server, timeout=15.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        m = live_server.metrics()
-        if m["num_requests_running"] == 0 and m["kv_cache_usage_perc"] == 0:
-            return m
-        time.sleep(0.1)
-    raise AssertionError(f"blocks not freed: {live_server.metrics()}")
-
-
 def test_disconnect_mid_stream_frees_blocks(live_server, model):
-    _wait_idle(live_server)
+    live_server.wait_idle()
     body = {
         "model": model,
         "messages": CHAT,
@@ -349,14 +328,14 @@ def test_disconnect_mid_stream_frees_blocks(live_server, model):
             got = [next(lines) for _ in range(6)]
             assert any(x.startswith("data: ") for x in got)
             assert live_server.metrics()["kv_cache_usage_perc"] > 0
-    m = _wait_idle(live_server)
+    m = live_server.wait_idle()
     assert m["request_client_disconnects_total"] >= 1
 
 
 def test_disconnect_while_waiting_frees_blocks(live_server, model):
-    _wait_idle(live_server)
+    live_server.wait_idle()
     body = {"model": model, "messages": CHAT, "max_tokens": 400, "ignore_eos": True}
     h = {"Authorization": f"Bearer {live_server.api_key}"}
     with pytest.raises(httpx.ReadTimeout):
         httpx.post(f"{live_server.v1}/chat/completions", json=body, headers=h, timeout=1.5)
-    _wait_idle(live_server)
+    live_server.wait_idle()

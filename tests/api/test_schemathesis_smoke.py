@@ -1,4 +1,5 @@
 """schemathesis against /openapi.json, small: 10 fuzzed cases (valid and invalid) per operation
+(the six POSTs: chat, completions, responses, embeddings, tokenize, detokenize)
 on a tiny random-weight model server; no server error. ``bench/schemathesis_bench.py`` runs the
 full 200 examples per operation plus the coverage phase."""
 
@@ -23,4 +24,4 @@ def test_no_server_errors_on_fuzzed_requests(tmp_path):
     assert report.server_errors == 0, report.operations
     assert report.exit_code == 0
     posts = {k: v for k, v in report.operations.items() if k.startswith("POST")}
-    assert len(posts) == 5 and all(op.cases["fuzzing"] >= EXAMPLES for op in posts.values())
+    assert len(posts) == 6 and all(op.cases["fuzzing"] >= EXAMPLES for op in posts.values())

@@ -28,6 +28,8 @@ ROUTE_AUTH = MappingProxyType(
         "/v1/chat/completions": KEY,
         "/v1/completions": KEY,
         "/v1/embeddings": KEY,
+        "/v1/responses": KEY,
+        "/v1/responses/{response_id}": KEY,
         "/v1/models": KEY,
         "/version": KEY,
         "/metrics": KEY,

@@ -49,6 +49,7 @@ class ModelInfo:
     max_model_len: int
     vocab_size: int
     tool_format: ToolCallFormat | None = None  # None: detected from the chat template
+    reasoning_end: str | None = None  # a reasoning model's end marker (EngineConfig)
 
     @property
     def call_format(self) -> ToolCallFormat:

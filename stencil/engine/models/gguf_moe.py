@@ -111,17 +111,6 @@ def gpt_oss_config(fields: dict, vocab_size: int):
     )
 
 
-def gguf_tokenizer(path: str):
-    """The file's tokenizer without its config (``AutoTokenizer`` reads the config too, which
-    transformers cannot for gpt-oss files)."""
-    from transformers import PreTrainedTokenizerFast
-    from transformers.integrations.gguf import convert_gguf_tokenizer, get_gguf_tokenizer
-
-    arch, vocab, settings = get_gguf_tokenizer(path)
-    fast, extra = convert_gguf_tokenizer(arch, vocab)
-    return PreTrainedTokenizerFast(tokenizer_object=fast, **settings, **extra)
-
-
 def _gpt_oss_rope(fields: dict) -> dict:
     params = {
         "rope_type": "default",

@@ -10,13 +10,9 @@ from pathlib import Path
 import torch
 
 from stencil.engine.errors import ConfigError
-from stencil.engine.models.llama import LlamaForCausalLM
-from stencil.engine.models.weight_map import (
-    MODEL_TYPES,
-    SUPPORTED_ARCHITECTURES,
-    fused_parts,
-    map_weight,
-)
+from stencil.engine.models.decoder import DecoderForCausalLM
+from stencil.engine.models.registry import MODEL_TYPES, SUPPORTED_ARCHITECTURES, build
+from stencil.engine.models.weight_map import fused_parts, map_weight
 
 logger = logging.getLogger(__name__)
 
@@ -87,7 +83,7 @@ def load_model(
     device: torch.device,
     max_positions: int,
     quantization: str | None = None,
-) -> LlamaForCausalLM:
+) -> DecoderForCausalLM:
     """Build the model without initialising weights, then fill it from the safetensors files, or
     from the GGUF file a ``gguf_model_dir`` names. ``quantization`` None: a GGUF file's weights
     as stored (on CPU), safetensors as they are; "none": everything dequantized; "int8" / "int4":
@@ -127,10 +123,10 @@ def _safetensors(path: Path):
                 yield name, f.get_tensor(name).float().numpy()
 
 
-def _dense_model(config, weights, dtype, device, max_positions) -> LlamaForCausalLM:
+def _dense_model(config, weights, dtype, device, max_positions) -> DecoderForCausalLM:
     """All weights float (a GGUF file dequantized), filled like the safetensors path."""
     with torch.device("meta"):
-        model = LlamaForCausalLM(config, max_positions)
+        model = build(config, max_positions)
     model = model.to_empty(device=device).to(dtype)
     params = dict(model.named_parameters())
     loaded: set[str] = set()
@@ -147,11 +143,11 @@ def _dense_model(config, weights, dtype, device, max_positions) -> LlamaForCausa
 
 def _load_safetensors(
     path: Path, config, dtype: torch.dtype, device: torch.device, max_positions: int
-) -> LlamaForCausalLM:
+) -> DecoderForCausalLM:
     from safetensors import safe_open
 
     with torch.device("meta"):
-        model = LlamaForCausalLM(config, max_positions)
+        model = build(config, max_positions)
     model = model.to_empty(device=device).to(dtype)
     files = sorted(path.glob("*.safetensors"))
     if not files:

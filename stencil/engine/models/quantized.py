@@ -12,8 +12,9 @@ import numpy as np
 import torch
 
 from stencil.engine.errors import ConfigError
+from stencil.engine.models.decoder import DecoderForCausalLM
 from stencil.engine.models.gguf_quants import Codes
-from stencil.engine.models.llama import LlamaForCausalLM
+from stencil.engine.models.registry import build
 from stencil.engine.models.weight_map import fused_parts, map_weight
 from stencil.kernels.quant_weight import QuantizedWeight, SplitWeight, concat, pack
 
@@ -64,7 +65,7 @@ def build_model(
     dtype: torch.dtype,
     device: torch.device,
     max_positions: int,
-) -> LlamaForCausalLM:
+) -> DecoderForCausalLM:
     """The model from HF-named weights, fused projections concatenated."""
 
     if device.type != "cpu":
@@ -72,7 +73,7 @@ def build_model(
             f"quantized weights run on CPU only; use quantization='none' on {device.type}"
         )
     with torch.device("meta"):
-        model = LlamaForCausalLM(config, max_positions)
+        model = build(config, max_positions)
     shards: dict[str, dict[int, Weight]] = {}
     dense: dict[str, np.ndarray] = {}
     params = dict(model.named_parameters())

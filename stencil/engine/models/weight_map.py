@@ -1,32 +1,15 @@
-"""The supported architectures and how HF weight names map onto Stencil's fused parameters."""
+"""How HF weight names (and conventions) map onto Stencil's parameters: q/k/v and gate/up fused,
+Gemma's ``1 + weight`` norms folded into plain ones."""
 
 from __future__ import annotations
 
-import torch
-
 from stencil.engine.models.moe import map_moe_weight
+from stencil.engine.models.registry import MODEL_TYPES, SUPPORTED_ARCHITECTURES
 
-SUPPORTED_ARCHITECTURES = (
-    "LlamaForCausalLM",
-    "Qwen2ForCausalLM",
-    "Qwen3ForCausalLM",
-    "MistralForCausalLM",
-    "Qwen2MoeForCausalLM",
-    "Qwen3MoeForCausalLM",
-    "MixtralForCausalLM",
-    "GptOssForCausalLM",
-)
+__all__ = ["MODEL_TYPES", "SUPPORTED_ARCHITECTURES", "fused_parts", "map_weight"]
 
-MODEL_TYPES = {
-    "llama": "LlamaForCausalLM",
-    "qwen2": "Qwen2ForCausalLM",
-    "qwen3": "Qwen3ForCausalLM",
-    "mistral": "MistralForCausalLM",
-    "qwen2_moe": "Qwen2MoeForCausalLM",
-    "qwen3_moe": "Qwen3MoeForCausalLM",
-    "mixtral": "MixtralForCausalLM",
-    "gpt_oss": "GptOssForCausalLM",
-}
+# families whose RMSNorm scales by (1 + weight)
+OFFSET_NORM_TYPES = ("gemma2", "gemma3_text")
 
 
 def fused_parts(target: str) -> int:
@@ -42,7 +25,7 @@ _FUSED = {
 }
 
 
-def map_weight(name: str, tensor: torch.Tensor, config):
+def map_weight(name: str, tensor, config):
     """HF weight name -> (our parameter name, tensor, shard index or None)."""
     if name.startswith("model."):
         name = name[len("model.") :]
@@ -53,6 +36,8 @@ def map_weight(name: str, tensor: torch.Tensor, config):
     moe = map_moe_weight(name, tensor, config)
     if moe is not None:
         return moe
+    if config.model_type in OFFSET_NORM_TYPES and name.endswith("norm.weight"):
+        tensor = tensor + 1  # (1 + w) * x: a plain norm with weight 1 + w (float32 or numpy)
     parts = name.split(".")
     for i, p in enumerate(parts):
         if p in _FUSED:

@@ -1,8 +1,8 @@
-"""Chat and completion responses, streaming (SSE) and not, built from generation events."""
+"""Chat and completion responses, streaming (SSE) and not, rendered from a request's events
+(``event_stream``): the chat renderer beside the Responses API's (``responses_api.render``)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 import uuid
@@ -10,17 +10,10 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from stencil.api.engine_client import (
-    Delta,
-    EngineClient,
-    Event,
-    Finish,
-    Generation,
-    ToolCalls,
-    events,
-)
 from stencil.api.errors import APIError
-from stencil.api.openai.convert import ModelInfo, Plan
+from stencil.api.event_stream import ChoiceState, EventStream, until_failure
+from stencil.api.events import Delta, Finish, ToolCalls
+from stencil.api.openai.convert import Plan
 from stencil.engine.outputs import PositionLogprobs
 
 _MIN_LOGPROB = -9999.0
@@ -35,7 +28,6 @@ class Context:
     fingerprint: str
     plans: list[Plan]
     n: int
-    stream: bool = False
     include_usage: bool = False
     logprobs: bool = False
     id: str = ""
@@ -45,118 +37,6 @@ class Context:
         if not self.id:
             prefix = "chatcmpl" if self.kind == "chat" else "cmpl"
             self.id = f"{prefix}-{uuid.uuid4().hex}"
-
-
-async def open_all(runner: EngineClient, ctx: Context) -> list[Generation]:
-    """Start every plan's engine request; on any failure abort those already started."""
-    gens: list[Generation] = []
-    try:
-        for k, plan in enumerate(ctx.plans):
-            rid = f"{ctx.id}-{k}"
-            gens.append(await runner.open(plan.prompt_ids, plan.params, rid, plan.constraint_param))
-    except BaseException:
-        for g in gens:
-            g.close()
-        raise
-    return gens
-
-
-async def all_events(
-    ctx: Context, gens: list[Generation], model: ModelInfo
-) -> AsyncIterator[Event]:
-    streams = [
-        events(plan, gen, model, offset=k * ctx.n)
-        for k, (plan, gen) in enumerate(zip(ctx.plans, gens, strict=True))
-    ]
-    if len(streams) == 1:
-        async for ev in streams[0]:
-            yield ev
-        return
-    async for ev in _merge(streams):
-        yield ev
-
-
-async def _merge(streams: list[AsyncIterator[Event]]) -> AsyncIterator[Event]:
-    queue: asyncio.Queue[Any] = asyncio.Queue()
-    end = object()
-
-    async def pump(s: AsyncIterator[Event]) -> None:
-        try:
-            async for ev in s:
-                await queue.put(ev)
-        except Exception as e:  # surfaced to the consumer below
-            await queue.put(e)
-        finally:
-            await queue.put(end)
-
-    tasks = [asyncio.create_task(pump(s)) for s in streams]
-    try:
-        remaining = len(tasks)
-        while remaining:
-            item = await queue.get()
-            if item is end:
-                remaining -= 1
-            elif isinstance(item, Exception):
-                raise item
-            else:
-                yield item
-    finally:
-        for t in tasks:
-            t.cancel()
-
-
-# ---- accumulation (non-streaming) -------------------------------------------------------------
-
-
-@dataclass(slots=True)
-class ChoiceState:
-    text: str = ""
-    logprobs: list[PositionLogprobs] = field(default_factory=list)
-    tool_calls: list[dict[str, Any]] = field(default_factory=list)
-    finish: Finish | None = None
-
-
-class Timing:
-    """Feeds the server's latency histograms from the event stream of one request."""
-
-    def __init__(self, runner: EngineClient) -> None:
-        self.metrics = runner.metrics
-        self.start = time.perf_counter()
-        self.last: float | None = None
-
-    def token(self) -> None:
-        now = time.perf_counter()
-        if self.last is None:
-            self.metrics.ttft.observe(now - self.start)
-        else:
-            self.metrics.itl.observe(now - self.last)
-        self.last = now
-
-    def done(self, finishes: list[Finish]) -> None:
-        self.metrics.e2e.observe(time.perf_counter() - self.start)
-        for f in finishes:
-            self.metrics.finished[f.reason] += 1
-
-
-async def collect(stream: AsyncIterator[Event], timing: Timing) -> dict[int, ChoiceState]:
-    choices: dict[int, ChoiceState] = {}
-    async for ev in stream:
-        st = choices.setdefault(ev.index, ChoiceState())
-        if isinstance(ev, Delta):
-            timing.token()
-            st.text += ev.text
-            st.logprobs += ev.logprobs
-        elif isinstance(ev, ToolCalls):
-            timing.token()
-            st.tool_calls += ev.calls
-        else:
-            st.finish = ev
-    finishes = [c.finish for c in choices.values() if c.finish]
-    timing.done(finishes)
-    errors = [f.error or "generation failed" for f in finishes if f.reason == "error"]
-    if errors:
-        raise APIError(errors[0], status=500, type="server_error", code="generation_error")
-    return choices
 
 
 def usage(ctx: Context, choices: dict[int, ChoiceState], cached: int = 0) -> dict[str, Any]:
@@ -186,7 +66,7 @@ def chat_response(ctx: Context, choices: dict[int, ChoiceState]) -> dict[str, An
             {
                 "index": i,
                 "message": message,
-                "logprobs": _chat_logprobs(st.logprobs) if ctx.logprobs else None,
+                "logprobs": chat_logprobs(st.logprobs) if ctx.logprobs else None,
                 "finish_reason": st.finish.reason if st.finish else "stop",
             }
         )
@@ -224,7 +104,7 @@ def _lp(value: float) -> float:
     return max(float(value), _MIN_LOGPROB)
 
 
-def _chat_logprobs(lps: list[PositionLogprobs]) -> dict[str, Any]:
+def chat_logprobs(lps: list[PositionLogprobs]) -> dict[str, Any]:
     def entry(lp: Any) -> dict[str, Any]:
         return {
             "token": lp.token,
@@ -257,7 +137,7 @@ def sse(data: Any) -> str:
 
 
 async def stream_chunks(
-    stream: AsyncIterator[Event], ctx: Context, timing: Timing, on_exit: Callable[[bool], None]
+    stream: EventStream, ctx: Context, on_exit: Callable[[bool], None]
 ) -> AsyncIterator[str]:
     """SSE lines in OpenAI's shape; ``on_exit(completed)`` runs however the stream ends
     (``completed`` is False when the client went away first)."""
@@ -282,7 +162,7 @@ async def stream_chunks(
                 yield chunk({"index": i, "delta": first, "logprobs": None, "finish_reason": None})
             elif echo:
                 yield chunk({"index": i, "text": echo, "logprobs": None, "finish_reason": None})
-        async for ev in _until_failure(stream, failures):
+        async for ev in until_failure(aiter(stream), failures):
             if isinstance(ev, Finish):
                 finishes[ev.index] = ev
                 if ev.reason == "error":
@@ -294,7 +174,6 @@ async def stream_chunks(
                     continue
                 yield chunk(_finish_choice(ev, chat))
                 continue
-            timing.token()
             if isinstance(ev, ToolCalls):
                 yield chunk(_tool_choice(ev, tool_counts))
             else:
@@ -305,7 +184,6 @@ async def stream_chunks(
             yield "data: [DONE]\n\n"
             completed = True
             return
-        timing.done(list(finishes.values()))
         if ctx.include_usage:
             states = {i: ChoiceState(finish=f) for i, f in finishes.items()}
             yield sse(_envelope(ctx, obj, []) | {"usage": usage(ctx, states)})
@@ -313,17 +191,6 @@ async def stream_chunks(
         completed = True
     finally:
         on_exit(completed)
-
-
-async def _until_failure(
-    stream: AsyncIterator[Event], failures: list[APIError]
-) -> AsyncIterator[Event]:
-    """``stream``'s events until it raises an APIError, which is appended to ``failures``."""
-    try:
-        async for ev in stream:
-            yield ev
-    except APIError as e:
-        failures.append(e)
 
 
 def _finish_choice(ev: Finish, chat: bool) -> dict[str, Any]:
@@ -345,7 +212,7 @@ def _tool_choice(ev: ToolCalls, counts: dict[int, int]) -> dict[str, Any]:
 
 def _delta_choice(ev: Delta, ctx: Context, offset: int = 0) -> dict[str, Any]:
     if ctx.kind == "chat":
-        lp = _chat_logprobs(ev.logprobs) if ctx.logprobs else None
+        lp = chat_logprobs(ev.logprobs) if ctx.logprobs else None
         return {
             "index": ev.index,
             "delta": {"content": ev.text},
