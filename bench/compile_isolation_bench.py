@@ -5,11 +5,9 @@ and what it buys. Prints two markdown tables.
 
 Latency: a seeded JSONSchemaBench-dev sample (schemas that compile), Qwen2.5 vocabulary, no
 cache; each schema is compiled in every mode in turn (interleaved, so machine load hits all
-modes alike). "in-thread" = ``Constraint.json_schema`` (translation in the caller) + the
-compile in a thread of this process (``workers=0``, the previous behaviour); "isolated,
-deferred" = ``Constraint.json_schema(..., defer=True)`` + the compile in a worker process
-(translation, llguidance build and first mask there, then the matcher rebuilt here);
-"isolated, eager" = translation in the caller, the rest in a worker.
+modes alike). "in-thread" = the compile (translation, llguidance build and first mask) in a
+thread of this process (``workers=0``); "isolated" = the compile in a worker process, then the
+matcher rebuilt here from the validated grammar.
 
 Kill: a pathological schema (``oneOf`` of 3,000 closed objects each requiring a key of its
 own, ~25 s of pairwise disjointness proofs) under a 1 s budget: time until the caller gets
@@ -37,10 +35,11 @@ from stencil.constraints import (
     ConstraintCompiler,
     ConstraintError,
     TokenVocab,
+    translate,
 )
 from stencil.testing.pathological import pathological
 
-MODES = ("in-thread", "isolated, deferred", "isolated, eager")
+MODES = ("in-thread", "isolated")
 
 
 def sample_schemas(per_category: int, seed: int) -> list[dict]:
@@ -69,13 +68,12 @@ def measure_latency(
         isolated.compile(Constraint.regex("warm"))  # the worker's start is not a compile
         runs = {
             "in-thread": lambda s: local.compile(Constraint.json_schema(s)),
-            "isolated, deferred": lambda s: isolated.compile(Constraint.json_schema(s, defer=True)),
-            "isolated, eager": lambda s: isolated.compile(Constraint.json_schema(s)),
+            "isolated": lambda s: isolated.compile(Constraint.json_schema(s)),
         }
         kept = 0
         for schema in schemas:
             try:
-                Constraint.json_schema(schema)
+                translate(Constraint.json_schema(schema))
             except ConstraintError:
                 continue
             for mode in MODES:
@@ -110,7 +108,7 @@ def measure_kill(vocab: TokenVocab, workers: int) -> list:
 
 
 def measure_memory(vocab: TokenVocab) -> str:
-    big = Constraint.choice([f"{i}_" + "y" * 150 for i in range(10_000)], defer=True)
+    big = Constraint.choice([f"{i}_" + "y" * 150 for i in range(10_000)])
     with ConstraintCompiler(vocab, workers=1, memory_bytes=8 << 20) as compiler:
         compiler.compile(Constraint.regex("warm"))
         start = time.perf_counter()

@@ -4,8 +4,8 @@ and two Lark grammars. Prints a markdown table.
 
     python bench/constraints_bench.py --per-category 100
 
-compile = wall time of the compile call (Stencil: schema translation + validation happen in
-``Constraint.json_schema`` and are included); mask = one fill of a packed int32 bitmask row
+compile = wall time of the compile call (Stencil: schema translation + validation, the first
+stage of ``compile``, are included); mask = one fill of a packed int32 bitmask row
 over the full vocabulary, along the tokens of valid instances; FR = valid instance rejected
 (a token masked out, or not complete at the end); FA = invalid instance fully accepted.
 Instances are ``json.dumps`` texts (", " / ": " separators), tokenized canonically. Stencil

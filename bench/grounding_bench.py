@@ -34,7 +34,7 @@ from pathlib import Path
 from stencil import default_model_path
 from stencil.constraints import Constraint, ConstraintCompiler, TokenVocab
 from stencil.constraints.bitmask import allocate_token_bitmask, bitmask_words
-from stencil.constraints.grounding import source_chunks
+from stencil.constraints.grounding.lark_writer import source_chunks
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = {

@@ -17,7 +17,7 @@ from common import median, pct, run_vllm, table
 from workload import make_workload
 
 from stencil import LLM, SamplingParams, default_model_path
-from stencil.constraints import Constraint, ConstraintError
+from stencil.constraints import Constraint, ConstraintError, translate
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "jsonschemabench-dev"
 REGEXES = [
@@ -40,7 +40,7 @@ def dev_schemas(n: int, seed: int = 0) -> list[dict]:
     out = []
     for s in rows:
         try:
-            Constraint.json_schema(s)
+            translate(Constraint.json_schema(s))
         except ConstraintError:
             continue
         out.append(s)

@@ -197,12 +197,14 @@ def serve(args: argparse.Namespace) -> int:
 
 
 def generate(args: argparse.Namespace) -> int:
-    from stencil.constraints import ConstraintError
+    from stencil.constraints import ConstraintError, translate
     from stencil.engine.sampling_params import SamplingParams
     from stencil.extract.schema_library import SchemaError
 
     try:
         constraint = _constraint(args)
+        if constraint is not None:  # a bad constraint is a usage error, before the model loads
+            translate(constraint)
     except (ConstraintError, SchemaError, OSError) as e:
         print(f"stencil generate: {e}", file=sys.stderr)
         return 2

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from stencil import SamplingParams
+from stencil.kernels.quant_weight import is_quantized
 from stencil.testing.tiny_dense import DENSE_BUILDERS
 from stencil.testing.tiny_models import build_tiny_model, hf_greedy, make_llm
 
@@ -99,3 +100,74 @@ def test_dense_greedy_matches_transformers(arch, mode, dense_models, dense_hf):
         assert m["num_preemptions_total"] > 0
     bm = llm.engine.block_manager
     assert bm.num_free_blocks == bm.num_blocks
+
+
+# ---- the same families from GGUF files -------------------------------------------------------
+# the files hold what llama.cpp's converter can write: Gemma's query_pre_attn_scalar is head_dim
+# there (llama.cpp derives it), SmolLM3 has no sliding window
+# relative max |logit diff| of the Q8_0 file kept quantized against transformers on the file's
+# dequantized weights: the C kernel rounds activations to int8 (see test_gguf_quantized)
+Q8_BOUND = 5e-2
+
+
+@pytest.fixture(scope="module")
+def dense_gguf(tmp_path_factory, default_model_dir):
+    """arch -> (F32 GGUF, Q8_0 GGUF, HF model of the weights, HF model of the Q8_0 file's)."""
+    from safetensors.numpy import load_file
+    from transformers import AutoModelForCausalLM
+
+    from stencil.engine.models.default_model import _fetch_gguf
+    from stencil.engine.models.gguf import read_gguf_tensors
+    from stencil.engine.models.layers import head_dim
+    from stencil.paths import cache_root
+    from stencil.testing.gguf_writer import read_tokenizer_fields, write_model_gguf
+
+    template = read_tokenizer_fields(_fetch_gguf(cache_root() / "downloads"))
+    root = tmp_path_factory.mktemp("tiny_dense_gguf")
+    out = {}
+    for name, build in DENSE_BUILDERS.items():
+        config = build()
+        if name.startswith("gemma"):
+            config.query_pre_attn_scalar = head_dim(config)
+        if name.startswith("smollm3"):  # llama.cpp's smollm3 has no sliding window
+            config = type(config)(
+                **{**config.to_dict(), "use_sliding_window": False, "layer_types": None}
+            )
+        hf_dir = build_tiny_model(name, root / name, default_model_dir, config)
+        state = load_file(str(hf_dir / "model.safetensors"))
+        files = []
+        for qtype in ("F32", "Q8_0"):
+            path = root / f"{name}-{qtype}.gguf"
+            write_model_gguf(path, config, state, lambda n, s, q=qtype: q, template)
+            files.append(path)
+        hf = AutoModelForCausalLM.from_pretrained(
+            hf_dir, dtype=torch.float32, attn_implementation="eager"
+        ).eval()
+        hf_q8 = AutoModelForCausalLM.from_config(config, attn_implementation="eager").eval()
+        deq = {k: torch.from_numpy(v) for k, v in read_gguf_tensors(files[1], config).items()}
+        missing, unexpected = hf_q8.load_state_dict(deq, strict=False)
+        assert not unexpected and set(missing) <= {"lm_head.weight"}, (missing, unexpected)
+        hf_q8.tie_weights()
+        out[name] = (*files, hf, hf_q8)
+    return out
+
+
+@pytest.mark.parametrize("arch", list(DENSE_BUILDERS))
+def test_dense_gguf_matches_transformers(arch, dense_gguf):
+    """The F32 file: logits within ATOL and greedy tokens equal (prefix hits, forced preemption);
+    the Q8_0 file, kept quantized: logits within Q8_BOUND of the same model."""
+    f32, q8, hf, hf_q8 = dense_gguf[arch]
+    prompts = [p for p in PROMPTS if not arch.startswith("phi3") or len(p) > 16]
+    llm = make_llm(f32, block_size=4, num_kv_blocks=20)
+    for p, ours in zip(PROMPTS, prefill_logits(llm, PROMPTS), strict=True):
+        assert (ours - hf_logits(hf, p)).abs().max().item() < ATOL, f"{arch}: {len(p)} tokens"
+    params = SamplingParams(temperature=0, max_tokens=GEN, ignore_eos=True)
+    outs = llm.generate(prompts, params, use_tqdm=False)
+    assert [o.outputs[0].token_ids for o in outs] == [hf_greedy(hf, p, GEN) for p in prompts]
+    assert llm.get_metrics()["num_preemptions_total"] > 0
+    quant = make_llm(q8, block_size=4, num_kv_blocks=128)
+    assert is_quantized(quant.engine.runner.model.layers[0].self_attn.qkv_proj.weight)
+    for p, ours in zip(PROMPTS, prefill_logits(quant, PROMPTS), strict=True):
+        ref = hf_logits(hf_q8, p)
+        rel = (ours - ref).abs().max().item() / ref.abs().max().item()
+        assert rel < Q8_BOUND, f"{arch}: Q8_0 file, {len(p)} tokens, relative diff {rel:.2e}"

@@ -18,35 +18,20 @@ from pathlib import Path
 import numpy as np
 
 from stencil.engine.errors import ConfigError
+from stencil.engine.models.gguf_arch import (
+    GLOBAL_NAMES,
+    OWN_CONFIGS,
+    PERMUTED_ARCHS,
+    hf_config,
+    layer_names,
+    to_hf_convention,
+)
 from stencil.engine.models.weight_map import MODEL_TYPES
 from stencil.paths import cache_root
 
 logger = logging.getLogger(__name__)
 
-# llama.cpp tensor names -> HF names (per layer: blk.{i}.<key>)
-LAYER_NAMES = {
-    "attn_norm": "input_layernorm",
-    "ffn_norm": "post_attention_layernorm",
-    "attn_q": "self_attn.q_proj",
-    "attn_k": "self_attn.k_proj",
-    "attn_v": "self_attn.v_proj",
-    "attn_output": "self_attn.o_proj",
-    "attn_q_norm": "self_attn.q_norm",
-    "attn_k_norm": "self_attn.k_norm",
-    "ffn_gate": "mlp.gate_proj",
-    "ffn_up": "mlp.up_proj",
-    "ffn_down": "mlp.down_proj",
-}
-GLOBAL_NAMES = {
-    "token_embd": "model.embed_tokens",
-    "output_norm": "model.norm",
-    "output": "lm_head",
-}
-# llama.cpp's converter interleaves the rotary halves of q/k rows for these architectures
-PERMUTED_ARCHS = ("llama", "mistral")
 MARKER = "gguf.json"
-# HF module names -> llama.cpp names (the writer's direction)
-GGUF_NAMES = {v: k for k, v in {**LAYER_NAMES, **GLOBAL_NAMES}.items()}
 
 
 def convert_gguf(gguf_path: Path, out_dir: Path | None = None) -> Path:
@@ -122,17 +107,16 @@ def iter_gguf_weights(gguf_path: Path, config, keep_quantized: bool):
     """Yield ``(hf_name, weight)``: a float32 array, or (``keep_quantized``, 2-D tensors of a
     quantized type) its ``gguf_quants.Codes``. Types that cannot be kept (or read) raise
     ConfigError naming the type and the tensor."""
-    import gguf
+    from stencil.engine.models.gguf_header import read_metadata, read_tensors
 
-    reader = gguf.GGUFReader(str(gguf_path))
-    arch = str(reader.fields["general.architecture"].contents())
+    arch = str(read_metadata(gguf_path)["general.architecture"])
     with open(gguf_path, "rb") as f:
-        for t in reader.tensors:
-            name = hf_tensor_name(t.name)
+        for t in read_tensors(gguf_path):
+            name = hf_tensor_name(t.name, arch)
             if name is None:
                 logger.debug("skipping GGUF tensor %s", t.name)
                 continue
-            data = _decode(t, _read(f, t), keep_quantized)
+            data = to_hf_convention(arch, name, _decode(t, _read(f, t), keep_quantized))
             if arch in PERMUTED_ARCHS and name.endswith(("q_proj.weight", "k_proj.weight")):
                 kv = "k_proj" in name
                 data = _unpermute(
@@ -146,7 +130,7 @@ def _read(f, t) -> np.ndarray:
     a load has touched stay resident, so the file would count twice in RSS while the map lives."""
     f.seek(int(t.data_offset))
     raw = np.fromfile(f, dtype=np.uint8, count=int(t.n_bytes))
-    return raw.view(t.data.dtype).reshape(t.data.shape)
+    return raw.view(t.dtype).reshape(t.data_shape)
 
 
 def _decode(t, raw: np.ndarray, keep_quantized: bool):
@@ -188,11 +172,11 @@ def _unpermute(data, heads: int):
     )
 
 
-def hf_tensor_name(gguf_name: str) -> str | None:
+def hf_tensor_name(gguf_name: str, arch: str = "llama") -> str | None:
     """``blk.3.attn_q.weight`` -> ``model.layers.3.self_attn.q_proj.weight`` (None: not a weight we use)."""
     m = re.fullmatch(r"blk\.(\d+)\.(\w+)\.(weight|bias)", gguf_name)
     if m:
-        key = LAYER_NAMES.get(m[2])
+        key = layer_names(arch).get(m[2])
         return f"model.layers.{m[1]}.{key}.{m[3]}" if key else None
     m = re.fullmatch(r"(\w+)\.(weight|bias)", gguf_name)
     key = GLOBAL_NAMES.get(m[1]) if m else None
@@ -219,14 +203,23 @@ def _convert_into(gguf_path: Path, out: Path) -> None:
 
 def _write_metadata(gguf_path: Path, out: Path):
     """config.json, tokenizer and generation config of the file into ``out``; returns the config."""
-    import gguf
-    from transformers import AutoConfig, AutoTokenizer, GenerationConfig
+    from transformers import AutoConfig, AutoTokenizer, GenerationConfig, PreTrainedTokenizerFast
+
+    from stencil.engine.models.gguf_header import read_metadata, read_tensors
 
     folder, name = str(gguf_path.parent), gguf_path.name
-    config = AutoConfig.from_pretrained(folder, gguf_file=name)
-    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
-    reader = gguf.GGUFReader(str(gguf_path))
-    config.tie_word_embeddings = not any(t.name == "output.weight" for t in reader.tensors)
+    meta = read_metadata(
+        gguf_path, tuple(f"{a}.attention.sliding_window_pattern" for a in OWN_CONFIGS)
+    )
+    tensors = read_tensors(gguf_path)
+    arch = str(meta["general.architecture"])
+    if arch in OWN_CONFIGS:
+        config = _own_config(gguf_path, meta, tensors, arch)
+        tokenizer = PreTrainedTokenizerFast.from_pretrained(folder, gguf_file=name)
+    else:
+        config = AutoConfig.from_pretrained(folder, gguf_file=name)
+        tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
+    config.tie_word_embeddings = not any(t.name == "output.weight" for t in tensors)
     raw = config.to_dict()
     raw.pop("quantization_config", None)
     raw["architectures"] = [_architecture(raw.get("model_type", ""))]
@@ -235,6 +228,19 @@ def _write_metadata(gguf_path: Path, out: Path):
     tokenizer.save_pretrained(str(out))
     GenerationConfig.from_model_config(config).save_pretrained(str(out))
     return config
+
+
+def _own_config(path: Path, meta: dict, tensors, arch: str):
+    """The HF config of an architecture ``gguf_arch`` reads (small tensors: LongRoPE factors)."""
+    from transformers import AutoConfig
+
+    small = {}
+    with open(path, "rb") as f:
+        for t in tensors:
+            if t.name.startswith("rope_factors_"):
+                small[t.name.removesuffix(".weight")] = _read(f, t).astype(np.float32)
+    raw = hf_config(arch, meta, small)
+    return AutoConfig.for_model(raw.pop("model_type"), **raw)
 
 
 def _architecture(model_type: str) -> str:

@@ -13,9 +13,9 @@ from constraint_helpers import accepts_text, random_walk
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from stencil.constraints import Constraint, ConstraintError
+from stencil.constraints import Constraint, ConstraintError, translate
 from stencil.constraints.errors import UnsupportedSchemaError
-from stencil.constraints.stated import dates_in, numbers_in
+from stencil.constraints.grounding.stated import dates_in, numbers_in
 
 SETTINGS = settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))
 INVOICE = """INVOICE  No. INV-2024-0193
@@ -187,9 +187,8 @@ def test_the_source_is_part_of_the_cache_key():
     assert a.key != b.key
 
 
-def test_deferred_grounded_constraints_translate_later(smol_compiler, smol_tokenizer):
-    c = Constraint.json_schema(PERSON, source_text=INVOICE, defer=True)
-    assert not c.is_translated
+def test_grounded_constraints_translate_in_the_compile(smol_compiler, smol_tokenizer):
+    c = Constraint.json_schema(PERSON, source_text=INVOICE)
     compiled = smol_compiler.compile(c)
     assert accepts_text(compiled, smol_tokenizer, '{"name": "Globex", "age": 1}')
     assert not accepts_text(compiled, smol_tokenizer, '{"name": "Initech", "age": 1}')
@@ -211,13 +210,13 @@ def test_deferred_grounded_constraints_translate_later(smol_compiler, smol_token
 )
 def test_bad_grounding_is_a_constraint_error(schema, kwargs, error):
     with pytest.raises(ConstraintError, match=error):
-        Constraint.json_schema(schema, **kwargs)
+        translate(Constraint.json_schema(schema, **kwargs))
 
 
 def test_unsupported_position_names_the_pointer():
     schema = {"type": "object", "patternProperties": {"^a": {"type": "string", "x-grounded": True}}}
     with pytest.raises(UnsupportedSchemaError) as info:
-        Constraint.json_schema(schema, source_text="abc")
+        translate(Constraint.json_schema(schema, source_text="abc"))
     assert info.value.keyword == "x-grounded"
 
 
@@ -335,4 +334,4 @@ def test_a_pattern_no_span_matches_leaves_out_an_optional_property(smol_compiler
     assert accepts_text(compiled, smol_tokenizer, '{"name": "Ada Lovelace"}')
     assert not accepts_text(compiled, smol_tokenizer, '{"code": "Ada", "name": "Ada"}')
     with pytest.raises(ConstraintError, match="cannot be filled"):
-        Constraint.json_schema({**schema, "required": ["code"]}, source_text=doc)
+        translate(Constraint.json_schema({**schema, "required": ["code"]}, source_text=doc))

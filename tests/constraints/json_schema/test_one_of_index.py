@@ -10,7 +10,7 @@ import jsonschema
 import pytest
 from constraint_helpers import accepts_text
 
-from stencil.constraints import Constraint, ConstraintError
+from stencil.constraints import Constraint, ConstraintError, translate
 from stencil.constraints.json_schema import logic
 from stencil.constraints.json_schema.branch_index import BranchFacts, candidate_groups, pair_count
 from stencil.constraints.json_schema.keywords import JSON_TYPES
@@ -89,9 +89,9 @@ def test_over_the_pairwise_bound_exclusivity_is_checked_at_decode_time(proofs):
     branches = [closed(i) for i in range(3200)]  # 5.1 M pairs > the 5 M bound
     assert one_of_as_any_of(branches, no_ref) is None
     assert proofs == []  # the bound is checked before any proof
-    constraint = Constraint.json_schema({"oneOf": branches})
-    assert '"oneOf"' not in constraint.llg_grammar
-    assert constraint.checks == (("", "oneOf"),)
+    translation = translate(Constraint.json_schema({"oneOf": branches}))
+    assert '"oneOf"' not in translation.grammar
+    assert translation.checks == (("", "oneOf"),)
     assert one_of_as_any_of(branches[:300], no_ref) == branches[:300]  # proven pairwise
 
 

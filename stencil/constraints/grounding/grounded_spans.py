@@ -18,8 +18,8 @@ import ctypes
 import llguidance
 import numpy as np
 
-from .errors import ConstraintError
-from .grounding import PROBE, PROBE_END
+from ..errors import ConstraintError
+from .lark_writer import PROBE, PROBE_END
 from .span_automaton import SpanAutomaton
 from .span_automaton_ref import SpanAutomatonRef
 from .token_trie import TokenTrie

@@ -26,27 +26,23 @@ import json
 import re
 from typing import Any
 
-from .errors import ConstraintError, UnsupportedSchemaError
-from .json_schema.ecma_regex import ecma_pattern, structure
+from ..errors import ConstraintError, UnsupportedSchemaError
+from ..json_schema.ecma_regex import ecma_pattern, structure
+from .marking import EMAIL, SENTINEL, SPAN_FORMATS
 
-SENTINEL = "\u0000stencil-grounded:"
-_EMAIL = r"[A-Za-z0-9._%+\-]+@[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)+"
 # an email address and a code with digits (words joined by - / . , : with a digit: a date,
 # 1,580.00, INV-2024-0193, a phone number) are one unit each (a span holds all of it or none),
 # then words, then single characters
 _CODE = r"(?:\w+[\-/.,:])*\w*\d\w*(?:[\-/.,:]\w+)*"
-_CHUNK = re.compile(rf"{_EMAIL}|{_CODE}|\w+|\s|[^\w\s]")
+_CHUNK = re.compile(rf"{EMAIL}|{_CODE}|\w+|\s|[^\w\s]")
 _ESCAPED = re.compile(r'["\\\x00-\x1f]')  # what JSON writes as an escape
 # one JSON string character (raw, or one escape); edges exclude whitespace and its escapes
 _CHAR = r'(?:[^"\\\x00-\x1f]|\\["\\\x2fbfnrt]|\\u[0-9a-fA-F]{4})'
 _EDGE = r'(?:[^"\\\x00-\x20]|\\["\\\x2fbfu]|\\u[0-9a-fA-F]{4})'
-_FREE_STRING_KEYS = ("format", "pattern", "enum", "const", "contentEncoding")
-# formats a verbatim span can keep, by a regex whose language is inside the format's
-_SPAN_FORMATS = {"email": _EMAIL}
 # the units (chunks) a sibling property claims by its type or format, which a plain grounded
 # string then never contains: an address, an ISO-style date, a number with a decimal fraction
 _CLAIMED = {
-    "email": re.compile(_EMAIL),
+    "email": re.compile(EMAIL),
     "date": re.compile(r"[0-9]{1,4}[\-/.][0-9]{1,2}[\-/.][0-9]{1,4}"),
     "number": re.compile(r"[0-9][0-9,]*\.[0-9]+"),
 }
@@ -63,87 +59,6 @@ _SPACE_CHUNKS = frozenset({" ", "\\n", "\\r", "\\t"})
 # the keywords a grammar rule around a grounded string handles (anything else: unsupported)
 _OBJECT_KEYS = frozenset({"type", "properties", "required", "additionalProperties"})
 _ARRAY_KEYS = frozenset({"type", "items", "minItems", "maxItems"})
-
-
-def mark_grounded(
-    schema: Any,
-    *,
-    ground_strings: bool,
-    numbers: list[float] | None = None,
-    dates: list[str] | None = None,
-) -> tuple[Any, int]:
-    """A copy of ``schema`` with each grounded string replaced by a sentinel ``const`` (length
-    bounds and a span-safe format kept), and how many there are. With ``numbers``, every
-    ``number`` / ``integer`` subschema without ``enum`` or ``const`` is narrowed to them; with
-    ``dates`` (ISO strings), every such ``format: date`` string."""
-    count = 0
-
-    def walk(node: Any, claimed: str = "") -> Any:
-        nonlocal count
-        if isinstance(node, list):
-            return [walk(v) for v in node]
-        if not isinstance(node, dict):
-            return node
-        flag = node.get("x-grounded")
-        if flag is not None and not isinstance(flag, bool):
-            raise ConstraintError("x-grounded must be true or false")
-        if flag or (flag is None and ground_strings and _groundable_string(node)):
-            if node.get("type") != "string":
-                raise ConstraintError('x-grounded applies to {"type": "string"} subschemas only')
-            count += 1
-            kept = {k: node[k] for k in ("minLength", "maxLength") if k in node}
-            fmt = node.get("format", "")
-            # a span-safe format, the kinds of value its siblings claim and a pattern ride along
-            tag = f"{SENTINEL}{count}:{fmt}:{'' if fmt else claimed}:{node.get('pattern', '')}"
-            return {"type": "string", "const": tag, **kept}
-        out = {k: walk(v) for k, v in node.items() if k not in ("x-grounded", "properties")}
-        if isinstance(node.get("properties"), dict):
-            kinds = ",".join(sorted(_claimed_kinds(node["properties"])))
-            out["properties"] = {k: walk(v, kinds) for k, v in node["properties"].items()}
-        if numbers and node.get("type") in ("number", "integer") and not _fixed(node):
-            wanted = [v for v in numbers if node["type"] == "number" or v == int(v)]
-            out["enum"] = [int(v) if node["type"] == "integer" else v for v in wanted]
-        if dates and node.get("format") == "date" and not _fixed(node):
-            out["enum"] = dates
-        return out
-
-    return walk(schema), count
-
-
-def _groundable_string(node: dict) -> bool:
-    if node.get("type") != "string":
-        return False
-    free = [k for k in _FREE_STRING_KEYS if k in node]
-    return not free or (free == ["format"] and node["format"] in _SPAN_FORMATS)
-
-
-def _claimed_kinds(properties: dict[str, Any]) -> set[str]:
-    """The kinds of value (``_CLAIMED``) that properties of one object take by type or format."""
-    kinds = set()
-    for sub in properties.values():
-        if not isinstance(sub, dict):
-            continue
-        fmt = sub.get("format")
-        if fmt == "email":
-            kinds.add("email")
-        elif fmt in ("date", "date-time"):
-            kinds.add("date")
-        elif sub.get("type") == "number":
-            kinds.add("number")
-    return kinds
-
-
-def _fixed(node: dict) -> bool:
-    return "enum" in node or "const" in node
-
-
-def uses_grounding(schema: Any) -> bool:
-    """Whether any subschema says ``"x-grounded": true``."""
-    if isinstance(schema, dict):
-        return schema.get("x-grounded") is True or any(uses_grounding(v) for v in schema.values())
-    if isinstance(schema, list):
-        return any(uses_grounding(v) for v in schema)
-    return False
 
 
 def source_chunks(source: str) -> list[str]:
@@ -341,7 +256,7 @@ class _LarkWriter:
         spec = json.dumps({"substring_chunks": chunks}, ensure_ascii=False)
         body = f"%regex {spec} & /{_EDGE}(?:{_CHAR}*{_EDGE})?/"
         if fmt:
-            body += f" & /{_SPAN_FORMATS[fmt]}/"
+            body += f" & /{SPAN_FORMATS[fmt]}/"
         if pattern:
             if not _some_span_matches(chunks, _lark_pattern(pattern), low, high):
                 raise _NoSpan(f"no span of the source text matches the pattern {pattern!r}")

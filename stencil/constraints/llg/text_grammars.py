@@ -7,10 +7,10 @@ import json
 import llguidance
 from llguidance.gbnf_to_lark import any_to_lark
 
-from .errors import ConstraintTooLargeError, InvalidGrammarError, InvalidRegexError
-from .limits import Limits
-from .llg_errors import grammar_error
-from .llg_limits import parser_limits
+from ..errors import ConstraintTooLargeError, InvalidGrammarError, InvalidRegexError
+from ..limits import Limits
+from .errors import grammar_error
+from .limits import parser_limits
 from .regex_check import check_regex, max_repetition
 
 

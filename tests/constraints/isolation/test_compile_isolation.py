@@ -44,11 +44,10 @@ GOOD = [
             "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
             "required": ["name", "age"],
         },
-        defer=True,
     ),
-    Constraint.regex(r"[0-9]{3}-[0-9]{4}", defer=True),
-    Constraint.choice(["red", "green", "blue"], defer=True),
-    Constraint.grammar('start: "(" NUM ("+" NUM)* ")"\nNUM: /[0-9]{1,3}/\n', defer=True),
+    Constraint.regex(r"[0-9]{3}-[0-9]{4}"),
+    Constraint.choice(["red", "green", "blue"]),
+    Constraint.grammar('start: "(" NUM ("+" NUM)* ")"\nNUM: /[0-9]{1,3}/\n'),
 ]
 TEXTS = ['{"name": "Ada", "age": 36}', "555-1234", "green", "(1+22+333)"]
 
@@ -95,7 +94,7 @@ def test_good_compiles_during_a_pathological_one_match_in_process(
     bad.join(BUDGET_S + SLACK_S + 1)
     assert not bad.is_alive() and isinstance(failure[0], CompileTimeoutError)
     for c, text in zip(compiled, TEXTS, strict=True):
-        reference = smol_compiler.compile(c.constraint.translated())
+        reference = smol_compiler.compile(c.constraint)  # translated in this process
         assert _masks(c, smol_tokenizer, text) == _masks(reference, smol_tokenizer, text)
 
 
@@ -112,7 +111,7 @@ def test_cancel_kills_the_running_compile(isolated):
 
 
 def test_memory_budget_kills_a_compile_that_exceeds_it(smol_vocab, isolated):
-    big = Constraint.choice([f"{i}_" + "y" * 150 for i in range(10_000)], defer=True)
+    big = Constraint.choice([f"{i}_" + "y" * 150 for i in range(10_000)])
     with ConstraintCompiler(smol_vocab, workers=1, memory_bytes=8 << 20, cache_bytes=0) as small:
         with pytest.raises(CompileMemoryError, match="memory budget of 8 MiB"):
             small.compile(big)
@@ -124,29 +123,29 @@ def test_memory_budget_kills_a_compile_that_exceeds_it(smol_vocab, isolated):
 @pytest.mark.parametrize(
     "make, error",
     [
-        (lambda d: Constraint.json_schema({"type": "strin"}, defer=d), InvalidSchemaError),
+        (lambda: Constraint.json_schema({"type": "strin"}), InvalidSchemaError),
         (
-            lambda d: Constraint.json_schema(
-                {"type": "object", "properties": {"a": {"$dynamicRef": "#x"}}}, defer=d
+            lambda: Constraint.json_schema(
+                {"type": "object", "properties": {"a": {"$dynamicRef": "#x"}}}
             ),
             UnsupportedSchemaError,
         ),
-        (lambda d: Constraint.json_schema(_nested(150), defer=d), ConstraintTooLargeError),
-        (lambda d: Constraint.regex("a{2,1}(", defer=d), InvalidRegexError),
-        (lambda d: Constraint.regex("a{20000}", defer=d), ConstraintTooLargeError),
-        (lambda d: Constraint.grammar('start: start "a"\n', defer=d), InvalidGrammarError),
-        (lambda d: Constraint.choice(["x"] * 20_000, defer=d), ConstraintTooLargeError),
+        (lambda: Constraint.json_schema(_nested(150)), ConstraintTooLargeError),
+        (lambda: Constraint.regex("a{2,1}("), InvalidRegexError),
+        (lambda: Constraint.regex("a{20000}"), ConstraintTooLargeError),
+        (lambda: Constraint.grammar('start: start "a"\n'), InvalidGrammarError),
+        (lambda: Constraint.choice(["x"] * 20_000), ConstraintTooLargeError),
     ],
 )
 def test_worker_errors_are_typed_as_in_process(isolated, smol_compiler, make, error):
     try:
-        expected = smol_compiler.compile(make(False))
+        expected = smol_compiler.compile(make())
         pytest.fail(f"expected {error.__name__}, compiled {expected}")
     except ConstraintError as e:
         assert type(e) is error
         in_process = e
     with pytest.raises(error) as info:
-        isolated.compile(make(True))
+        isolated.compile(make())
     assert str(info.value) == str(in_process) and vars(info.value) == vars(in_process)
 
 
@@ -172,7 +171,7 @@ def test_flood_of_distinct_schemas_keeps_cache_and_memory_bounded(smol_vocab):
     budget = 2 << 20
     with ConstraintCompiler(smol_vocab, workers=1, cache_bytes=budget) as compiler:
         for i in range(2000):
-            compiler.compile(Constraint.json_schema(_small_schema(i), defer=True))
+            compiler.compile(Constraint.json_schema(_small_schema(i)))
             assert compiler.cache.size_bytes <= budget
             if i == 299:
                 warm = _rss(os.getpid()), _rss(compiler.pool.pids()[0])

@@ -19,9 +19,9 @@ from stencil.constraints import (
     TokenVocab,
     allocate_token_bitmask,
 )
-from stencil.constraints.grounding import _may_edge, marked_text, source_chunks
-from stencil.constraints.span_automaton import SpanAutomaton, load_span_library
-from stencil.constraints.span_automaton_ref import SpanAutomatonRef
+from stencil.constraints.grounding.lark_writer import _may_edge, marked_text, source_chunks
+from stencil.constraints.grounding.span_automaton import SpanAutomaton, load_span_library
+from stencil.constraints.grounding.span_automaton_ref import SpanAutomatonRef
 
 PIECES = [*'abc XYZ"\\\n\t.,:-é東😀\x01\x0b\x1f', "Ada", "Lovelace", "Ada ", "1,580.00", "\u3000"]
 GROUNDED = {"type": "string", "x-grounded": True}
@@ -240,7 +240,7 @@ def test_an_isolated_compile_keeps_the_co_matcher(smol_vocab, smol_tokenizer):
     plain = schema({"type": "string"})
     c = Constraint.json_schema(plain, source_text="From: Acme Cloud Ltd.", ground_strings=True)
     with ConstraintCompiler(smol_vocab, workers=1) as isolated:
-        compiled = isolated.compile(Constraint.json_schema(plain, **dict(c.options), defer=True))
+        compiled = isolated.compile(Constraint.json_schema(plain, **dict(c.options)))
     assert compiled.has_spans
     eos = smol_vocab.eos_token_ids[0]
     for text, ok in (('{"v": "Acme Cloud"}', True), ('{"v": "Acme Clouds"}', False)):

@@ -7,8 +7,8 @@ from collections.abc import Iterable
 
 import llguidance
 
-from .errors import ConstraintTooLargeError, InvalidRegexError
-from .limits import Limits
+from ..errors import ConstraintTooLargeError, InvalidRegexError
+from ..limits import Limits
 
 _BRACED_ESCAPES = frozenset("xupPNk")
 

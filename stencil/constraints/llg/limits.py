@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import llguidance
 
-from .limits import Limits
+from ..limits import Limits
 
 
 def parser_limits(limits: Limits) -> llguidance.LLParserLimits:

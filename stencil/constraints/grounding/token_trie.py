@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .vocab import TokenVocab
+from ..vocab import TokenVocab
 
 
 @dataclass(frozen=True, slots=True, eq=False)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from .errors import (
+from ..errors import (
     ConstraintError,
     ConstraintTooLargeError,
     InvalidGrammarError,
