@@ -145,8 +145,15 @@ def test_previous_response_id_get_delete(client, model, live_server):
 
 def test_disconnect_mid_stream_aborts(live_server, model):
     before = live_server.wait_idle()["request_client_disconnects_total"]
+    long = {  # at least 40 strings of 20+ characters: no early end of the output
+        "type": "object",
+        "properties": {"lines": {"type": "array", "minItems": 40,
+                                 "items": {"type": "string", "minLength": 20}}},
+        "required": ["lines"],
+    }  # fmt: skip
     body = {"model": model, "input": "Write a long story about a dragon.", "stream": True,
-            "max_output_tokens": 400, "temperature": 0}  # fmt: skip
+            "max_output_tokens": 600, "temperature": 0,
+            "text": {"format": {"type": "json_schema", "name": "story", "schema": long}}}  # fmt: skip
     headers = {"Authorization": f"Bearer {live_server.api_key}"}
     with httpx.Client(timeout=30) as http:
         with http.stream("POST", f"{live_server.v1}/responses", json=body, headers=headers) as r:
