@@ -3,7 +3,7 @@
 torch's own weight-only CPU ops (``_weight_int8pack_mm``, ``_weight_int4pack_mm_for_cpu``) were
 measured first: they are fast for one row but at the engine's decode batches (16-64 rows) they
 are slower than oneDNN's fp32 linear on the dense weight (and take fp32 inputs 20-100x slower
-still), see ``bench/quant_bench.py --kernels``. The C kernel expands each strip of codes once into
+still), see ``bench/engine/quant_bench.py --kernels``. The C kernel expands each strip of codes once into
 bf16 integers and dots every row against it (AVX512-BF16), applying scales and mins in fp32.
 
 Where the CPU has AVX512-VNNI the rows are instead rounded to int8 per block of 32 (one fp32 scale

@@ -4,7 +4,7 @@ oneDNN's packed GEMM reaches this 2-core EPYC's arithmetic roof at prefill sizes
 decode step's 8-64 rows, where it neither streams the weight at the memory's pace nor hides the
 stream under the arithmetic. The C kernel prefetches the next panel of 48 output channels while
 it multiplies the current one: SmolLM2's fp32 linears + lm_head at 8 / 32 / 64 rows run 1.2-1.7x
-faster than oneDNN, level at 1,024 (``bench/cpu_kernels_bench.py``). fp32 weights (AVX-512F)
+faster than oneDNN, level at 1,024 (``bench/kernels/cpu_kernels_bench.py``). fp32 weights (AVX-512F)
 and bf16 weights (AVX512-BF16, k pairs for vdpbf16ps) are packed in place of the dense ones
 (same bytes). ``load()`` returns None where no C compiler works or the CPU lacks AVX-512F; the
 CPU kernel set then packs for oneDNN, as it does a dtype the CPU cannot run here.

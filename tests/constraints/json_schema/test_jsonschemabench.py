@@ -1,6 +1,6 @@
 """JSONSchemaBench (dev split): compile rate per category and soundness on its instances.
 
-A seeded sample keeps CI short; ``bench/constraints_bench.py`` runs the full set."""
+A seeded sample keeps CI short; ``bench/constraints/constraints_bench.py`` runs the full set."""
 
 from __future__ import annotations
 

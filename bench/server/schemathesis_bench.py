@@ -3,8 +3,8 @@ to every operation (coverage phase + ``--max-examples`` fuzzed cases each, valid
 checked for server errors. The server runs a tiny random-weight model (the HTTP path is what is
 tested; generation stays fast whatever ``max_tokens`` and ``n`` the fuzzer picks).
 
-    python bench/schemathesis_bench.py                     # 200 examples per operation
-    python bench/schemathesis_bench.py --max-examples 20 --phases fuzzing
+    python -m bench.server.schemathesis_bench                     # 200 examples per operation
+    python -m bench.server.schemathesis_bench --max-examples 20 --phases fuzzing
 """
 
 from __future__ import annotations
@@ -15,8 +15,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from common import table
-
+from bench.common import table
 from stencil.testing.schemathesis_run import KEY, Report, run_schemathesis, tiny_model
 from stencil.testing.serve_process import start_serve
 

@@ -7,7 +7,7 @@ not), how many get a call and how many get text, for each way the constraint off
 Each prompt runs through the server's own conversion (chat template, tool prompt, constraint),
 greedy and sampled; calls are checked against the tools' schemas with jsonschema.
 
-    python bench/tool_choice_bench.py [--max-tokens 64] [--threads 2] [--seeds 3]
+    python -m bench.server.tool_choice_bench [--max-tokens 64] [--threads 2] [--seeds 3]
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import dataclasses
 import json
 
 import jsonschema
-from common import table
 
+from bench.common import table
 from stencil import LLM, default_model_path
 from stencil.api.openai.convert import ModelInfo, convert_chat
 from stencil.api.openai.protocol import ChatCompletionRequest

@@ -2,7 +2,7 @@
 xgrammar and outlines-core over a seeded JSONSchemaBench-dev sample plus regexes, choices
 and two Lark grammars. Prints a markdown table.
 
-    python bench/constraints_bench.py --per-category 100
+    python -m bench.constraints.constraints_bench --per-category 100
 
 compile = wall time of the compile call (Stencil: schema translation + validation, the first
 stage of ``compile``, are included); mask = one fill of a packed int32 bitmask row
@@ -233,7 +233,7 @@ LARKS = {
     ),
 }
 CATEGORIES = ("Github_easy", "Github_medium", "Glaiveai2K")
-DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "jsonschemabench-dev"
+DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "jsonschemabench-dev"
 
 
 def qwen_tokenizer() -> Any:

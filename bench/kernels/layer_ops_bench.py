@@ -1,7 +1,7 @@
 """The C layer ops (``kernels/csrc/layer_ops.c``) against their torch twins (``reference``), per op
 and per decode step of the engine.
 
-    python bench/layer_ops_bench.py [--threads 1] [--dtype float32] [--rounds 5] [--steps 10]
+    python -m bench.kernels.layer_ops_bench [--threads 1] [--dtype float32] [--rounds 5] [--steps 10]
 
 1. Per op, median microseconds, SmolLM2-135M's shapes (hidden 576, 9 q / 3 kv heads of 64, MLP
    1536) at decode (64 rows) and prefill (1024 rows), float32 and bfloat16; and greedy sampling of
@@ -22,8 +22,8 @@ import time
 from collections.abc import Callable
 
 import torch
-from common import median, median_seconds, table
 
+from bench.common import median, median_seconds, table
 from stencil import LLM, SamplingParams, default_model_path
 from stencil.engine.sampler import argmax_rows
 from stencil.kernels import get_kernels, reference, with_layer_op_twins

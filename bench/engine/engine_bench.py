@@ -3,7 +3,7 @@ seeded workload, runs alternated (transformers, Stencil, vLLM, transformers, ...
 machine's load; transformers in static batches of 16 (once) as the second notebook baseline;
 Stencil's latency at fixed concurrency.
 
-    python bench/engine_bench.py [--repeat 3] [--dtype float32|bfloat16] [--shape smollm2|qwen2.5-0.5b]
+    python -m bench.engine.engine_bench [--repeat 3] [--dtype float32|bfloat16] [--shape smollm2|qwen2.5-0.5b]
                                  [--requests 64] [--threads 2] [--no-hf] [--no-vllm] [--latency]
 
 Fairness: both engines are built fresh for every run, each in its own process, and warmed on a
@@ -21,10 +21,10 @@ import os
 import time
 
 import torch
-from common import median, pct, run_vllm, table
-from shapes import qwen_05b_dir
-from workload import make_workload, outside_prompt
 
+from bench.common import median, pct, run_vllm, table
+from bench.shapes import qwen_05b_dir
+from bench.workload import make_workload, outside_prompt
 from stencil import LLM, SamplingParams, default_model_path
 
 # (requests, prompt range, output range) per shape: one engine's run takes ~0.5-3 minutes

@@ -5,7 +5,7 @@ import json
 import sys
 import time
 
-from workload import outside_prompt  # bench/ is on sys.path: this script runs from there
+from bench.workload import outside_prompt  # run as ``-m bench.peers.vllm_runner`` from the repo
 
 
 def main() -> None:

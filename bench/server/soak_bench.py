@@ -3,7 +3,7 @@ schema / regex / choice requests, streaming and not. Reports zero 5xx, sent = co
 rejections (nothing lost), every constrained output valid (``jsonschema`` / ``re``), server RSS
 drift, file descriptors and threads before/after.
 
-    python bench/soak_bench.py --minutes 10 --clients 32 --max-tokens 24
+    python -m bench.server.soak_bench --minutes 10 --clients 32 --max-tokens 24
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 
 import httpx
 import jsonschema
-from common import table
 
+from bench.common import table
 from stencil.testing.serve_process import ServeProcess, start_serve
 
 KEY = "sk-soak"

@@ -1,7 +1,7 @@
 """Extraction throughput: ``stencil extract`` (one batched run over 200 files) vs the notebook way
 (a loop of single transformers ``generate`` calls with the same prompts, then ``json.loads``).
 
-    python bench/extract_bench.py [--docs 200] [--baseline-docs 20] [--threads 2]
+    python -m bench.extract.extract_bench [--docs 200] [--baseline-docs 20] [--threads 2]
 
 The baseline is slow, so by default it runs on the first ``--baseline-docs`` documents and its
 docs/s is measured there (a rate, so it extrapolates). Model load is excluded on both sides.
@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from extract_data import SCHEMA, make_documents
+from bench.extract.extract_data import SCHEMA, make_documents
 
 
 def prompts(llm: Any, texts: list[str]) -> list[list[int]]:

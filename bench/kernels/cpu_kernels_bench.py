@@ -6,7 +6,7 @@ count;
 and the C paged-attention kernel vs ``reference.paged_attention`` (block gather + matmul) for
 decode and prefill.
 
-    python bench/cpu_kernels_bench.py [--threads 2] [--rows 64] [--step-rows 1 8 16 32 64 1024]
+    python -m bench.kernels.cpu_kernels_bench [--threads 2] [--rows 64] [--step-rows 1 8 16 32 64 1024]
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
-from common import median_seconds, table
 
+from bench.common import median_seconds, table
 from stencil.kernels import cpu_attention, cpu_linear, panel_linear, reference
 
 # SmolLM2-135M: hidden 576, 9 heads / 3 kv heads of 64, MLP 1536, vocabulary 49,152

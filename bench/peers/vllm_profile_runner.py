@@ -8,12 +8,10 @@ import sys
 import time
 
 import torch
-from profile_categories import (
-    categorize,
-    labelled,
-)  # bench/ is on sys.path: this script runs from there
 from torch.profiler import ProfilerActivity, profile
-from workload import outside_prompt
+
+from bench.engine.profile_categories import categorize, labelled  # run with -m
+from bench.workload import outside_prompt
 
 
 def main() -> None:

@@ -1,6 +1,6 @@
 """GPU benchmark: Triton kernels against the reference (gather + SDPA, torch bitmask unpack).
 
-    python bench/kernels_bench.py [--dtype bfloat16] [--heads 32 --kv-heads 8 --head-dim 128]
+    python -m bench.kernels.kernels_bench [--dtype bfloat16] [--heads 32 --kv-heads 8 --head-dim 128]
 
 Prints markdown tables: decode paged attention for batch 1/8/64 x context 512/2048 (Triton; the
 reference's gather + masked SDPA on device; ``reference.paged_attention`` as the engine would run

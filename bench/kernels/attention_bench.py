@@ -1,6 +1,6 @@
 """The C paged-attention kernel over a whole step's layers, against an older version of itself.
 
-    python bench/attention_bench.py [--against GIT_REV] [--threads 2] [--rounds 15]
+    python -m bench.kernels.attention_bench [--against GIT_REV] [--threads 2] [--rounds 15]
 
 Each case runs the kernel once per layer over that layer's own cache (SmolLM2-135M: 30 layers, 9
 query / 3 kv heads of 64), so a decode step's keys and values come from memory as in the engine,
@@ -21,8 +21,8 @@ import time
 from pathlib import Path
 
 import torch
-from common import median, table
 
+from bench.common import median, table
 from stencil.kernels import cpu_attention
 from stencil.paths import build_library
 
@@ -81,7 +81,7 @@ def kernel_at(rev: str) -> cpu_attention.CpuPagedAttention:
     src = Path(cpu_attention.SOURCE)
     tmp = Path(tempfile.mkdtemp())
     for f in [src, *src.parent.glob("*.h")]:
-        rel = f.relative_to(Path(__file__).resolve().parents[1])
+        rel = f.relative_to(Path(__file__).resolve().parents[2])
         text = subprocess.run(
             ["git", "show", f"{rev}:{rel}"], capture_output=True, check=True, text=True
         ).stdout

@@ -5,13 +5,13 @@ into the cache, never committed). Output tok/s on the engine workload (scaled do
 decode-heavy one, resident weight bytes vs the file's tensor bytes; ``--kernels`` times one
 linear per kernel (torch's weight-only ops, oneDNN fp32/bf16, Stencil's C kernel).
 
-    python bench/quant_bench.py [--threads 2] [--requests 16] [--models smollm2 qwen-q8_0 qwen-q4_k_m]
+    python -m bench.engine.quant_bench [--threads 2] [--requests 16] [--models smollm2 qwen-q8_0 qwen-q4_k_m]
         [--workloads engine decode json] [--bf16-activations] [--repeat 3] [--no-llama-cpp]
-    python bench/quant_bench.py --kernels
-    python bench/quant_bench.py --rss-7b      # a random 7B-shaped Q4_0 file: load + generate, peak RSS
+    python -m bench.engine.quant_bench --kernels
+    python -m bench.engine.quant_bench --rss-7b      # a random 7B-shaped Q4_0 file: load + generate, peak RSS
 
 Engines alternate (kept, fp32, llama.cpp; ``--repeat`` rounds), each warmed outside the
-workload; the llama.cpp row runs ``llama-server -np 16`` (``bench/llama_server.py``; its build:
+workload; the llama.cpp row runs ``llama-server -np 16`` (``bench/peers/llama_server.py``; its build:
 docs/engine.md) on the same file, with ``json_schema`` for the JSON workload."""
 
 from __future__ import annotations
@@ -27,13 +27,13 @@ import time
 from pathlib import Path
 
 import gguf
-import llama_server
 import numpy as np
 import torch
-from common import table
-from shapes import QWEN_05B
-from workload import Item, make_workload, outside_prompt
 
+import bench.peers.llama_server as llama_server
+from bench.common import table
+from bench.shapes import QWEN_05B
+from bench.workload import Item, make_workload, outside_prompt
 from stencil import LLM, SamplingParams, default_model_path
 from stencil.constraints import Constraint
 from stencil.engine.models.default_model import _fetch_gguf

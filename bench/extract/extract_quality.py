@@ -5,7 +5,7 @@ then the fields, the fields before and after the document: the default) times mo
 constraint; + grounded strings; + grounded numbers; + grounded dates), beside the unconstrained
 model.
 
-    python bench/extract_quality.py [--docs 50] [--threads 2] [--max-tokens 96] [--model PATH]
+    python -m bench.extract.extract_quality [--docs 50] [--threads 2] [--max-tokens 96] [--model PATH]
 
 ``--model`` scores another model (a directory or a ``.gguf`` file, kept quantized), such as the
 embedded model's own Q4_1 file in ``~/.cache/stencil/downloads``.
@@ -24,8 +24,7 @@ import sys
 import time
 from typing import Any
 
-from extract_data import FIELDS, SCHEMA, field_correct, make_documents
-
+from bench.extract.extract_data import FIELDS, SCHEMA, field_correct, make_documents
 from stencil import LLM, SamplingParams
 from stencil.extract.engine_backend import EngineExtractor, ExtractSpec
 from stencil.extract.prompt import DEFAULT_TEMPLATE, PromptTemplate

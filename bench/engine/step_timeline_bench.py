@@ -2,7 +2,7 @@
 and decode-only steps grouped by how many sequences they decode (as requests finish, the batch
 shrinks and each token costs more: every step streams all the weights).
 
-    python bench/step_timeline_bench.py [--dtype float32|bfloat16] [--shape smollm2|qwen2.5-0.5b]
+    python -m bench.engine.step_timeline_bench [--dtype float32|bfloat16] [--shape smollm2|qwen2.5-0.5b]
                                         [--threads 2]
 
 One Stencil run of the engine_bench workload (same engine settings, warmed outside it), each
@@ -15,12 +15,12 @@ import argparse
 import time
 from collections import defaultdict
 
-from common import table
-from engine_bench import SHAPES, warmed_stencil
-from shapes import qwen_05b_dir
 from transformers import AutoTokenizer
-from workload import make_workload
 
+from bench.common import table
+from bench.engine.engine_bench import SHAPES, warmed_stencil
+from bench.shapes import qwen_05b_dir
+from bench.workload import make_workload
 from stencil import SamplingParams, default_model_path
 
 GROUPS = (16, 32, 48, 64)  # decode steps by batch size: 1-16, 17-32, ...

@@ -2,7 +2,7 @@
 JSONSchemaBench-dev, regexes, choices), Stencil beside vLLM; mask-fill time per step, steps saved
 by jump-forward, and time to the first constrained token with a cold and a warm compile cache.
 
-    python bench/guided_bench.py [--requests 64] [--threads 2] [--no-vllm]
+    python -m bench.engine.guided_bench [--requests 64] [--threads 2] [--no-vllm]
 """
 
 from __future__ import annotations
@@ -13,13 +13,12 @@ import random
 import time
 from pathlib import Path
 
-from common import median, pct, run_vllm, table
-from workload import make_workload
-
+from bench.common import median, pct, run_vllm, table
+from bench.workload import make_workload
 from stencil import LLM, SamplingParams, default_model_path
 from stencil.constraints import Constraint, ConstraintError, translate
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "jsonschemabench-dev"
+DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "jsonschemabench-dev"
 REGEXES = [
     r"[0-9]{3}-[0-9]{3}-[0-9]{4}",
     r"[a-z]{3,10}@[a-z]{3,8}\.(com|org|net)",
