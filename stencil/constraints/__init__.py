@@ -24,6 +24,7 @@ from .grounding import uses_grounding
 from .limits import Limits
 from .matcher import Matcher
 from .spec import Constraint
+from .translation import Translation, translate
 from .vocab import TokenVocab
 
 __all__ = [
@@ -43,8 +44,10 @@ __all__ = [
     "Limits",
     "Matcher",
     "TokenVocab",
+    "Translation",
     "UnsupportedSchemaError",
     "allocate_token_bitmask",
     "bitmask_to_bool",
+    "translate",
     "uses_grounding",
 ]

@@ -17,7 +17,7 @@ import llguidance
 import numpy as np
 import torch
 
-from .grounded_spans import GroundedSpans
+from .grounding.grounded_spans import GroundedSpans
 from .matcher import Matcher
 from .semantic.masking import refused_tokens
 from .semantic.plan import SemanticPlan

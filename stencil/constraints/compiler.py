@@ -1,9 +1,13 @@
-"""``ConstraintCompiler``: Constraint -> CompiledConstraint, cached, time- and memory-bounded."""
+"""``ConstraintCompiler``: Constraint -> CompiledConstraint, cached, time- and memory-bounded.
+
+Two stages, both in the compile worker (or a bounded thread): ``translate`` (the constraint ->
+an llguidance grammar) and the matcher template built and checked from that grammar."""
 
 from __future__ import annotations
 
 import ctypes
 import json
+import os
 import threading
 import time
 from dataclasses import dataclass, field
@@ -14,19 +18,20 @@ from .bitmask import bitmask_words
 from .cache import ByteLRU
 from .checked_matcher import CheckedMatcher
 from .errors import CompileTimeoutError, ConstraintError
-from .grounded_spans import GroundedSpans
 from .grounding import WINDOW
+from .grounding.grounded_spans import GroundedSpans
+from .grounding.span_automaton import load_span_library
+from .grounding.token_trie import TokenTrie
 from .isolation import CompileWorkerPool
 from .limits import DEFAULT_LIMITS, Limits
-from .llg_limits import parser_limits
+from .llg.limits import parser_limits
+from .llg.template import build_template
 from .matcher import Matcher
 from .semantic.plan import SemanticPlan
 from .semantic.tokens import TokenTable
-from .span_automaton import load_span_library
 from .spec import Constraint
-from .template import build_template
 from .thread_runner import CallTimeout, ThreadRunner
-from .token_trie import TokenTrie
+from .translation import Translation, translate
 from .vocab import TokenVocab
 
 _BASE_BYTES = 64 << 10  # fixed per-compile overhead in the size estimate
@@ -40,9 +45,12 @@ class CompiledConstraint:
     """Immutable and shared: every ``new_matcher()`` is an independent cheap copy."""
 
     constraint: Constraint
+    translation: Translation
     vocab: TokenVocab
     compile_ms: float
     size_bytes: int
+    translated_in: int
+    """The pid of the process that translated it (a compile worker, or this process)."""
     _template: llguidance.LLMatcher = field(repr=False)
     _plan: SemanticPlan | None = field(default=None, repr=False)
     _table: TokenTable | None = field(default=None, repr=False)
@@ -69,8 +77,8 @@ class CompiledConstraint:
 class ConstraintCompiler:
     """Compiles constraints for one vocabulary. Thread-safe.
 
-    With ``workers`` > 0 every compile (the translation of a deferred constraint, llguidance's
-    grammar build and the first-mask check) runs in one of ``workers`` worker processes, under
+    With ``workers`` > 0 every compile (the translation, llguidance's grammar build and the
+    first-mask check) runs in one of ``workers`` worker processes, under
     a wall-clock budget ``timeout_s`` (past it the worker is SIGKILLed and replaced:
     ``CompileTimeoutError``) and an address-space budget ``memory_bytes`` beyond the worker's
     idle footprint (``CompileMemoryError``); the matcher is then rebuilt here from the
@@ -127,18 +135,23 @@ class ConstraintCompiler:
         if cached is not None:
             return cached
         start = time.perf_counter()
-        heap = 0
+        heap, pid = 0, os.getpid()
         if self._pool is None:
-            translated, template = self._build_bounded(constraint)
+            translation, template = self._build_bounded(constraint)
         else:
-            translated, heap = self._pool.compile(constraint, self.limits, self.timeout_s, cancel)
-            template = build_template(self.vocab, translated, self._parser_limits)
+            translation, heap, pid = self._pool.compile(
+                constraint, self.limits, self.timeout_s, cancel
+            )
+            template = build_template(
+                self.vocab, constraint.kind, translation.grammar, self._parser_limits
+            )
         plan = table = None
-        if translated.checks:
-            plan = SemanticPlan(json.loads(translated.source), translated.draft, translated.checks)
+        if translation.checks:
+            schema = json.loads(constraint.source)
+            plan = SemanticPlan(schema, translation.draft, translation.checks)
             table = self.token_table()
         spans = None
-        if translated.spans:
+        if translation.spans:
             trie, library = self.span_walk()
             if trie.quote_reach > WINDOW:  # the grammar checks WINDOW bytes past a value's quote
                 raise ConstraintError(
@@ -146,14 +159,20 @@ class ConstraintCompiler:
                     f"after a quote, more than the {WINDOW} the grounding grammar checks"
                 )
             words = bitmask_words(self.vocab.vocab_size)
-            spans = GroundedSpans(translated.spans, trie, library, self.vocab.llg_tokenizer, words)
+            tokenizer = self.vocab.llg_tokenizer
+            spans = GroundedSpans(translation.spans, trie, library, tokenizer, words)
         elapsed = (time.perf_counter() - start) * 1e3
-        size = _entry_bytes(translated, heap)
+        size = _entry_bytes(constraint, translation, heap)
         compiled = CompiledConstraint(
-            translated, self.vocab, elapsed, size, template, plan, table, spans
+            constraint, translation, self.vocab, elapsed, size, pid, template, plan, table, spans
         )
         self._cache.put(key, compiled, size)
         return compiled
+
+    def validate(self, constraint: Constraint, *, cancel: threading.Event | None = None) -> None:
+        """Raise now the ConstraintError that compiling ``constraint`` would raise (the compile
+        runs where every compile runs, and its result is cached for the request's own)."""
+        self.compile(constraint, cancel=cancel)
 
     def token_table(self) -> TokenTable:
         """The vocabulary's token facts for decode-time checks (built on first use)."""
@@ -182,24 +201,27 @@ class ConstraintCompiler:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _build_bounded(self, constraint: Constraint) -> tuple[Constraint, llguidance.LLMatcher]:
+    def _build_bounded(self, constraint: Constraint) -> tuple[Translation, llguidance.LLMatcher]:
         try:
             return self._threads.run(lambda: self._build(constraint), self.timeout_s)
         except CallTimeout:
             raise CompileTimeoutError(self.timeout_s) from None
 
-    def _build(self, constraint: Constraint) -> tuple[Constraint, llguidance.LLMatcher]:
-        translated = constraint.translated()
-        return translated, build_template(self.vocab, translated, self._parser_limits)
+    def _build(self, constraint: Constraint) -> tuple[Translation, llguidance.LLMatcher]:
+        translation = translate(constraint)
+        grammar = translation.grammar
+        return translation, build_template(
+            self.vocab, constraint.kind, grammar, self._parser_limits
+        )
 
 
-def _entry_bytes(constraint: Constraint, heap_bytes: int) -> int:
+def _entry_bytes(constraint: Constraint, translation: Translation, heap_bytes: int) -> int:
     """A cache entry's size: the template's C heap as measured in the worker (with headroom
     for later lexer growth) plus the texts; without a measurement (small grammars, or
     ``workers=0``), an estimate from the grammar size (measured: ~60 KiB + 7-100 bytes per
     grammar character, the most for JSON schemas with many patterns)."""
-    texts = 2 * (len(constraint.source) + len(constraint.llg_grammar))
-    texts += _SPAN_BYTES * sum(len(t) for t in set(constraint.spans))
+    texts = 2 * (len(constraint.source) + len(translation.grammar))
+    texts += _SPAN_BYTES * sum(len(t) for t in set(translation.spans))
     if heap_bytes:
         return int(_GROWTH * heap_bytes) + texts
-    return _BASE_BYTES + _BYTES_PER_CHAR * len(constraint.llg_grammar) + texts
+    return _BASE_BYTES + _BYTES_PER_CHAR * len(translation.grammar) + texts

@@ -7,7 +7,7 @@ import numpy as np
 import torch
 
 from .bitmask import bitmask_words
-from .grounded_spans import OUTSIDE, GroundedSpans, State
+from .grounding.grounded_spans import OUTSIDE, GroundedSpans, State
 from .vocab import TokenVocab
 
 

@@ -42,6 +42,7 @@ class LLM:
         ids = [f"offline-{next(self._ids)}" for _ in prompts]
         for prompt, p in zip(prompts, params, strict=True):  # fail fast, before any work
             self.engine.validate(prompt, p)
+        self._compile(params)
         return self._run(list(zip(ids, prompts, params, strict=True)), use_tqdm)
 
     def embed(
@@ -78,6 +79,19 @@ class LLM:
             for c in convs
         ]
         return self.generate(prompts, sampling_params, use_tqdm)
+
+    def _compile(self, params: list[SamplingParams]) -> None:
+        """Compile every constraint before any request is added (in parallel, where the server
+        compiles them: the engine's compile workers), so a bad one raises its ConstraintError
+        here as the server answers 400; the requests then find them in the compiler's cache."""
+        constraints = {p.constraint.key: p.constraint for p in params if p.constraint is not None}
+        futures = [self.engine.guided.submit(c) for c in constraints.values()]
+        try:
+            for fut in futures:
+                fut.result()
+        finally:
+            for fut in futures:
+                self.engine.guided.cancel(fut)
 
     def _run(
         self, work: list[tuple], use_tqdm: bool, pooling: str | None = None

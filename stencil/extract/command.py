@@ -153,14 +153,14 @@ def _check_usage(args: argparse.Namespace) -> None:
 
 
 def _spec(args: argparse.Namespace, schema: dict[str, Any]) -> ExtractSpec:
-    from stencil.constraints import ConstraintError
+    from stencil.constraints import ConstraintError, translate
 
     spec = ExtractSpec(
         schema, PromptTemplate.load(args.prompt_template), args.instructions, args.max_tokens,
         args.temperature, args.grounded, args.grounded, args.grounded,
     )  # fmt: skip
     try:
-        spec.constraint()  # unsupported schemas are usage errors, before any model loads
+        translate(spec.constraint())  # unsupported schemas: usage errors before a model loads
     except ConstraintError as e:
         raise SchemaError(f"the schema cannot be enforced: {e}") from e
     return spec

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 # the fields with their descriptions, the document, then the fields again: of the variants
-# measured by bench/extract_quality.py (schema JSON in the system prompt, a field list there, a
+# measured by bench/extract/extract_quality.py (schema JSON in the system prompt, a field list there, a
 # worked example, the document first) the one the embedded 135M model reads best, on the
 # benchmark's payments and on the README's invoice (docs/extraction.md)
 DEFAULT_TEMPLATE = """\

@@ -4,12 +4,12 @@ oneDNN, the GEMM library PyTorch ships (``torch.ops.mkldnn``).
 ``F.linear`` on CPU calls MKL's sgemm, which takes slower code paths on non-Intel CPUs; oneDNN
 picks its kernels from the CPU's instruction set (AVX-512 on AMD Zen 4 too). On this project's
 2-core EPYC, for SmolLM2's fp32 decode shapes (64 rows), it was 1.04-1.22x faster on the layers
-and 1.62x on the 49k-row lm_head; bf16 is the same either way (``bench/cpu_kernels_bench.py``).
+and 1.62x on the 49k-row lm_head; bf16 is the same either way (``bench/kernels/cpu_kernels_bench.py``).
 Same signature as ``F.linear``; inputs oneDNN does not take here go to ``F.linear``.
 
 ``pack_weight`` reorders a weight once, at load, into oneDNN's blocked layout for this CPU (an
 opaque ``torch._mkldnn`` tensor that only ``linear`` reads), so no call repacks it: 1.07-1.17x over
-the unpacked weight at 64 rows, 1.6-1.8x at 17 rows (``bench/cpu_kernels_bench.py``).
+the unpacked weight at 64 rows, 1.6-1.8x at 17 rows (``bench/kernels/cpu_kernels_bench.py``).
 """
 
 from __future__ import annotations

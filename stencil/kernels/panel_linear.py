@@ -4,7 +4,7 @@ oneDNN's packed GEMM reaches this 2-core EPYC's arithmetic roof at prefill sizes
 decode step's 8-64 rows, where it neither streams the weight at the memory's pace nor hides the
 stream under the arithmetic. The C kernel prefetches the next panel of 48 output channels while
 it multiplies the current one: SmolLM2's fp32 linears + lm_head at 8 / 32 / 64 rows run 1.2-1.7x
-faster than oneDNN, level at 1,024 (``bench/cpu_kernels_bench.py``). fp32 weights (AVX-512F)
+faster than oneDNN, level at 1,024 (``bench/kernels/cpu_kernels_bench.py``). fp32 weights (AVX-512F)
 and bf16 weights (AVX512-BF16, k pairs for vdpbf16ps) are packed in place of the dense ones
 (same bytes). ``load()`` returns None where no C compiler works or the CPU lacks AVX-512F; the
 CPU kernel set then packs for oneDNN, as it does a dtype the CPU cannot run here.
@@ -13,16 +13,12 @@ CPU kernel set then packs for oneDNN, as it does a dtype the CPU cannot run here
 from __future__ import annotations
 
 import ctypes
-import logging
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from stencil.paths import build_library
-
-logger = logging.getLogger(__name__)
+from stencil.paths import load_library
 
 SOURCE = Path(__file__).parent / "csrc" / "panel_linear.c"
 FLAGS = ["-O3", "-march=native", "-std=gnu11", "-fopenmp", "-shared", "-fPIC"]
@@ -118,12 +114,5 @@ class PanelLinear:
 
 def load() -> PanelLinear | None:
     """The compiled kernel, or None (logged) where it cannot be built or the CPU lacks AVX-512F."""
-    try:
-        library = ctypes.CDLL(str(build_library(SOURCE, FLAGS)))
-    except (OSError, subprocess.SubprocessError) as e:
-        logger.warning("panel linear unavailable (%s); using oneDNN", e)
-        return None
-    if not library.panel_linear_available():
-        logger.info("CPU without AVX-512F: linears use oneDNN")
-        return None
-    return PanelLinear(library)
+    library = load_library(SOURCE, FLAGS, "using oneDNN", ("panel_linear_available", "AVX-512F"))
+    return PanelLinear(library) if library is not None else None

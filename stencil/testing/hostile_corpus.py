@@ -1,6 +1,6 @@
 """A corpus of hostile requests, each of which the server must refuse with a 4xx (fast, without
 hurting anyone else): shared by ``tests/api/test_hostile_corpus.py`` and
-``bench/reliability_bench.py``.
+``bench/server/reliability_bench.py``.
 
 ``build_corpus(vocab_size, max_model_len)`` returns :class:`Payload` objects; ``send`` posts one
 and checks the answer's shape (OpenAI error body, sanitized message).

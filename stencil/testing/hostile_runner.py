@@ -1,7 +1,7 @@
 """Running the hostile corpus against a server: each payload, then a canary request that must
 succeed; meanwhile streaming canaries whose greedy output must equal a clean run's.
 
-Used by ``tests/api/test_hostile_corpus.py`` (asserts) and ``bench/reliability_bench.py`` (table).
+Used by ``tests/api/test_hostile_corpus.py`` (asserts) and ``bench/server/reliability_bench.py`` (table).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 NDJSON report into per-operation case and status counts. The server under test runs a tiny
 random-weight model (``tiny_model``): the HTTP path is what is tested.
 
-Used by ``tests/api/test_schemathesis_smoke.py`` and ``bench/schemathesis_bench.py``.
+Used by ``tests/api/test_schemathesis_smoke.py`` and ``bench/server/schemathesis_bench.py``.
 """
 
 from __future__ import annotations

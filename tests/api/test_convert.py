@@ -10,6 +10,7 @@ from transformers import AutoTokenizer
 from stencil.api.errors import APIError
 from stencil.api.openai.convert import ModelInfo, convert_chat, convert_completion
 from stencil.api.openai.protocol import ChatCompletionRequest, CompletionRequest
+from stencil.constraints import ConstraintError, translate
 from stencil.engine.models.default_model import default_model_path
 
 PERSON = {
@@ -152,7 +153,7 @@ def test_auto_tools_constrain_text_or_a_call_in_one_request(model):
     c = plan.params.constraint
     assert plan.tools.mode == "auto" and plan.tool_format.name == "smollm2"
     assert c.kind == "grammar" and "hd[lazy]: TEXT" in c.source and plan.params.close_on_length
-    assert plan.constraint_param == "tools" and c.translated().is_translated
+    assert plan.constraint_param == "tools" and translate(c).grammar
 
 
 def test_tool_choice_none_hides_tools(model):
@@ -260,17 +261,18 @@ def test_bad_chat_requests_are_400_naming_the_field(model, body, param):
 # Found by the translation, which the engine's compile runs (in a killable worker, within the
 # compile budget): convert only builds them; the 400 naming the field comes from the compile
 # (tests/api/test_openai_e2e.py, tests/api/test_hostile_corpus.py).
-DEFERRED = [
+TRANSLATED_LATER = [
     {"guided_regex": "(("},
     {"guided_grammar": "start: undefined_rule"},
     {"guided_json": {"type": "object", "properties": {"a": {"$ref": "#/nope"}}}},
 ]
 
 
-@pytest.mark.parametrize("body", DEFERRED)
-def test_constraint_translation_is_deferred_to_the_compile(model, body):
-    plan = chat(model, **body)
-    assert plan.params.constraint is not None and not plan.params.constraint.is_translated
+@pytest.mark.parametrize("body", TRANSLATED_LATER)
+def test_constraint_translation_is_left_to_the_compile(model, body):
+    plan = chat(model, **body)  # conversion builds the value; the compile finds the error
+    with pytest.raises(ConstraintError):
+        translate(plan.params.constraint)
 
 
 BAD_COMPLETION = [

@@ -9,6 +9,7 @@ from transformers import AutoTokenizer
 from stencil.api.errors import APIError
 from stencil.api.openai.convert import ModelInfo, convert_chat
 from stencil.api.openai.protocol import ChatCompletionRequest
+from stencil.constraints import translate
 from stencil.engine.models.default_model import default_model_path
 
 SCHEMA = {
@@ -32,9 +33,10 @@ def chat(model: ModelInfo, **body):
 
 def test_source_text_grounds_the_schema(model):
     plan = chat(model, structured_outputs={"json": SCHEMA, "source_text": DOC})
-    c = plan.params.constraint.translated()
+    c = plan.params.constraint
     assert dict(c.options)["source_text"] == DOC
-    assert "GROUNDED_1" in c.llg_grammar and c.spans  # co-matched over the source
+    t = translate(c)
+    assert "GROUNDED_1" in t.grammar and t.spans  # co-matched over the source
 
 
 def test_ground_strings_with_response_format(model):
@@ -44,7 +46,7 @@ def test_ground_strings_with_response_format(model):
         response_format={"type": "json_schema", "json_schema": {"name": "x", "schema": plain}},
         structured_outputs={"source_text": DOC, "ground_strings": True},
     )
-    assert plan.params.constraint.translated().spans  # the plain string is co-matched
+    assert translate(plan.params.constraint).spans  # the plain string is co-matched
 
 
 def test_ground_numbers_and_dates_narrow_to_what_the_source_states(model):
@@ -54,11 +56,12 @@ def test_ground_numbers_and_dates_narrow_to_what_the_source_states(model):
     }
     so = {"json": schema, "source_text": "Paid 1,580.00 on 4 March 2024."}
     plan = chat(model, structured_outputs={**so, "ground_numbers": True, "ground_dates": True})
-    c = plan.params.constraint.translated()
+    c = plan.params.constraint
     assert dict(c.options)["ground_numbers"] and dict(c.options)["ground_dates"]
-    assert "1580.0" in c.llg_grammar and "2024-03-04" in c.llg_grammar
-    plain = chat(model, structured_outputs=so).params.constraint.translated()
-    assert "2024-03-04" not in plain.llg_grammar
+    grammar = translate(c).grammar
+    assert "1580.0" in grammar and "2024-03-04" in grammar
+    plain = translate(chat(model, structured_outputs=so).params.constraint)
+    assert "2024-03-04" not in plain.grammar
 
 
 @pytest.mark.parametrize(
@@ -82,6 +85,6 @@ def test_misuse_is_a_400_naming_the_field(model, body, param):
 def test_x_grounded_without_a_source_fails_the_compile():
     from stencil.constraints import Constraint, ConstraintError
 
-    deferred = Constraint.json_schema(SCHEMA, defer=True)  # what the server builds
+    c = Constraint.json_schema(SCHEMA)  # what the server builds: the cheap checks pass
     with pytest.raises(ConstraintError, match="no source text"):
-        deferred.translated()  # what the compile worker runs: a 400 for the request
+        translate(c)  # what the compile worker runs: a 400 for the request

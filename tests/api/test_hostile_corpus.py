@@ -4,7 +4,7 @@ request right after each succeeds; 8 streaming canaries running meanwhile give e
 output of a clean run; server RSS stays bounded.
 
 Latency bounds here are looser than the benchmark's (250 ms, compile budget + 0.5 s): CI shares
-two cores. ``python bench/reliability_bench.py --only corpus`` prints the real figures.
+two cores. ``python -m bench.server.reliability_bench --only corpus`` prints the real figures.
 """
 
 from __future__ import annotations

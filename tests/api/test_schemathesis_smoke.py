@@ -1,6 +1,6 @@
 """schemathesis against /openapi.json, small: 10 fuzzed cases (valid and invalid) per operation
 (the six POSTs: chat, completions, responses, embeddings, tokenize, detokenize)
-on a tiny random-weight model server; no server error. ``bench/schemathesis_bench.py`` runs the
+on a tiny random-weight model server; no server error. ``bench/server/schemathesis_bench.py`` runs the
 full 200 examples per operation plus the coverage phase."""
 
 from __future__ import annotations

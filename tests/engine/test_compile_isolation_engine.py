@@ -26,9 +26,9 @@ def _requests() -> list[tuple[str, list[int], SamplingParams]]:
         "required": ["a", "b"],
     }
     constraints = [
-        Constraint.json_schema(schema, defer=True),
+        Constraint.json_schema(schema),
         Constraint.regex(r"[a-z]{2,6}-[0-9]{2}"),
-        Constraint.choice(["alpha", "beta", "gamma"], defer=True),
+        Constraint.choice(["alpha", "beta", "gamma"]),
         None,
         None,
     ]

@@ -14,7 +14,7 @@ import lark
 import pytest
 
 from stencil import SamplingParams
-from stencil.constraints import Constraint, ConstraintError
+from stencil.constraints import Constraint, ConstraintError, translate
 from stencil.testing.tiny_models import make_llm
 
 REPO = Path(__file__).resolve().parents[2]
@@ -114,7 +114,7 @@ def _bench_schemas(n: int, seed: int) -> list[dict]:
     picked = []
     for schema in rows:
         try:
-            Constraint.json_schema(schema)
+            translate(Constraint.json_schema(schema))
         except ConstraintError:
             continue
         picked.append(schema)

@@ -134,10 +134,10 @@ def whitespace_options(req: SamplingFields) -> Whitespace | None:
 def build_constraint(
     src: Source, ws: Whitespace | None, grounding: Grounding | None = None
 ) -> Constraint:
-    """Construct the constraint with the cheap checks only (type, size, nesting); any
-    ConstraintError is a 400 on its field. The translation (schema -> grammar, regex and grammar
-    parsing) is deferred to the engine's compile, which runs it in a killable worker within the
-    compile budget, so no request can hold the event loop; its errors are 400s too."""
+    """Construct the constraint (its cheap checks: type, size, nesting); any ConstraintError
+    is a 400 on its field. The translation (schema -> grammar, regex and grammar parsing) is the
+    engine's compile, which runs it in a killable worker within the compile budget before the
+    request is scheduled, so no request can hold the event loop; its errors are 400s too."""
     if grounding is not None and src.kind != "json":
         raise bad_request(
             f"structured_outputs.source_text grounds JSON schemas, not {src.param}",
@@ -153,19 +153,19 @@ def build_constraint(
 
 def _build(src: Source, ws: Whitespace | None, grounding: Grounding | None) -> Constraint:
     if src.kind == "regex":
-        return Constraint.regex(_text(src), defer=True)
+        return Constraint.regex(_text(src))
     if src.kind == "grammar":
-        return Constraint.grammar(_text(src), defer=True)
+        return Constraint.grammar(_text(src))
     if src.kind == "tool_calls":  # (lark, json_rules) written by tool_formats
         lark, rules = src.value
-        return Constraint.grammar(lark, json_rules=rules, defer=True)
+        return Constraint.grammar(lark, json_rules=rules)
     if src.kind == "choice":
         choices = src.value
         if not choices or not all(isinstance(c, str) for c in choices):
             raise bad_request(f"{src.param} must be a non-empty list of strings", src.param)
-        return Constraint.choice(list(choices), defer=True)
+        return Constraint.choice(list(choices))
     if src.kind == "json_object" and ws is None:
-        return Constraint.json_object(defer=True)
+        return Constraint.json_object()
     schema = {"type": "object"} if src.kind == "json_object" else _schema(src)
     kwargs: dict[str, Any] = {}
     if src.kind == "json_object" or (ws and ws.allow_undeclared):
@@ -180,7 +180,7 @@ def _build(src: Source, ws: Whitespace | None, grounding: Grounding | None) -> C
         kwargs["ground_strings"] = grounding.ground_strings
         kwargs["ground_numbers"] = grounding.ground_numbers
         kwargs["ground_dates"] = grounding.ground_dates
-    return Constraint.json_schema(schema, **kwargs, defer=True)
+    return Constraint.json_schema(schema, **kwargs)
 
 
 def _text(src: Source) -> str:

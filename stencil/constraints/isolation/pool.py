@@ -8,6 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 from ..errors import CompileWorkerError
 from ..limits import Limits
 from ..spec import Constraint
+from ..translation import Translation
 from ..vocab import TokenVocab
 from .process import WorkerGoneError, WorkerProcess
 from .protocol import WorkerInit
@@ -81,14 +82,16 @@ class CompileWorkerPool:
         limits: Limits,
         timeout_s: float,
         cancel: threading.Event | None = None,
-    ) -> tuple[Constraint, int]:
-        """Translate and validate ``constraint`` in a worker; see ``WorkerProcess.compile``.
-        The wall-time budget starts when a started worker receives the job."""
+    ) -> tuple[Translation, int, int]:
+        """Translate and validate ``constraint`` in a worker: its translation, its matcher's
+        C-heap bytes (see ``WorkerProcess.compile``) and the worker's pid. The wall-time budget
+        starts when a started worker receives the job."""
         with self._slots:
             for attempt in range(2):
                 worker = self._checkout()
                 try:
-                    return worker.compile(constraint, limits, timeout_s, cancel)
+                    translation, heap = worker.compile(constraint, limits, timeout_s, cancel)
+                    return translation, heap, worker.pid
                 except WorkerGoneError:
                     if attempt:
                         raise

@@ -22,6 +22,7 @@ from ..errors import (
 )
 from ..limits import Limits
 from ..spec import Constraint
+from ..translation import Translation
 from .protocol import Ready, Reply, WorkerInit
 
 BOOTSTRAP = Path(__file__).with_name("bootstrap.py")
@@ -70,8 +71,8 @@ class WorkerProcess:
         limits: Limits,
         timeout_s: float,
         cancel: threading.Event | None = None,
-    ) -> tuple[Constraint, int]:
-        """The translated constraint and its matcher's measured C-heap bytes (0: unknown);
+    ) -> tuple[Translation, int]:
+        """The constraint's translation and its matcher's measured C-heap bytes (0: unknown);
         raises its ConstraintError, CompileTimeoutError (the worker is killed),
         CompileMemoryError / CompileCrashError (the worker died)."""
         if cancel is not None and cancel.is_set():  # cancelled while waiting for a worker
@@ -147,11 +148,11 @@ class WorkerProcess:
                 self.kill()
                 raise CompileMemoryError(self.memory_bytes)
 
-    def _result(self, reply: Reply) -> tuple[Constraint, int]:
+    def _result(self, reply: Reply) -> tuple[Translation, int]:
         if reply.retire:
             self.kill()  # it exits anyway; the pool starts a spare
         if reply.status == "ok":
-            return reply.constraint, reply.heap_bytes
+            return reply.translation, reply.heap_bytes
         if reply.status == "error":
             raise reply.error
         self.kill()  # memory: its heap is suspect; bug: start clean

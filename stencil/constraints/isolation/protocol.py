@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ..errors import ConstraintError
-from ..spec import Constraint
+from ..translation import Translation
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,8 +33,8 @@ class Ready:
 @dataclass(frozen=True, slots=True)
 class Reply:
     status: Literal["ok", "error", "memory", "bug"]
-    constraint: Constraint | None = None
-    """The translated constraint (``ok``)."""
+    translation: Translation | None = None
+    """The constraint's translation (``ok``)."""
     heap_bytes: int = 0
     """C-heap bytes of the matcher template built from it (``ok``; 0 when not measurable)."""
     error: ConstraintError | None = None

@@ -1,5 +1,5 @@
 """The compile worker's loop (runs in the child process): translate, validate and build each
-constraint's matcher once, reply with the translated constraint, keep nothing."""
+constraint's matcher once, reply with the translation, keep nothing."""
 
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ from multiprocessing.connection import Connection
 
 from ..errors import ConstraintError, ConstraintTooLargeError
 from ..limits import Limits
-from ..llg_limits import parser_limits
+from ..llg.limits import parser_limits
+from ..llg.template import build_template
 from ..spec import Constraint
-from ..template import build_template
+from ..translation import translate
 from ..vocab import TokenVocab
 from .memory import address_space_bytes, heap_in_use, limit_address_space
 from .protocol import Ready, Reply, WorkerInit
@@ -54,14 +55,16 @@ def serve(fd: int, parent_pid: int) -> None:
 
 def run_job(vocab: TokenVocab, constraint: Constraint, limits: Limits) -> Reply:
     try:
-        translated = constraint.translated()
-        measure = len(translated.llg_grammar) >= _MEASURE_FROM
+        translation = translate(constraint)
+        measure = len(translation.grammar) >= _MEASURE_FROM
         before = heap_in_use() if measure else None
-        template = build_template(vocab, translated, parser_limits(limits))
+        template = build_template(
+            vocab, constraint.kind, translation.grammar, parser_limits(limits)
+        )
         after = heap_in_use() if before is not None else None
         del template
         heap = after - before if before is not None and after is not None else 0
-        return Reply("ok", constraint=translated, heap_bytes=max(heap, 0))
+        return Reply("ok", translation=translation, heap_bytes=max(heap, 0))
     except ConstraintError as e:
         return Reply("error", error=e)
     except MemoryError:
@@ -77,8 +80,8 @@ def run_job(vocab: TokenVocab, constraint: Constraint, limits: Limits) -> Reply:
 
 def _warm_up(vocab: TokenVocab) -> None:
     """Import and initialise everything a compile touches, before the budget is measured."""
-    run_job(vocab, Constraint.regex("[a-z]{1,8}", defer=True), Limits())
-    run_job(vocab, Constraint.json_schema(_WARM_UP_SCHEMA, defer=True), Limits())
+    run_job(vocab, Constraint.regex("[a-z]{1,8}"), Limits())
+    run_job(vocab, Constraint.json_schema(_WARM_UP_SCHEMA), Limits())
 
 
 def _die_with_parent(parent_pid: int) -> None:

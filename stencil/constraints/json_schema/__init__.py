@@ -10,8 +10,8 @@ import llguidance
 
 from ..errors import InvalidSchemaError
 from ..limits import Limits
-from ..llg_errors import schema_error
-from ..llg_limits import parser_limits
+from ..llg.errors import schema_error
+from ..llg.limits import parser_limits
 from . import document
 from .normalize import Normalizer
 

@@ -15,7 +15,7 @@ import jsonschema
 import regex
 
 from ..errors import InvalidRegexError, UnsupportedSchemaError
-from ..regex_check import check_regex
+from ..llg.regex_check import check_regex
 from ..semantic.formats import checked_formats
 from . import logic, negation
 from .ecma_regex import ecma_pattern, structure

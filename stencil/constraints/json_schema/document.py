@@ -34,7 +34,7 @@ _FAST_META = {
 def load(schema: dict | str | bool, limits: Limits, *, shallow: bool = False) -> tuple[Any, str]:
     """``(document, canonical text)``; property order is kept (it is the generation order).
 
-    ``shallow`` (a deferred constraint) checks only size and nesting, in C speed, and leaves
+    ``shallow`` (constructing a Constraint) checks only size and nesting, in C speed, and leaves
     the walk over every node to the translation, which repeats ``load`` in full."""
     from_text = isinstance(schema, str)
     if from_text:

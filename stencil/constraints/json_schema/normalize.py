@@ -13,7 +13,7 @@ from typing import Any
 
 from ..errors import ConstraintTooLargeError, InvalidSchemaError, UnsupportedSchemaError
 from ..limits import Limits
-from ..regex_check import parsed_regexes
+from ..llg.regex_check import parsed_regexes
 from . import document, logic, objects
 from .approximate import Approximations
 from .keywords import (

@@ -13,7 +13,7 @@
  * works on a panel it prefetches the next one, spread evenly over the panel's steps (all tiles):
  * at a decode step's few rows the weight streams at the memory's pace, at 32-64 rows the stream
  * hides under the arithmetic, which oneDNN's packed GEMM does not do (1.2-1.7x at 8-64 rows,
- * bench/cpu_kernels_bench.py). fp32 walks K in chunks of at most 1024 so a panel's chunk stays in
+ * bench/kernels/cpu_kernels_bench.py). fp32 walks K in chunks of at most 1024 so a panel's chunk stays in
  * L2 for the tiles after the first (bf16 keeps whole K: its sums never leave the registers).
  * Built with -march=native by stencil/kernels/panel_linear.py; panel_linear_available() says
  * which dtypes this CPU and compiler run (bit 0 fp32: AVX-512F, bit 1 bf16: AVX512-BF16).

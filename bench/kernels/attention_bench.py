@@ -1,0 +1,138 @@
+"""The C paged-attention kernel over a whole step's layers, against an older version of itself.
+
+    python -m bench.kernels.attention_bench [--against GIT_REV] [--threads 2] [--rounds 15]
+
+Each case runs the kernel once per layer over that layer's own cache (SmolLM2-135M: 30 layers, 9
+query / 3 kv heads of 64), so a decode step's keys and values come from memory as in the engine,
+not from a cache warmed by the previous call. Block tables are a random permutation (blocks
+scattered as decode allocates them). With ``--against``, the kernel source at that revision is
+built beside the working tree's and the two run alternated (A B A B ...), medians reported with
+their ratio. The memory read roof beside it: ``torch.sum`` over 1 GiB on the same threads.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import os
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from bench.common import median, table
+from stencil.kernels import cpu_attention
+from stencil.paths import build_library
+
+LAYERS, HEADS, KV_HEADS, DIM, BLOCK = 30, 9, 3, 64, 16
+# (label, context lengths, new tokens per sequence)
+CASES = (
+    ("decode, 64 seqs, context 40-500", "decode", 64),
+    ("prefill, 4 x 256 tokens", "prefill", 4),
+    ("prefill, 1,024 tokens at 1,024-2,048", "long", 1),
+)
+
+
+def shape(kind: str, batch: int, gen: torch.Generator) -> tuple[list[int], list[int]]:
+    if kind == "decode":
+        return torch.randint(40, 500, (batch,), generator=gen).tolist(), [1] * batch
+    if kind == "prefill":
+        return [256] * batch, [256] * batch
+    return [2048], [1024]
+
+
+def step_inputs(kind: str, batch: int, dtype: torch.dtype) -> tuple:
+    gen = torch.Generator().manual_seed(0)
+    ctxs, q_lens = shape(kind, batch, gen)
+    blocks = [-(-c // BLOCK) for c in ctxs]
+    perm = torch.randperm(sum(blocks), generator=gen)
+    tables = torch.zeros(len(ctxs), max(blocks), dtype=torch.int32)
+    at = 0
+    for b, n in enumerate(blocks):
+        tables[b, :n] = perm[at : at + n]
+        at += n
+    cu = [0]
+    for n in q_lens:
+        cu.append(cu[-1] + n)
+
+    def cache() -> torch.Tensor:  # the runner's head-major layout
+        store = torch.randn(KV_HEADS, sum(blocks), BLOCK, DIM, generator=gen).to(dtype)
+        return store.permute(1, 2, 0, 3)
+
+    caches = [(cache(), cache()) for _ in range(LAYERS)]
+    q = torch.randn(cu[-1], HEADS, DIM, generator=gen).to(dtype)
+    kv_bytes = sum(ctxs) * KV_HEADS * DIM * 2 * q.element_size() * LAYERS
+    flop = sum(n * (c - n / 2) for n, c in zip(q_lens, ctxs, strict=True)) * HEADS * DIM * 4
+    return q, caches, tables, cu, ctxs, kv_bytes, flop * LAYERS
+
+
+def run_step(kernel, q, caches, tables, cu, ctxs) -> float:
+    plan: dict = {}
+    t = time.perf_counter()
+    for k, v in caches:
+        kernel(q, k, v, tables, cu, ctxs, DIM**-0.5, plan=plan)
+    return time.perf_counter() - t
+
+
+def kernel_at(rev: str) -> cpu_attention.CpuPagedAttention:
+    """The kernel as of git revision ``rev`` (built into the cache like the current one)."""
+    src = Path(cpu_attention.SOURCE)
+    tmp = Path(tempfile.mkdtemp())
+    for f in [src, *src.parent.glob("*.h")]:
+        rel = f.relative_to(Path(__file__).resolve().parents[2])
+        text = subprocess.run(
+            ["git", "show", f"{rev}:{rel}"], capture_output=True, check=True, text=True
+        ).stdout
+        (tmp / f.name).write_text(text)
+    lib = ctypes.CDLL(str(build_library(tmp / src.name, cpu_attention.FLAGS)))
+    return cpu_attention.CpuPagedAttention(lib)
+
+
+def read_roof_gbs() -> float:
+    x = torch.ones(256 * 1024 * 1024)
+    x.sum()
+    t = time.perf_counter()
+    x.sum()
+    return x.numel() * 4 / (time.perf_counter() - t) / 1e9
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--against", default=None, help="git revision of the kernel to compare with")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=15)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    current = cpu_attention.load()
+    old = kernel_at(args.against) if args.against else None
+    rows = []
+    for dtype in (torch.float32, torch.bfloat16):
+        for label, kind, batch in CASES:
+            q, caches, tables, cu, ctxs, kv_bytes, flop = step_inputs(kind, batch, dtype)
+            kernels = [current] + ([old] if old else [])
+            times: list[list[float]] = [[] for _ in kernels]
+            for _ in range(args.rounds):
+                for i, kernel in enumerate(kernels):
+                    times[i].append(run_step(kernel, q, caches, tables, cu, ctxs))
+            ms = [1000 * median(t) for t in times]
+            row = [label, str(dtype).removeprefix("torch."), ms[0]]
+            row += [kv_bytes / ms[0] / 1e6, flop / ms[0] / 1e6]
+            if old:
+                row += [ms[1], f"{ms[1] / ms[0]:.2f}x"]
+            rows.append(row)
+    headers = ["step (30 layers)", "dtype", "ms", "KV GB/s", "GFLOP/s"]
+    if old:
+        headers += [f"ms at {args.against}", "speed-up"]
+    load = os.getloadavg()[0]
+    print(
+        f"\nPaged attention, one step over {LAYERS} layers' caches, {args.threads} threads, "
+        f"medians of {args.rounds}; memory read roof {read_roof_gbs():.1f} GB/s; "
+        f"1-minute load {load:.1f}\n"
+    )
+    print(table(headers, rows))
+
+
+if __name__ == "__main__":
+    main()

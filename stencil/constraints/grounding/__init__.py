@@ -1,0 +1,11 @@
+"""Grounded JSON: string values that can only be verbatim spans of a source text, numbers and
+dates that it states. ``marking`` finds the grounded strings, ``lark_writer`` writes the grammar,
+``grounded_spans`` co-matches the long spans at decode time over a suffix automaton
+(``span_automaton``: the C walk in ``csrc/span_walk.c``; ``span_automaton_ref``: its Python twin)
+of the source, stepping tokens through a ``token_trie``; ``stated`` reads the numbers and dates a
+text states."""
+
+from .lark_writer import WINDOW, grounded_lark
+from .marking import mark_grounded, uses_grounding
+
+__all__ = ["WINDOW", "grounded_lark", "mark_grounded", "uses_grounding"]

@@ -1,0 +1,365 @@
+"""Grounded JSON: string values that can only be verbatim spans of a source text.
+
+A grounded string (a subschema with ``"x-grounded": true``, or with ``ground_strings`` every plain
+string: no ``pattern``, ``enum``, ``const`` or ``format`` other than ``email``) is marked with a sentinel ``const``
+before the usual JSON Schema translation, so everything else keeps its exact semantics. The
+translated schema is then written as a Lark grammar: the objects, arrays and unions on the way
+to a grounded string become rules, every other subtree stays an inline ``%json { ... }`` block,
+and each grounded string is a lexeme over the JSON-escaped source, cut into chunks at word
+boundaries (words, single punctuation and whitespace characters, escapes), so a value starts and
+ends on a chunk boundary and never at whitespace.
+
+A plain grounded string (no ``format``, ``pattern`` or length bound) is co-matched: its lexeme
+is only the trie of the spans' first ``WINDOW`` bytes (exact: tokens that cross the opening
+quote are checked by llguidance) followed by any string characters, so llguidance's lexer
+is back in a free string's state after a few bytes; the rest is checked by a suffix automaton
+of the document's marked text (``marked_text``; ``grounded_spans.GroundedSpans``). Each such
+lexeme also admits ``PROBE`` + its number + ``PROBE_END`` (control bytes no JSON text holds
+raw, which the co-matcher never lets through), by which the co-matcher asks llguidance whether
+(and which) grounded string a string about to open is. The others keep an llguidance
+substring lexeme (``substring_chunks``) intersected with their format, pattern and bounds.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from ..errors import ConstraintError, UnsupportedSchemaError
+from ..json_schema.ecma_regex import ecma_pattern, structure
+from .marking import EMAIL, SENTINEL, SPAN_FORMATS
+
+# an email address and a code with digits (words joined by - / . , : with a digit: a date,
+# 1,580.00, INV-2024-0193, a phone number) are one unit each (a span holds all of it or none),
+# then words, then single characters
+_CODE = r"(?:\w+[\-/.,:])*\w*\d\w*(?:[\-/.,:]\w+)*"
+_CHUNK = re.compile(rf"{EMAIL}|{_CODE}|\w+|\s|[^\w\s]")
+_ESCAPED = re.compile(r'["\\\x00-\x1f]')  # what JSON writes as an escape
+# one JSON string character (raw, or one escape); edges exclude whitespace and its escapes
+_CHAR = r'(?:[^"\\\x00-\x1f]|\\["\\\x2fbfnrt]|\\u[0-9a-fA-F]{4})'
+_EDGE = r'(?:[^"\\\x00-\x20]|\\["\\\x2fbfu]|\\u[0-9a-fA-F]{4})'
+# the units (chunks) a sibling property claims by its type or format, which a plain grounded
+# string then never contains: an address, an ISO-style date, a number with a decimal fraction
+_CLAIMED = {
+    "email": re.compile(EMAIL),
+    "date": re.compile(r"[0-9]{1,4}[\-/.][0-9]{1,2}[\-/.][0-9]{1,4}"),
+    "number": re.compile(r"[0-9][0-9,]*\.[0-9]+"),
+}
+# the longest span (JSON characters) checked against a grounded string's pattern at compile time
+_SPAN_CHECK = 256
+# stands in for a claimed unit: a raw quote, which no span (JSON string content) can hold
+_BARRIER = '"'
+# co-matched lexemes: the exact trie covers at least WINDOW bytes of a value (more than any
+# token carries after a quote in the vocabularies used), and the probe's control bytes
+WINDOW = 8
+PROBE, PROBE_END = "\x0b", "\x0c"
+_UNIT = re.compile(r"\\u[0-9a-fA-F]{4}|\\.|.", re.S)
+_SPACE_CHUNKS = frozenset({" ", "\\n", "\\r", "\\t"})
+# the keywords a grammar rule around a grounded string handles (anything else: unsupported)
+_OBJECT_KEYS = frozenset({"type", "properties", "required", "additionalProperties"})
+_ARRAY_KEYS = frozenset({"type", "items", "minItems", "maxItems"})
+
+
+def source_chunks(source: str) -> list[str]:
+    """The JSON-escaped source cut at word boundaries (the units a grounded value is made of)."""
+    return [
+        json.dumps(c, ensure_ascii=False)[1:-1] if _ESCAPED.search(c) else c
+        for c in _CHUNK.findall(source)
+    ]
+
+
+def grounded_lark(translated: dict[str, Any], source: str) -> tuple[str, tuple[bytes, ...]]:
+    """The Lark grammar for a translated schema whose grounded strings carry sentinels, and the
+    marked text of each co-matched grounded string (by its probe number)."""
+    writer = _LarkWriter(translated, source_chunks(source))
+    try:
+        return writer.grammar(), tuple(writer.marked)
+    except _NoSpan as e:
+        raise ConstraintError(f"a required grounded string cannot be filled: {e}") from None
+
+
+def _may_edge(chunk: str) -> bool:
+    """Whether a value may start or end with ``chunk`` (not whitespace, not a barrier)."""
+    return chunk not in _SPACE_CHUNKS and chunk != _BARRIER
+
+
+def marked_text(chunks: list[str]) -> bytes:
+    """The chunks joined by marker bytes (1 | 2: the chunk before may end a value | 4: the
+    chunk after may start one), barriers as byte 0: what ``SpanAutomaton`` is built on."""
+    edge = [_may_edge(c) for c in chunks]
+    out = bytearray()
+    for i, c in enumerate(chunks):
+        out.append(1 | (2 if i and edge[i - 1] else 0) | (4 if edge[i] else 0))
+        out += b"\x00" if c == _BARRIER else c.encode("utf-8", "surrogatepass")
+    out.append(1 | (2 if chunks and edge[-1] else 0))
+    return bytes(out)
+
+
+def window_regex(chunks: list[str], probe: str) -> str:
+    """A regex body for the values whose first ``WINDOW`` bytes (whole JSON characters) are a
+    span's and go on with any string characters, or ``probe``."""
+    split = {
+        c: [(u, len(u.encode("utf-8", "surrogatepass"))) for u in _UNIT.findall(c)]
+        for c in set(chunks)
+    }
+    units = [split[c] for c in chunks]
+    edge = [_may_edge(c) for c in chunks]
+    root: dict = {}
+    windows = dict.fromkeys(_window(chunks, units, edge, i) for i in range(len(chunks)) if edge[i])
+    for window in windows:
+        node = root
+        for key in window:
+            if key:
+                node = node.setdefault(key, {})
+            else:
+                node[key] = True  # "": a span may end here; None: it goes on past the window
+    return f"{_regex_literal(probe)}|{_trie_regex(root)}"
+
+
+def _window(chunks: list[str], units: list, edge: list[bool], i: int) -> tuple:
+    """The first ``WINDOW`` bytes of the spans starting at chunk ``i``: JSON characters, with
+    ``""`` where a span may end and a final ``None`` where the span goes on past them."""
+    out: list = []
+    size = 0
+    for j in range(i, len(chunks)):
+        if chunks[j] == _BARRIER:
+            break
+        for unit, n in units[j]:
+            if size >= WINDOW:
+                out.append(None)
+                return tuple(out)
+            out.append(unit)
+            size += n
+        if edge[j]:
+            out.append("")
+    return tuple(out)
+
+
+def _trie_regex(node: dict) -> str:
+    alts = [_regex_literal(u) + _trie_regex(c) for u, c in node.items() if u]
+    if node.get(None):
+        alts.append(f"{_CHAR}+")
+    if not alts:
+        return ""
+    return "(?:" + "|".join(alts) + ")" + ("?" if node.get("") else "")
+
+
+def _regex_literal(text: str) -> str:
+    return "".join(c if c.isalnum() or ord(c) > 127 else f"\\x{ord(c):02x}" for c in text)
+
+
+class _NoSpan(ConstraintError):
+    """No span of the source fits a grounded string (its pattern matches none)."""
+
+
+def _some_span_matches(chunks: list[str], regex: str, low: int, high: int | None) -> bool:
+    """Whether a span (a run of chunks without barriers, not starting or ending at whitespace,
+    ``low``..``high`` characters of JSON text) fully matches ``regex`` (a Lark regex body).
+    Spans over ``_SPAN_CHECK`` characters are not tried: past it, the answer is yes."""
+    if high is None or high > _SPAN_CHECK:
+        return True
+    whole = re.compile(regex.replace("\\/", "/"))
+    space = [c.isspace() or c in ("\\n", "\\r", "\\t") for c in chunks]
+    for i, first in enumerate(chunks):
+        if space[i] or first == _BARRIER:
+            continue
+        text = ""
+        for j in range(i, len(chunks)):
+            if chunks[j] == _BARRIER:
+                break
+            text += chunks[j]
+            if high is not None and len(text) > high:
+                break
+            if not space[j] and len(text) >= low and whole.fullmatch(text):
+                return True
+    return False
+
+
+class _LarkWriter:
+    def __init__(self, root: dict[str, Any], chunks: list[str]) -> None:
+        self.root = root
+        self.defs = root.get("$defs", {})
+        self.guidance = root.get("x-guidance", {})
+        self.chunks = chunks
+        self.rules: dict[str, str] = {}
+        self.ref_rules: dict[str, str] = {}
+        self.grounded_defs = _grounded_defs(self.defs)
+        self.marked: list[bytes] = []  # per co-matched grounded string
+        self.ws = _whitespace(self.guidance)
+
+    def grammar(self) -> str:
+        body = {k: v for k, v in self.root.items() if k not in ("$defs", "x-guidance")}
+        start = self.expr(body, "")
+        lines = [f"start: {start}", *(f"{name}: {body}" for name, body in self.rules.items())]
+        if self.ws:
+            lines.append(f"WS: /{self.ws}/")
+        return "\n".join(lines) + "\n"
+
+    def expr(self, node: Any, pointer: str) -> str:
+        if not _has_sentinel(node, self.grounded_defs):
+            return self.json_block(node)
+        if "$ref" in node and len(node) == 1:
+            return self.ref(node["$ref"], pointer)
+        if "const" in node:
+            return self.grounded(node)
+        if "anyOf" in node and set(node) <= {"anyOf"}:
+            alts = [self.expr(s, f"{pointer}/anyOf/{i}") for i, s in enumerate(node["anyOf"])]
+            return "(" + " | ".join(alts) + ")"
+        kind = node.get("type")
+        if (
+            kind == "object"
+            and set(node) <= _OBJECT_KEYS
+            and node.get("additionalProperties") is False
+        ):
+            return self.obj(node, pointer)
+        if kind == "array" and set(node) <= _ARRAY_KEYS:
+            return self.array(node, pointer)
+        raise UnsupportedSchemaError(
+            "x-grounded",
+            pointer,
+            "a grounded string must sit under closed objects, "
+            "arrays with `items`, `anyOf` or `$ref` (not under " + ", ".join(sorted(node)) + ")",
+        )
+
+    def json_block(self, node: Any) -> str:
+        block = node if isinstance(node, dict) else {"anyOf": [node]} if node is False else {}
+        block = {**block, "x-guidance": self.guidance}
+        if self.defs:
+            block["$defs"] = self.defs
+        return "%json " + json.dumps(block, ensure_ascii=False)
+
+    def ref(self, ref: str, pointer: str) -> str:
+        if not ref.startswith("#/$defs/"):
+            raise UnsupportedSchemaError("$ref", pointer, f"{ref!r} around a grounded string")
+        name = f"def{len(self.rules)}_" + re.sub(r"[^a-z0-9_]", "_", ref[8:].lower())
+        name = self.ref_rules.setdefault(ref, name)
+        if name not in self.rules:
+            self.rules[name] = ""  # reserved: a recursive reference refers to the rule by name
+            self.rules[name] = self.expr(self.defs[ref[8:]], ref[1:])
+        return name
+
+    def grounded(self, node: dict[str, Any]) -> str:
+        number, fmt, claimed, pattern = node["const"][len(SENTINEL) :].split(":", 3)
+        name = f"GROUNDED_{number}"
+        low, high = node.get("minLength", 1), node.get("maxLength")
+        kinds = [_CLAIMED[k] for k in claimed.split(",") if k]
+        barred = {c for c in set(self.chunks) if any(k.fullmatch(c) for k in kinds)}
+        chunks = [_BARRIER if c in barred else c for c in self.chunks]
+        if not fmt and not pattern and low == 1 and high is None:
+            if not any(map(_may_edge, chunks)):
+                raise _NoSpan("the source text has no span")
+            probe = f"{PROBE}{len(self.marked)}{PROBE_END}"
+            self.marked.append(marked_text(chunks))
+            self.rules[name] = f"/{window_regex(chunks, probe)}/"
+            return f'"\\"" {name} "\\""'
+        spec = json.dumps({"substring_chunks": chunks}, ensure_ascii=False)
+        body = f"%regex {spec} & /{_EDGE}(?:{_CHAR}*{_EDGE})?/"
+        if fmt:
+            body += f" & /{SPAN_FORMATS[fmt]}/"
+        if pattern:
+            if not _some_span_matches(chunks, _lark_pattern(pattern), low, high):
+                raise _NoSpan(f"no span of the source text matches the pattern {pattern!r}")
+            body += f" & /{_lark_pattern(pattern)}/"
+        if low > 1 or high is not None:
+            body += f" & /{_CHAR}{{{low},{'' if high is None else high}}}/"
+        self.rules[name] = body
+        return f'"\\"" {name} "\\""'
+
+    def obj(self, node: dict[str, Any], pointer: str) -> str:
+        required = set(node.get("required", ()))
+        members = []
+        for k, v in node.get("properties", {}).items():
+            try:
+                value = self.expr(v, f"{pointer}/properties/{k}")
+            except _NoSpan:
+                if k in required:
+                    raise
+                continue  # an optional property no span can fill is left out
+            key = _literal(json.dumps(k, ensure_ascii=False))
+            members.append((f'{key} {self.gap()}":" {self.gap()}{value}', k in required))
+        # first: the members from here on when none is written yet; after: when one is
+        first, after = "", ""
+        for text, needed in reversed(members):
+            new_first, new_after = f"{text} {after}", f'"," {self.gap()}{text} {after}'
+            if not needed:
+                new_first, new_after = _optional(new_first, first), _optional(new_after, after)
+            first, after = self.rule(new_first), self.rule(new_after)
+        return f'"{{" {self.gap()}{first} {self.gap()}"}}"'
+
+    def array(self, node: dict[str, Any], pointer: str) -> str:
+        item = self.rule(self.expr(node.get("items", {}), f"{pointer}/items"))
+        low, high = node.get("minItems", 0), node.get("maxItems")
+        if high == 0:
+            return f'"[" {self.gap()}"]"'
+        more = f'("," {self.gap()}{item}){{{max(low - 1, 0)},{"" if high is None else high - 1}}}'
+        body = f"{item} {more}"
+        if low == 0:
+            body = f"({body})?"
+        return f'"[" {self.gap()}{body} {self.gap()}"]"'
+
+    def rule(self, body: str) -> str:
+        name = f"g{len(self.rules)}"
+        self.rules[name] = body
+        return name
+
+    def gap(self) -> str:
+        return "WS? " if self.ws else ""
+
+
+def _lark_pattern(pattern: str) -> str:
+    """A JSON Schema ``pattern`` (a search, ECMA-262) as a Lark regex over the whole value (the
+    value's JSON text: the same wherever it has no quote, backslash or control character)."""
+    branches = []
+    for branch in _top_level_branches(ecma_pattern(pattern)):
+        head = "" if branch.startswith("^") else ".*"
+        tail = "" if branch.endswith("$") and not branch.endswith("\\$") else ".*"
+        branch = branch[1:] if not head else branch
+        branch = branch[:-1] if not tail else branch
+        branches.append(f"{head}(?:{branch}){tail}")
+    return "|".join(branches).replace("/", "\\/")
+
+
+def _top_level_branches(pattern: str) -> list[str]:
+    """``pattern`` split at the ``|`` outside groups and classes."""
+    cuts = [i for i, c, depth in structure(pattern) if c == "|" and depth == 0]
+    return [pattern[a + 1 : b] for a, b in zip([-1, *cuts], [*cuts, len(pattern)], strict=True)]
+
+
+def _optional(expr: str, rest: str) -> str:
+    """``expr`` or else ``rest`` (which may be empty)."""
+    return f"{expr} | {rest}" if rest else f"({expr})?"
+
+
+def _whitespace(guidance: dict[str, Any]) -> str:
+    if "whitespace_pattern" in guidance:
+        return f"(?:{guidance['whitespace_pattern']})"
+    return r"[ \t\n\r]+" if guidance.get("whitespace_flexible", True) else ""
+
+
+def _literal(text: str) -> str:
+    """A Lark string literal for ``text``."""
+    return json.dumps(text, ensure_ascii=False)
+
+
+def _has_sentinel(node: Any, grounded_defs: frozenset[str] = frozenset()) -> bool:
+    """Whether a grounded string is reachable from ``node`` (through ``$ref``s to grounded_defs)."""
+    if isinstance(node, str):
+        return node.startswith(SENTINEL)
+    if isinstance(node, dict):
+        if node.get("$ref") in grounded_defs:
+            return True
+        return any(_has_sentinel(v, grounded_defs) for k, v in node.items() if k != "$defs")
+    if isinstance(node, list):
+        return any(_has_sentinel(v, grounded_defs) for v in node)
+    return False
+
+
+def _grounded_defs(defs: dict[str, Any]) -> frozenset[str]:
+    """The ``#/$defs/...`` references from which a grounded string is reachable (a fixpoint)."""
+    found: frozenset[str] = frozenset()
+    while True:
+        more = frozenset(f"#/$defs/{k}" for k, v in defs.items() if _has_sentinel(v, found))
+        if more == found:
+            return found
+        found = more

@@ -1,0 +1,102 @@
+"""The compiler's first stage: ``translate``, a ``Constraint`` -> its llguidance grammar.
+
+One function for every kind and every caller: JSON schemas go through ``json_schema`` (and
+``grounding`` when the constraint grounds strings, numbers or dates in a source text); regexes,
+choices and Lark / GBNF grammars through ``llg.text_grammars``. The compiler runs it inside its
+killable compile worker (or its bounded thread with no workers); nothing else translates.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from . import grounding, json_schema
+from .errors import ConstraintError, ConstraintTooLargeError
+from .grounding import stated
+from .json_schema import document
+from .limits import Limits
+from .llg import text_grammars
+from .llg.regex_check import check_regex
+from .llg.whitespace import guidance_options
+from .spec import Constraint
+
+
+@dataclass(frozen=True, slots=True)
+class Translation:
+    """What a constraint translates to."""
+
+    grammar: str
+    """The llguidance grammar the matcher template is built from."""
+    warnings: tuple[str, ...] = ()
+    checks: tuple[tuple[str, str], ...] = ()
+    """JSON schemas: ``(pointer, keyword)`` of the keywords checked as values complete."""
+    draft: int = 2020
+    """JSON schemas: the draft the schema is read by."""
+    spans: tuple[bytes, ...] = ()
+    """Grounded JSON: the marked text of each co-matched grounded string (``grounding``)."""
+
+
+def translate(constraint: Constraint) -> Translation:
+    """Translate ``constraint`` within its limits; raises a ``ConstraintError`` subclass."""
+    limits, options = constraint.limits, dict(constraint.options)
+    if constraint.kind == "json":
+        return _json(constraint.source, limits, **options)
+    if constraint.kind == "regex":
+        return Translation(text_grammars.regex_grammar(constraint.source, limits))
+    if constraint.kind == "choice":
+        return Translation(text_grammars.choice_grammar(json.loads(constraint.source), limits))
+    rules = json.loads(options.get("json_rules", "{}"))
+    rules = {name: _rule_schema(schema, limits) for name, schema in rules.items()}
+    return Translation(text_grammars.lark_grammar(constraint.source, limits, rules))
+
+
+def _json(
+    source: str,
+    limits: Limits,
+    *,
+    allow_undeclared_properties: bool,
+    whitespace: str | None,
+    whitespace_pattern: str | None,
+    source_text: str | None = None,
+    ground_strings: bool = False,
+    ground_numbers: bool = False,
+    ground_dates: bool = False,
+) -> Translation:
+    if whitespace_pattern is not None:
+        check_regex(whitespace_pattern, limits, "whitespace_pattern")
+    loaded, _ = document.load(source, limits)
+    marked, grounded = loaded, 0
+    if source_text is not None:
+        marked, grounded = grounding.mark_grounded(
+            loaded,
+            ground_strings=ground_strings,
+            numbers=stated.numbers_in(source_text) if ground_numbers else None,
+            dates=stated.dates_in(source_text) if ground_dates else None,
+        )
+    elif grounding.uses_grounding(loaded):
+        raise ConstraintError("the schema marks strings x-grounded but no source text was given")
+    try:
+        prepared = json_schema.prepare(
+            marked,
+            closed=not allow_undeclared_properties,
+            guidance=guidance_options(whitespace, whitespace_pattern),
+            limits=limits,
+        )
+    except RecursionError:
+        raise ConstraintTooLargeError(
+            "schema nesting exceeds the translator's recursion depth", "max_depth"
+        ) from None
+    grammar, spans = prepared.grammar, ()
+    if grounded:
+        lark, spans = grounding.grounded_lark(prepared.schema, source_text)
+        grammar = text_grammars.validated_lark(lark, limits, "grounded schema")
+    return Translation(grammar, prepared.warnings, prepared.checks, prepared.draft, spans)
+
+
+def _rule_schema(schema: Any, limits: Limits) -> dict[str, Any]:
+    """One ``json_rules`` schema translated for llguidance's ``%json``."""
+    loaded, _ = document.load(schema, limits)
+    guidance = guidance_options("bounded", None)
+    return json_schema.prepare(loaded, closed=True, guidance=guidance, limits=limits).schema
