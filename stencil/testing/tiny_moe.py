@@ -74,3 +74,38 @@ MOE_BUILDERS = {
     "mixtral-swa8": _mixtral,
     "gpt-oss": _gpt_oss,
 }
+
+
+def gguf_twin_config(name: str):
+    """``MOE_BUILDERS[name]()`` as a GGUF file can state it: llama.cpp's Mixtral has no sliding
+    window and GPT-OSS's SwiGLU limit is fixed at 7."""
+    config = MOE_BUILDERS[name]()
+    if config.model_type == "mixtral":
+        config.sliding_window = None
+    if config.model_type == "gpt_oss":
+        config.swiglu_limit = 7.0
+    return config
+
+
+def round_trip_experts(state: dict, qtype: str) -> dict:
+    """``state`` (HF names -> float32 arrays) with every expert weight replaced by its ``qtype``
+    blocks dequantized (along the rows the GGUF file stores): the weights a GGUF twin holds."""
+    import re
+
+    import gguf
+    import numpy as np
+
+    kind = gguf.GGMLQuantizationType[qtype]
+
+    def rt(rows: np.ndarray) -> np.ndarray:  # [..., K], quantized along K
+        flat = rows.reshape(-1, rows.shape[-1]).astype(np.float32)
+        return gguf.quants.dequantize(gguf.quants.quantize(flat, kind), kind).reshape(rows.shape)
+
+    out = {}
+    for name, w in state.items():
+        if re.search(r"experts\.\d+\.\w+\.weight$", name):
+            w = rt(w)
+        elif name.endswith(("experts.gate_up_proj", "experts.down_proj")):  # GPT-OSS [E, in, out]
+            w = rt(w.transpose(0, 2, 1)).transpose(0, 2, 1)
+        out[name] = np.ascontiguousarray(w)
+    return out

@@ -26,6 +26,12 @@ from stencil.engine.models.gguf_arch import (
     layer_names,
     to_hf_convention,
 )
+from stencil.engine.models.gguf_moe import (
+    MOE_LAYER_NAMES,
+    gpt_oss_config,
+    moe_config,
+    split_experts,
+)
 from stencil.engine.models.weight_map import MODEL_TYPES
 from stencil.paths import cache_root
 
@@ -122,7 +128,7 @@ def iter_gguf_weights(gguf_path: Path, config, keep_quantized: bool):
                 data = _unpermute(
                     data, config.num_key_value_heads if kv else config.num_attention_heads
                 )
-            yield name, data
+            yield from split_experts(name, data)
 
 
 def _read(f, t) -> np.ndarray:
@@ -137,23 +143,30 @@ def _decode(t, raw: np.ndarray, keep_quantized: bool):
     """One tensor's bytes -> its ``Codes`` (kept quantized) or a float32 array."""
     import gguf
 
-    from stencil.engine.models.gguf_quants import SUPPORTED, decode
-
     shape = tuple(reversed([int(d) for d in t.shape]))  # GGUF lists dims fastest-first
     kind = t.tensor_type.name
+    if keep_quantized and len(shape) == 3 and kind not in ("F32", "F16", "BF16"):
+        per = raw.reshape(shape[0], -1)  # stacked experts [E, ...]: each its own weight
+        return [_decode_2d(t, per[e], kind, shape[1:]) for e in range(shape[0])]
     if keep_quantized and len(shape) == 2 and kind not in ("F32", "F16", "BF16"):
-        if kind not in SUPPORTED:
-            raise ConfigError(
-                f"GGUF tensor {t.name} has type {kind}, which Stencil cannot run quantized "
-                f"(supported: F32, F16, BF16, {', '.join(SUPPORTED)}); "
-                'quantization="none" dequantizes it'
-            )
-        return decode(raw, kind, shape)
+        return _decode_2d(t, raw, kind, shape)
     try:
         data = gguf.quants.dequantize(raw, t.tensor_type)
     except NotImplementedError as e:
         raise ConfigError(f"GGUF tensor {t.name} has type {kind}, which cannot be read: {e}") from e
     return np.asarray(data, dtype=np.float32).reshape(shape)
+
+
+def _decode_2d(t, raw: np.ndarray, kind: str, shape: tuple[int, int]):
+    from stencil.engine.models.gguf_quants import SUPPORTED, decode
+
+    if kind not in SUPPORTED:
+        raise ConfigError(
+            f"GGUF tensor {t.name} has type {kind}, which Stencil cannot run quantized "
+            f"(supported: F32, F16, BF16, {', '.join(SUPPORTED)}); "
+            'quantization="none" dequantizes it'
+        )
+    return decode(raw, kind, shape)
 
 
 def _unpermute(data, heads: int):
@@ -176,7 +189,7 @@ def hf_tensor_name(gguf_name: str, arch: str = "llama") -> str | None:
     """``blk.3.attn_q.weight`` -> ``model.layers.3.self_attn.q_proj.weight`` (None: not a weight we use)."""
     m = re.fullmatch(r"blk\.(\d+)\.(\w+)\.(weight|bias)", gguf_name)
     if m:
-        key = layer_names(arch).get(m[2])
+        key = layer_names(arch).get(m[2]) or MOE_LAYER_NAMES.get(m[2])
         return f"model.layers.{m[1]}.{key}.{m[3]}" if key else None
     m = re.fullmatch(r"(\w+)\.(weight|bias)", gguf_name)
     key = GLOBAL_NAMES.get(m[1]) if m else None
@@ -212,14 +225,20 @@ def _write_metadata(gguf_path: Path, out: Path):
         gguf_path, tuple(f"{a}.attention.sliding_window_pattern" for a in OWN_CONFIGS)
     )
     tensors = read_tensors(gguf_path)
+    names = {t.name for t in tensors}
     arch = str(meta["general.architecture"])
     if arch in OWN_CONFIGS:
         config = _own_config(gguf_path, meta, tensors, arch)
         tokenizer = PreTrainedTokenizerFast.from_pretrained(folder, gguf_file=name)
+    elif arch == "gpt-oss":  # transformers' GGUF config reader fails on its rope scaling
+        embd = next(t for t in tensors if t.name == "token_embd.weight")
+        config = gpt_oss_config(meta, int(embd.shape[1]))
+        tokenizer = PreTrainedTokenizerFast.from_pretrained(folder, gguf_file=name)
     else:
         config = AutoConfig.from_pretrained(folder, gguf_file=name)
         tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
-    config.tie_word_embeddings = not any(t.name == "output.weight" for t in tensors)
+    config = moe_config(config, meta, names)
+    config.tie_word_embeddings = "output.weight" not in names
     raw = config.to_dict()
     raw.pop("quantization_config", None)
     raw["architectures"] = [_architecture(raw.get("model_type", ""))]

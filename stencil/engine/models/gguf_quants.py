@@ -28,7 +28,9 @@ class Codes:
     zero: int
 
 
-SUPPORTED = ("Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K")
+SUPPORTED = ("Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K", "MXFP4")
+# MXFP4's e2m1 values, doubled (ggml's kvalues_mxfp4): integers, so 8-bit codes hold them exactly
+_E2M1_X2 = np.array([0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12], dtype=np.int8)
 
 
 def decode(raw: np.ndarray, qtype: str, shape: tuple[int, int]) -> Codes:
@@ -38,6 +40,21 @@ def decode(raw: np.ndarray, qtype: str, shape: tuple[int, int]) -> Codes:
         raise ConfigError(f"GGUF type {qtype} cannot be kept quantized")
     b = np.ascontiguousarray(raw).reshape(n, -1)  # [N, bytes per row]
     return globals()[f"_{qtype.lower()}"](b, n, k)
+
+
+def _mxfp4(b, n, k):
+    """GPT-OSS's experts: per 32 weights an E8M0 exponent byte and 16 bytes of e2m1 nibbles
+    (Q4_0's layout); value = e2m1 * 2^(e - 127). Kept as 8-bit codes (the doubled e2m1 value)
+    with scale 2^(e - 128) in fp16: exact, at twice the file's bytes (Q8_0's kernel runs them)."""
+    x = _blocks(b, n, 17)
+    codes = _E2M1_X2[_nibbles(x[..., 1:])].reshape(n, k)
+    e = x[..., 0].astype(np.int32) - 128  # [N, K / 32]
+    empty = ~codes.reshape(n, -1, 32).any(-1)  # all-zero blocks: any scale will do
+    if not ((e >= -24) & (e <= 15) | empty).all():
+        raise ConfigError("MXFP4 block scales beyond fp16's exact range (2^-24 .. 2^15)")
+    return Codes(
+        codes, np.ldexp(np.float32(1), np.where(empty, 0, e)).astype(np.float32), None, 8, 32, 0
+    )
 
 
 def _f16(b: np.ndarray, lo: int) -> np.ndarray:

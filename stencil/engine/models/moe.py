@@ -173,6 +173,10 @@ def map_moe_weight(name: str, tensor: torch.Tensor, config) -> list[tuple] | Non
             return [(name.replace(".w2.", ".down_proj."), tensor, None)]
     if name.endswith("mlp.gate.weight"):  # Qwen / Mixtral router
         return [(name.replace("mlp.gate.", "mlp.router."), tensor, None)]
+    if name.endswith(".sinks.weight"):  # GGUF's attn_sinks
+        return [(name[: -len(".weight")], tensor, None)]
+    if name.endswith("shared_expert_gate.weight") and tensor.ndim == 1:  # GGUF: [hidden]
+        return [(name, tensor.reshape(1, -1), None)]
     leaf = name.rsplit(".", 1)[-1]
     if kind == "gpt_oss" and ".mlp.experts." in name and leaf.startswith(("gate_up", "down")):
         return _gpt_oss_experts(name, tensor)
