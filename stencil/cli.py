@@ -7,7 +7,6 @@ Engine flags (``--max-model-len``, ``--num-kv-blocks``, ...) are generated from 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import importlib
 import logging
 import sys
@@ -15,25 +14,22 @@ from collections.abc import Callable
 from typing import Any
 
 from stencil.engine.errors import ConfigError
-from stencil.engine.flags import SCALARS, add_engine_flags, engine_config, engine_kwargs
+from stencil.engine.flags import (
+    add_dataclass_flags,
+    add_engine_flags,
+    engine_config,
+    engine_kwargs,
+    given_fields,
+)
+
+_NOT_FLAGS = frozenset({"log_level"})  # ServerConfig's: the global --log-level sets it
 
 
 def add_server_flags(parser: argparse.ArgumentParser) -> None:
     """One ``--flag`` per ServerConfig field but ``log_level`` (the global ``--log-level``)."""
     from stencil.api.state import ServerConfig
 
-    group = parser.add_argument_group("server")
-    for f in dataclasses.fields(ServerConfig):
-        if f.name == "log_level":
-            continue
-        type_name = str(f.type).replace(" | None", "").strip()
-        group.add_argument(
-            "--" + f.name.replace("_", "-"),
-            dest=f.name,
-            type=SCALARS.get(type_name, str),
-            default=f.default,
-            help=f"{f.metadata.get('help', '')} (default: {f.default!r})",
-        )
+    add_dataclass_flags(parser, ServerConfig, "server", _NOT_FLAGS)
 
 
 def add_replica_flags(parser: argparse.ArgumentParser) -> None:
@@ -60,12 +56,7 @@ def server_config(args: argparse.Namespace) -> Any:
     """The ServerConfig the serve flags describe."""
     from stencil.api.state import ServerConfig
 
-    fields = {
-        f.name: getattr(args, f.name)
-        for f in dataclasses.fields(ServerConfig)
-        if f.name != "log_level"
-    }
-    return ServerConfig(**fields, log_level=args.log_level)
+    return ServerConfig(**given_fields(args, ServerConfig, _NOT_FLAGS), log_level=args.log_level)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,15 +1,19 @@
 """Where Stencil keeps what it builds once (converted models, downloads, compiled C: the CPU
-kernels and the grounded strings' span walk), and the build of a C source into it."""
+kernels and the grounded strings' span walk), the build of a C source into it, and its load."""
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
+import logging
 import os
 import platform
 import shutil
 import subprocess
 import tempfile
 from pathlib import Path
+
+logger = logging.getLogger(__name__)
 
 
 def cache_root() -> Path:
@@ -42,6 +46,26 @@ def build_library(source_path: Path, flags: list[str]) -> Path:
         )
         os.replace(built, target)  # atomic: concurrent builders never see a partial file
     return target
+
+
+def load_library(
+    source_path: Path,
+    flags: list[str],
+    instead: str,
+    requires: tuple[str, str] | None = None,
+) -> ctypes.CDLL | None:
+    """``source_path`` built (``build_library``) and loaded, or None, logged with what is used
+    ``instead``, where it cannot be built or loaded. ``requires``: ``(C function, CPU feature)``;
+    the library is None too when that function (no arguments) returns 0 on this CPU."""
+    try:
+        library = ctypes.CDLL(str(build_library(source_path, flags)))
+    except (OSError, subprocess.SubprocessError) as e:
+        logger.warning("%s unavailable (%s); %s", source_path.name, e, instead)
+        return None
+    if requires is not None and not getattr(library, requires[0])():
+        logger.info("CPU without %s: %s not used; %s", requires[1], source_path.name, instead)
+        return None
+    return library
 
 
 def _cpu_id() -> bytes:

@@ -87,6 +87,12 @@ _RENAMES = {
     ),
     "prompt_tokens_total": ("prompt_tokens_total", "Prefilled prompt tokens."),
     "generation_tokens_total": ("generation_tokens_total", "Generated tokens."),
+    "stored_responses": ("stored_responses", "Responses kept for previous_response_id."),
+    "stored_response_bytes": ("stored_response_bytes", "JSON bytes the stored responses hold."),
+    "stored_response_evictions_total": (
+        "stored_response_evictions_total",
+        "Stored responses evicted (least recently used first).",
+    ),
 }
 
 

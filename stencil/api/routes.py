@@ -126,6 +126,7 @@ def api_routes(state: AppState) -> APIRouter:
     @router.get("/metrics")
     async def metrics() -> Response:
         engine_metrics = state.engine.get_metrics() if state.engine is not None else {}
+        engine_metrics = {**engine_metrics, **state.responses.metrics()}
         text = state.metrics.render(engine_metrics, state.model_name or "loading")
         return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
 

@@ -15,3 +15,5 @@ class AttentionMetadata:
     context_lens: list[int]  # [B] tokens in cache per sequence after this step's writes
     prompt_lens: list[int] = field(default_factory=list)  # [B] each sequence's prompt length
     plan: dict = field(default_factory=dict)  # per-step scratch the CPU attention fills once
+    # the sliding-window layers' own slots and tables (their KV pool), None without one
+    sliding: AttentionMetadata | None = None

@@ -3,12 +3,16 @@
 Pure Python (no torch). Only the scheduler calls it. A block is *cached* once every one of its
 slots holds a computed token; its hash chains the previous block's hash with its own token ids,
 so equal prefixes map to equal blocks. Freed cached blocks stay matchable until reused (LRU).
+A model with sliding-window layers keeps their blocks in a second pool (``SlidingBlocks``) that
+frees what leaves the window; the queries here cover both pools.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
-from dataclasses import dataclass
+from stencil.engine.block_pool import Block, BlockPool
+from stencil.engine.sliding_blocks import SlidingBlocks
+
+__all__ = ["Block", "BlockManager", "chain_hash"]
 
 
 def chain_hash(parent: int | None, tokens: tuple[int, ...]) -> int:
@@ -16,24 +20,22 @@ def chain_hash(parent: int | None, tokens: tuple[int, ...]) -> int:
     return hash((parent, tokens))
 
 
-@dataclass(slots=True)
-class Block:
-    block_id: int
-    ref_count: int = 0
-    hash: int | None = None
-    tokens: tuple[int, ...] | None = None
-
-
 class BlockManager:
     def __init__(
-        self, num_blocks: int, block_size: int, enable_prefix_caching: bool = True
+        self,
+        num_blocks: int,
+        block_size: int,
+        enable_prefix_caching: bool = True,
+        sliding: SlidingBlocks | None = None,
     ) -> None:
         self.block_size = block_size
         self.num_blocks = num_blocks
         self.enable_prefix_caching = enable_prefix_caching
-        self.blocks = [Block(i) for i in range(num_blocks)]
-        self.free_ids: OrderedDict[int, None] = OrderedDict((i, None) for i in range(num_blocks))
-        self.hash_to_block: dict[int, int] = {}
+        self.pool = BlockPool(num_blocks)
+        self.blocks = self.pool.blocks
+        self.free_ids = self.pool.free_ids
+        self.hash_to_block = self.pool.hash_to_block
+        self.sliding = sliding
         self.prefix_hits = 0  # tokens served from the cache, for metrics
 
     # ---- queries -------------------------------------------------------------------------
@@ -65,7 +67,32 @@ class BlockManager:
                 break
             matched.append(bid)
             parent = h
+        if self.sliding is not None:
+            matched = matched[: self.sliding.usable_prefix(self._hashes(matched))]
         return matched
+
+    def can_fit(self, seq, num_tokens: int) -> bool:
+        """Whether both pools have the blocks ``allocate(seq, num_tokens)`` takes."""
+        if not self.can_allocate(self.blocks_needed(seq, num_tokens)):
+            return False
+        sliding = self.sliding
+        return (
+            sliding is None
+            or sliding.blocks_needed(seq, num_tokens) <= sliding.pool.num_free_blocks
+        )
+
+    def can_admit(self, matched: list[int], num_tokens: int) -> bool:
+        """Whether a fresh sequence fits with the ``matched`` prefix and ``num_tokens`` slots."""
+        need = self.blocks_for(num_tokens) - len(matched)
+        if not self.can_allocate(need + sum(self.blocks[b].ref_count == 0 for b in matched)):
+            return False
+        sliding = self.sliding
+        if sliding is None:
+            return True
+        return sliding.admit_need(self._hashes(matched), num_tokens) <= sliding.pool.num_free_blocks
+
+    def _hashes(self, matched: list[int]) -> list[int]:
+        return [self.blocks[b].hash for b in matched]
 
     # ---- mutations -----------------------------------------------------------------------
     def take_prefix(self, seq, matched: list[int]) -> None:
@@ -74,6 +101,8 @@ class BlockManager:
         for bid in matched:
             self._ref(bid)
         seq.block_table = list(matched)
+        if self.sliding is not None:
+            self.sliding.take_prefix(seq, self._hashes(matched))
         seq.num_hashed_blocks = len(matched)
         seq.num_computed_tokens = seq.num_cached_tokens = len(matched) * self.block_size
         self.prefix_hits += seq.num_cached_tokens
@@ -95,6 +124,10 @@ class BlockManager:
             seq.block_table.append(self._pop_free())
         return copies
 
+    def allocate_sliding(self, seq, num_tokens: int) -> list[tuple[int, int]]:
+        """``allocate`` for the sliding-window pool (nothing without one)."""
+        return [] if self.sliding is None else self.sliding.allocate(seq, num_tokens)
+
     def blocks_needed(self, seq, num_tokens: int) -> int:
         need = max(self.blocks_for(num_tokens) - len(seq.block_table), 0)
         start = seq.num_computed_tokens // self.block_size
@@ -111,8 +144,13 @@ class BlockManager:
         chain hash is computed once per sequence (``seq.block_hashes``, by token content), and the
         table's leading blocks that already hold a hash are skipped (``seq.num_hashed_blocks``):
         a step costs the blocks it filled, not the whole context."""
-        if not self.enable_prefix_caching:
-            return
+        if self.enable_prefix_caching:
+            self._commit_hashes(seq)
+        if self.sliding is not None:
+            hashes = seq.block_hashes if self.enable_prefix_caching else None
+            self.sliding.commit(seq, hashes)
+
+    def _commit_hashes(self, seq) -> None:
         bs = self.block_size
         full = min(seq.num_computed_tokens, seq.num_tokens) // bs
         hashes = seq.block_hashes
@@ -134,6 +172,8 @@ class BlockManager:
         for bid in parent.block_table:
             self._ref(bid)
         child.block_table = list(parent.block_table)
+        if self.sliding is not None:
+            self.sliding.fork(parent, child)
         child.num_hashed_blocks = 0
         child.num_computed_tokens = parent.num_computed_tokens
 
@@ -141,40 +181,24 @@ class BlockManager:
         for bid in reversed(seq.block_table):
             self._unref(bid)
         seq.block_table = []
+        if self.sliding is not None:
+            self.sliding.free(seq)
         seq.num_hashed_blocks = 0
         seq.num_computed_tokens = 0
 
     def check_integrity(self, live_seqs) -> None:
-        """Every block's ref count equals the number of live tables that hold it; no leaks."""
-        counts = [0] * self.num_blocks
-        for seq in live_seqs:
-            for bid in seq.block_table:
-                counts[bid] += 1
-        for block in self.blocks:
-            assert block.ref_count == counts[block.block_id], f"block {block.block_id} ref mismatch"
-            assert (block.ref_count == 0) == (block.block_id in self.free_ids), "free list mismatch"
-        for h, bid in self.hash_to_block.items():
-            assert self.blocks[bid].hash == h, "hash index mismatch"
+        """Every block's ref count equals the number of live tables that hold it; no leaks; no
+        sliding-window block kept behind its window."""
+        self.pool.check_integrity([seq.block_table for seq in live_seqs])
+        if self.sliding is not None:
+            self.sliding.check_integrity(live_seqs)
 
     # ---- internals -----------------------------------------------------------------------
     def _pop_free(self) -> int:
-        bid, _ = self.free_ids.popitem(last=False)
-        block = self.blocks[bid]
-        if block.hash is not None:
-            del self.hash_to_block[block.hash]
-            block.hash = block.tokens = None
-        block.ref_count = 1
-        return bid
+        return self.pool.pop_free()
 
     def _ref(self, bid: int) -> None:
-        block = self.blocks[bid]
-        if block.ref_count == 0:
-            del self.free_ids[bid]
-        block.ref_count += 1
+        self.pool.ref(bid)
 
     def _unref(self, bid: int) -> None:
-        block = self.blocks[bid]
-        block.ref_count -= 1
-        assert block.ref_count >= 0
-        if block.ref_count == 0:
-            self.free_ids[bid] = None
+        self.pool.unref(bid)

@@ -22,6 +22,7 @@ from stencil.engine.sampler import Sampler
 from stencil.engine.sampling_params import SamplingParams
 from stencil.engine.scheduler import Scheduler
 from stencil.engine.sequence import Sequence, SequenceStatus
+from stencil.engine.sliding_blocks import SlidingBlocks
 
 logger = logging.getLogger(__name__)
 
@@ -51,8 +52,13 @@ class LLMEngine:
         )
         self.vocab_size = self.hf_config.vocab_size
         self.runner = ModelRunner(config, model, self.device, dtype)
+        sliding = None
+        if self.runner.window is not None:
+            sliding = SlidingBlocks(
+                self.runner.num_sliding_blocks, config.block_size, self.runner.window
+            )
         self.block_manager = BlockManager(
-            self.runner.num_blocks, config.block_size, config.enable_prefix_caching
+            self.runner.num_blocks, config.block_size, config.enable_prefix_caching, sliding
         )
         self.metrics = EngineMetrics()  # one owner: every component below adds to it
         self.scheduler = Scheduler(

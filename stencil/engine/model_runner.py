@@ -31,21 +31,31 @@ class ModelRunner:
         self.num_layers = mc.num_hidden_layers
         self.kv_heads = getattr(mc, "num_key_value_heads", None) or mc.num_attention_heads
         self.head_dim = getattr(mc, "head_dim", None) or mc.hidden_size // mc.num_attention_heads
-        self.num_blocks = config.num_kv_blocks or self._blocks_from_memory(
-            config.kv_cache_memory, dtype
+        windows = [getattr(layer.self_attn, "sliding_window", None) for layer in model.layers]
+        self.sliding_layers = [w is not None for w in windows]
+        self.window = max((w for w in windows if w is not None), default=None)
+        self.num_blocks, self.num_sliding_blocks = kv_pool_sizes(
+            config, self.sliding_layers, self.window, self._block_bytes(dtype)
         )
-        self.kv_caches = [(self._cache(dtype), self._cache(dtype)) for _ in range(self.num_layers)]
+        self.kv_caches = [
+            (self._cache(dtype, n), self._cache(dtype, n))
+            for n in (
+                self.num_sliding_blocks if s else self.num_blocks for s in self.sliding_layers
+            )
+        ]
         self.bind = config.cpu_threads_bind == "auto" and device.type == "cpu"
         self._bound_thread: int | None = None
         logger.info("KV cache: %d blocks x %d tokens", self.num_blocks, self.block_size)
+        if self.window is not None:
+            logger.info("sliding-window KV: %d blocks", self.num_sliding_blocks)
 
-    def _cache(self, dtype: torch.dtype) -> torch.Tensor:
+    def _cache(self, dtype: torch.dtype, num_blocks: int) -> torch.Tensor:
         """One layer's K or V cache, logical shape ``[num_blocks, block_size, kv_heads, dim]``.
         The CPU paths store it head-major: each block of one head is a contiguous matrix."""
         if self.ops.name != "triton":
             store = torch.zeros(
                 self.kv_heads,
-                self.num_blocks,
+                num_blocks,
                 self.block_size,
                 self.head_dim,
                 dtype=dtype,
@@ -53,7 +63,7 @@ class ModelRunner:
             )
             return store.permute(1, 2, 0, 3)
         return torch.zeros(
-            self.num_blocks,
+            num_blocks,
             self.block_size,
             self.kv_heads,
             self.head_dim,
@@ -61,17 +71,18 @@ class ModelRunner:
             device=self.device,
         )
 
-    def _blocks_from_memory(self, budget: int, dtype: torch.dtype) -> int:
-        per_block = 2 * self.num_layers * self.block_size * self.kv_heads * self.head_dim
-        per_block *= torch.tensor([], dtype=dtype).element_size()
-        return max(budget // per_block, 2)
+    def _block_bytes(self, dtype: torch.dtype) -> int:
+        """One block of one layer: its keys and values."""
+        per_block = 2 * self.block_size * self.kv_heads * self.head_dim
+        return per_block * torch.tensor([], dtype=dtype).element_size()
 
     @torch.inference_mode()
     def execute(self, sched: SchedulerOutput) -> tuple[torch.Tensor, list[Sequence]]:
         """Run one forward. Returns logits ``[rows, vocab]`` for the sequences that sample."""
         if self.bind and self._bound_thread != threading.get_ident():
             self._bind_threads()
-        self._copy_blocks(sched.copies)
+        self._copy_blocks(sched.copies, sliding=False)
+        self._copy_blocks(sched.sliding_copies, sliding=True)
         computed = [s for s in sched.scheduled if s.num_new_tokens > 0]
         samplers = [s.seq for s in sched.scheduled if s.samples]
         if not computed:
@@ -125,7 +136,32 @@ class ModelRunner:
             context_lens=ctx,
             prompt_lens=[s.seq.prompt_len for s in computed],
         )
+        if self.window is not None:
+            meta.sliding = self._sliding_meta(computed, meta)
         return meta, flat[0], flat[1], row_of
+
+    def _sliding_meta(self, computed, meta: AttentionMetadata) -> AttentionMetadata:
+        """The step's slots and tables in the sliding-window pool (entries behind each window
+        point at block 0: the kernels never read them)."""
+        bs = self.block_size
+        slots: list[int] = []
+        for s in computed:
+            table, start = s.seq.sliding_table, s.seq.num_computed_tokens
+            slots += [table[p // bs] * bs + p % bs for p in range(start, start + s.num_new_tokens)]
+        width = max(len(s.seq.sliding_table) for s in computed)
+        tables = torch.tensor(
+            [[max(b, 0) for b in s.seq.sliding_table] + [0] * (width - len(s.seq.sliding_table))
+             for s in computed],
+            dtype=torch.int32,
+            device=self.device,
+        )  # fmt: skip
+        return AttentionMetadata(
+            slot_mapping=torch.tensor(slots, dtype=torch.int64, device=self.device),
+            block_tables=tables,
+            cu_seqlens_q=meta.cu_seqlens_q,
+            context_lens=meta.context_lens,
+            prompt_lens=meta.prompt_lens,
+        )
 
     def _bind_threads(self) -> None:
         """Pin this stepping thread's OpenMP team, once per thread that steps (each master thread
@@ -143,11 +179,33 @@ class ModelRunner:
             if s.seq.pooler is not None:
                 s.seq.pooler.add(hidden[cu[i] : cu[i + 1]])  # [n, hidden]
 
-    def _copy_blocks(self, copies: list[tuple[int, int]]) -> None:
+    def _copy_blocks(self, copies: list[tuple[int, int]], sliding: bool) -> None:
         if not copies:
             return
         src = torch.tensor([c[0] for c in copies], device=self.device)
         dst = torch.tensor([c[1] for c in copies], device=self.device)
-        for k, v in self.kv_caches:
+        for (k, v), s in zip(self.kv_caches, self.sliding_layers, strict=True):
+            if s != sliding:
+                continue
             k[dst] = k[src]
             v[dst] = v[src]
+
+
+def kv_pool_sizes(config: EngineConfig, sliding: list[bool], window, block_bytes: int):
+    """(full-attention blocks, sliding-window blocks): the sliding pool holds every running
+    sequence's window plus one step's tokens (a step that needs more preempts); the full pool
+    gets the rest of ``kv_cache_memory`` (or ``num_kv_blocks``)."""
+    bs, layers = config.block_size, len(sliding)
+    n_sliding = sum(sliding)
+    if not n_sliding:
+        return config.num_kv_blocks or max(config.kv_cache_memory // (block_bytes * layers), 2), 0
+    step = -(-(window - 1 + config.max_num_batched_tokens) // bs) + 2  # one sequence's peak
+    want = config.max_num_seqs * (-(-(window - 1) // bs) + 2) + step
+    if config.num_kv_blocks is not None:
+        return config.num_kv_blocks, max(min(want, config.num_kv_blocks), step)
+    total = config.kv_cache_memory // block_bytes  # layer-blocks the budget holds
+    n_sliding_blocks = max(min(want, total // layers), step)
+    full_layers = layers - n_sliding
+    if not full_layers:  # the full pool only keeps the books (prefix hashes, lengths)
+        return max(total // layers, 2), n_sliding_blocks
+    return max((total - n_sliding_blocks * n_sliding) // full_layers, 2), n_sliding_blocks

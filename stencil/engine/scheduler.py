@@ -38,6 +38,7 @@ class ScheduledSeq:
 class SchedulerOutput:
     scheduled: list[ScheduledSeq] = field(default_factory=list)
     copies: list[tuple[int, int]] = field(default_factory=list)  # (src, dst) block copies
+    sliding_copies: list[tuple[int, int]] = field(default_factory=list)  # in the sliding pool
     preempted: list[Sequence] = field(default_factory=list)
 
     @property
@@ -94,12 +95,12 @@ class Scheduler:
                     i += 1
                     continue
                 prefill -= n
-            while not self.bm.can_allocate(self.bm.blocks_needed(seq, seq.num_computed_tokens + n)):
+            while not self.bm.can_fit(seq, seq.num_computed_tokens + n):
                 victim = self.running[-1]
                 self._preempt(victim, out)
                 if victim is seq:
                     return budget, prefill
-            out.copies += self.bm.allocate(seq, seq.num_computed_tokens + n)
+            self._allocate(out, seq, seq.num_computed_tokens + n)
             out.scheduled.append(ScheduledSeq(seq, n))
             budget -= n
             i += 1
@@ -114,18 +115,19 @@ class Scheduler:
             matched = self.bm.match_prefix(seq.token_ids) if fresh else []
             start = len(matched) * self.bm.block_size
             n = min(seq.num_tokens - start, budget)
-            need = self.bm.blocks_for(start + n) - len(matched)
-            if not self.bm.can_allocate(
-                need + sum(self.bm.blocks[b].ref_count == 0 for b in matched)
-            ):
+            if not self.bm.can_admit(matched, start + n):
                 break
             self.waiting.popleft()
             self.bm.take_prefix(seq, matched)
-            out.copies += self.bm.allocate(seq, seq.num_computed_tokens + n)
+            self._allocate(out, seq, seq.num_computed_tokens + n)
             seq.status = SequenceStatus.RUNNING
             self.running.append(seq)
             out.scheduled.append(ScheduledSeq(seq, n))
             budget -= n
+
+    def _allocate(self, out: SchedulerOutput, seq: Sequence, num_tokens: int) -> None:
+        out.copies += self.bm.allocate(seq, num_tokens)
+        out.sliding_copies += self.bm.allocate_sliding(seq, num_tokens)
 
     def _num_seqs_committed(self) -> int:
         """Running sequences plus the siblings that admitted parents will fork."""

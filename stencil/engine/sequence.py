@@ -36,6 +36,9 @@ class Sequence:
     num_computed_tokens: int = 0
     num_cached_tokens: int = 0  # prompt tokens served from the prefix cache
     block_table: list[int] = field(default_factory=list)
+    sliding_table: list[int] = field(
+        default_factory=list
+    )  # sliding-window layers' blocks (-1: none)
     block_hashes: list[int] = field(default_factory=list)  # chain hash of each full block's tokens
     num_hashed_blocks: int = 0  # leading block_table blocks known to be in the prefix cache
     pending_forks: list[Sequence] = field(default_factory=list)  # siblings that share our prefill

@@ -12,17 +12,13 @@ reference path.
 from __future__ import annotations
 
 import ctypes
-import logging
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 from stencil.kernels import reference
-from stencil.paths import build_library
-
-logger = logging.getLogger(__name__)
+from stencil.paths import load_library
 
 SOURCE = Path(__file__).parent / "csrc" / "paged_attention.c"
 FLAGS = [
@@ -207,12 +203,5 @@ def _plan(cu_seqlens_q, context_lens, group, kv_heads) -> tuple[torch.Tensor, ..
 
 def load() -> CpuPagedAttention | None:
     """The compiled kernel (built into the cache on first use), or None where it cannot be built."""
-    try:
-        return CpuPagedAttention(ctypes.CDLL(str(_build())))
-    except (OSError, subprocess.SubprocessError) as e:
-        logger.warning("CPU attention kernel unavailable (%s); using the pure-torch path", e)
-        return None
-
-
-def _build() -> Path:
-    return build_library(SOURCE, FLAGS)
+    library = load_library(SOURCE, FLAGS, "using the pure-torch path")
+    return CpuPagedAttention(library) if library is not None else None

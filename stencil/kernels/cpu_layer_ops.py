@@ -10,17 +10,13 @@ twin. ``load()`` returns None where no C compiler works.
 from __future__ import annotations
 
 import ctypes
-import logging
-import subprocess
 from pathlib import Path
 
 import torch
 
 from stencil.kernels import reference
 from stencil.kernels.cpu_attention import FLAGS
-from stencil.paths import build_library
-
-logger = logging.getLogger(__name__)
+from stencil.paths import load_library
 
 SOURCE = Path(__file__).parent / "csrc" / "layer_ops.c"
 _P, _I, _L, _F = ctypes.c_void_p, ctypes.c_int, ctypes.c_int64, ctypes.c_float
@@ -146,8 +142,5 @@ def _vector(weight: torch.Tensor, x: torch.Tensor) -> bool:
 
 def load() -> CpuLayerOps | None:
     """The compiled library (built into the cache on first use), or None where it cannot build."""
-    try:
-        return CpuLayerOps(ctypes.CDLL(str(build_library(SOURCE, FLAGS))))
-    except (OSError, subprocess.SubprocessError) as e:
-        logger.warning("CPU layer ops unavailable (%s); using the pure-torch twins", e)
-        return None
+    library = load_library(SOURCE, FLAGS, "using the pure-torch twins")
+    return CpuLayerOps(library) if library is not None else None

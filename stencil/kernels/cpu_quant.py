@@ -15,16 +15,12 @@ activations to 8 bits (``reference.int8_rows`` is that rounding; see docs/engine
 from __future__ import annotations
 
 import ctypes
-import logging
-import subprocess
 from pathlib import Path
 
 import torch
 
 from stencil.kernels.quant_weight import QuantizedWeight
-from stencil.paths import build_library
-
-logger = logging.getLogger(__name__)
+from stencil.paths import load_library
 
 SOURCE = Path(__file__).parent / "csrc" / "quant_linear.c"
 SOURCE_I8 = Path(__file__).parent / "csrc" / "quant_linear_i8.c"
@@ -223,23 +219,12 @@ def _ptr(t: torch.Tensor | None) -> int | None:
 def load(int8_activations: bool = True) -> CpuQuantLinear | None:
     """The compiled kernel, or None where it cannot be built or the CPU lacks AVX512-BF16; with
     the int8-activation (VNNI) kernel where ``int8_activations`` and the CPU has AVX512-VNNI."""
-    library = _library(SOURCE, "qlinear_available", "AVX512-BF16", "the pure-torch path")
+    library = load_library(
+        SOURCE, FLAGS, "using the pure-torch path", ("qlinear_available", "AVX512-BF16")
+    )
     if library is None:
         return None
-    i8 = int8_activations and _library(
-        SOURCE_I8, "qlinear_i8_available", "AVX512-VNNI", "bf16 activations"
+    i8 = int8_activations and load_library(
+        SOURCE_I8, FLAGS, "using bf16 activations", ("qlinear_i8_available", "AVX512-VNNI")
     )
     return CpuQuantLinear(library, i8 or None)
-
-
-def _library(source: Path, available: str, needs: str, instead: str) -> ctypes.CDLL | None:
-    """One compiled kernel library, or None (logged) where it cannot be built or run here."""
-    try:
-        library = ctypes.CDLL(str(build_library(source, FLAGS)))
-    except (OSError, subprocess.SubprocessError) as e:
-        logger.warning("%s unavailable (%s); using %s", source.name, e, instead)
-        return None
-    if not getattr(library, available)():
-        logger.info("CPU without %s: quantized linears use %s", needs, instead)
-        return None
-    return library

@@ -12,11 +12,10 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
-import subprocess
 from pathlib import Path
 
 from stencil.kernels.cpu_attention import FLAGS
-from stencil.paths import build_library
+from stencil.paths import load_library
 
 logger = logging.getLogger(__name__)
 
@@ -28,10 +27,8 @@ def bind_threads(threads: int) -> bool:
     allowed = sorted(os.sched_getaffinity(0))
     if threads < 2 or len(allowed) != threads:
         return False
-    try:
-        library = ctypes.CDLL(str(build_library(SOURCE, FLAGS)))
-    except (OSError, subprocess.SubprocessError) as e:
-        logger.warning("thread binding unavailable (%s)", e)
+    library = load_library(SOURCE, FLAGS, "threads are not pinned")
+    if library is None:
         return False
     cpus = (ctypes.c_int * threads)(*allowed)
     failed = library.bind_threads(cpus, threads)

@@ -13,16 +13,12 @@ CPU kernel set then packs for oneDNN, as it does a dtype the CPU cannot run here
 from __future__ import annotations
 
 import ctypes
-import logging
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from stencil.paths import build_library
-
-logger = logging.getLogger(__name__)
+from stencil.paths import load_library
 
 SOURCE = Path(__file__).parent / "csrc" / "panel_linear.c"
 FLAGS = ["-O3", "-march=native", "-std=gnu11", "-fopenmp", "-shared", "-fPIC"]
@@ -118,12 +114,5 @@ class PanelLinear:
 
 def load() -> PanelLinear | None:
     """The compiled kernel, or None (logged) where it cannot be built or the CPU lacks AVX-512F."""
-    try:
-        library = ctypes.CDLL(str(build_library(SOURCE, FLAGS)))
-    except (OSError, subprocess.SubprocessError) as e:
-        logger.warning("panel linear unavailable (%s); using oneDNN", e)
-        return None
-    if not library.panel_linear_available():
-        logger.info("CPU without AVX-512F: linears use oneDNN")
-        return None
-    return PanelLinear(library)
+    library = load_library(SOURCE, FLAGS, "using oneDNN", ("panel_linear_available", "AVX-512F"))
+    return PanelLinear(library) if library is not None else None

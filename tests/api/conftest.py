@@ -29,13 +29,3 @@ def client(live_server: LiveServer):
 @pytest.fixture(scope="session")
 def model(live_server: LiveServer) -> str:
     return live_server.model
-
-
-@pytest.fixture(scope="session")
-def ray_address() -> Iterator[str]:
-    """A real local Ray cluster (2 CPUs, head on 127.0.0.1), shared by the Ray tests; shut down
-    (and its processes reaped) at the end of the session."""
-    from stencil.testing.ray_cluster import local_cluster
-
-    with local_cluster(num_cpus=2) as address:
-        yield address

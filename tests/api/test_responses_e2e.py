@@ -118,7 +118,7 @@ def test_stream_tool_call_events(client, model):
     jsonschema.validate(json.loads(deltas), WEATHER["parameters"])
 
 
-def test_previous_response_id_get_delete(client, model):
+def test_previous_response_id_get_delete(client, model, live_server):
     r1 = client.responses.create(model=model, input="My name is Ada.", max_output_tokens=8)
     r2 = client.responses.create(
         model=model, input="What is my name?", previous_response_id=r1.id, max_output_tokens=8
@@ -127,6 +127,8 @@ def test_previous_response_id_get_delete(client, model):
     alone = client.responses.create(model=model, input="What is my name?", max_output_tokens=1)
     # turn 1 (its input, at least 3 tokens, and its whole output) is in turn 2's prompt
     assert r2.usage.input_tokens >= alone.usage.input_tokens + r1.usage.output_tokens + 3
+    stored = live_server.metrics()
+    assert stored["stored_responses"] >= 2 and stored["stored_response_bytes"] > 1000
     got = client.responses.retrieve(r1.id)
     assert got.id == r1.id and got.output_text == r1.output_text
     deleted = client.responses.delete(r1.id)
@@ -143,8 +145,15 @@ def test_previous_response_id_get_delete(client, model):
 
 def test_disconnect_mid_stream_aborts(live_server, model):
     before = live_server.wait_idle()["request_client_disconnects_total"]
+    long = {  # at least 40 strings of 20+ characters: no early end of the output
+        "type": "object",
+        "properties": {"lines": {"type": "array", "minItems": 40,
+                                 "items": {"type": "string", "minLength": 20}}},
+        "required": ["lines"],
+    }  # fmt: skip
     body = {"model": model, "input": "Write a long story about a dragon.", "stream": True,
-            "max_output_tokens": 400, "temperature": 0}  # fmt: skip
+            "max_output_tokens": 600, "temperature": 0,
+            "text": {"format": {"type": "json_schema", "name": "story", "schema": long}}}  # fmt: skip
     headers = {"Authorization": f"Bearer {live_server.api_key}"}
     with httpx.Client(timeout=30) as http:
         with http.stream("POST", f"{live_server.v1}/responses", json=body, headers=headers) as r:

@@ -242,20 +242,23 @@ def _response(rid: str, text: str = "") -> dict[str, Any]:
 
 
 @pytest.mark.parametrize(
-    ("max_entries", "max_bytes", "puts", "kept"),
+    ("max_entries", "max_bytes", "puts", "kept", "evicted"),
     [
-        (2, 10_000, ["a", "b", "c"], ["b", "c"]),  # count bound: the oldest goes
-        (10, 200, ["a", "b", "c"], ["b", "c"]),  # byte bound (each entry ~70 bytes)
-        (10, 60, ["a"], []),  # one entry over the whole budget is not kept
-        (0, 10_000, ["a"], []),
+        (2, 10_000, ["a", "b", "c"], ["b", "c"], 1),  # count bound: the oldest goes
+        (10, 200, ["a", "b", "c"], ["b", "c"], 1),  # byte bound (each entry ~70 bytes)
+        (10, 60, ["a"], [], 0),  # one entry over the whole budget is not kept
+        (0, 10_000, ["a"], [], 0),
     ],
 )
-def test_store_bounds(max_entries, max_bytes, puts, kept):
+def test_store_bounds(max_entries, max_bytes, puts, kept, evicted):
     store = ResponseStore(max_entries, max_bytes)
     for rid in puts:
         store.put("s", _response(rid, "x" * 20), [{"role": "user", "content": "y"}])
     assert [rid for rid in puts if store.get("s", rid)] == kept
     assert store.bytes <= max_bytes and len(store) == len(kept)
+    stats = store.metrics()
+    assert stats["stored_responses"] == len(kept) and stats["stored_response_bytes"] == store.bytes
+    assert stats["stored_response_evictions_total"] == evicted
 
 
 def test_store_lru_order_and_scope():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import random
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -128,7 +129,7 @@ def schema_ordered(value: Any, schema: Any, root: Any, depth: int = 0) -> Any:
         props = schema.get("properties", {})
         props = props if isinstance(props, dict) else {}
         order = [k for k in props if k in value] + [k for k in value if k not in props]
-        return {k: schema_ordered(value[k], props.get(k, {}), root, depth + 1) for k in order}
+        return {k: schema_ordered(value[k], _child(schema, k), root, depth + 1) for k in order}
     if isinstance(value, list):
         prefix = schema.get("prefixItems", [])
         items = schema.get("items", {})
@@ -138,6 +139,22 @@ def schema_ordered(value: Any, schema: Any, root: Any, depth: int = 0) -> Any:
             for i, v in enumerate(value)
         ]
     return value
+
+
+def _child(schema: dict, key: str) -> Any:
+    """The subschema a property's value answers to: ``properties``, a matching
+    ``patternProperties`` (Python ``re``: best effort), else ``additionalProperties``."""
+    props = schema.get("properties", {})
+    if isinstance(props, dict) and key in props:
+        return props[key]
+    patterns = schema.get("patternProperties", {})
+    for pattern, sub in patterns.items() if isinstance(patterns, dict) else ():
+        try:
+            if re.search(pattern, key):
+                return sub
+        except re.error:
+            continue
+    return schema.get("additionalProperties", {})
 
 
 def _same(a: Any, b: Any) -> bool:

@@ -19,6 +19,8 @@ PROMPTS = [_BASE + [4000, 4001], [7], _BASE + list(range(5000, 5010)), [9, 8, 7,
 MODES = {
     "prefix-chunked": dict(max_num_batched_tokens=16),
     "preempt-prefix": dict(num_kv_blocks=20),
+    # the sliding-window pool sized to its floor (2 windows + a step: 16 blocks against 64)
+    "sliding-pool": dict(num_kv_blocks=64, max_num_seqs=2, max_num_batched_tokens=16),
 }
 
 
@@ -100,6 +102,10 @@ def test_dense_greedy_matches_transformers(arch, mode, dense_models, dense_hf):
         assert m["num_preemptions_total"] > 0
     bm = llm.engine.block_manager
     assert bm.num_free_blocks == bm.num_blocks
+    if bm.sliding is not None:
+        assert bm.sliding.pool.num_free_blocks == bm.sliding.pool.num_blocks
+        if mode == "sliding-pool":
+            assert bm.sliding.pool.num_blocks < bm.num_blocks
 
 
 # ---- the same families from GGUF files -------------------------------------------------------

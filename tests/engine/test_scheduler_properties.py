@@ -4,8 +4,10 @@ A fake engine loop drives ``Scheduler.schedule()`` / ``after_step()`` / ``finish
 adds (n > 1 via ``pending_forks``), aborts, EOS-like stops and sampled tokens. A shadow KV cache
 records, for every slot written, the position and the exact token prefix it was computed from, and
 applies the scheduler's copy-on-write copies; whenever a sequence samples, every one of its
-positions must hold its own prefix. After every step ``check_integrity`` holds; at the end every
-request has finished within a bound and every block is free.
+positions must hold its own prefix. With a sliding window, a second shadow follows the sliding
+pool: every position inside the sampling query's window must hold its own prefix there too, while
+blocks behind it are freed (``check_integrity``). After every step ``check_integrity`` holds; at
+the end every request has finished within a bound and every block of both pools is free.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from stencil.engine.block_manager import BlockManager
 from stencil.engine.sampling_params import SamplingParams
 from stencil.engine.scheduler import Scheduler
 from stencil.engine.sequence import Sequence, SequenceStatus
+from stencil.engine.sliding_blocks import SlidingBlocks
 
 
 @dataclass
@@ -92,20 +95,22 @@ class Harness:
         self.steps += 1
         out = self.sched.schedule()
         self._check_schedule(out)
-        self.copies += len(out.copies)
-        for src, dst in out.copies:  # copy-on-write, before this step's writes
-            for off in range(self.bm.block_size):
-                if (src, off) in self.shadow:
-                    self.shadow[(dst, off)] = self.shadow[(src, off)]
-                else:
-                    self.shadow.pop((dst, off), None)
+        self.copies += len(out.copies) + len(out.sliding_copies)
+        pools = [("full", out.copies), ("sliding", out.sliding_copies)]
+        for pool, copies in pools:  # copy-on-write, before this step's writes
+            for src, dst in copies:
+                for off in range(self.bm.block_size):
+                    if (pool, src, off) in self.shadow:
+                        self.shadow[(pool, dst, off)] = self.shadow[(pool, src, off)]
+                    else:
+                        self.shadow.pop((pool, dst, off), None)
         samplers = []
         for s in out.scheduled:
             seq = s.seq
             start = seq.num_computed_tokens
             for p in range(start, start + s.num_new_tokens):
-                slot = self._slot(seq, p)
-                self.shadow[slot] = (p, hash(tuple(seq.token_ids[: p + 1])))
+                for slot in self._slots(seq, p):
+                    self.shadow[slot] = (p, hash(tuple(seq.token_ids[: p + 1])))
             if s.samples:
                 samplers.append(seq)
         self.sched.after_step(out)
@@ -128,9 +133,17 @@ class Harness:
     def live_seqs(self) -> list[Sequence]:
         return [s for r in self.requests for s in r.seqs if not s.is_finished]
 
-    def _slot(self, seq: Sequence, pos: int) -> tuple[int, int]:
+    def _slot(self, seq: Sequence, pos: int, pool: str = "full") -> tuple[str, int, int]:
         bs = self.bm.block_size
-        return seq.block_table[pos // bs], pos % bs
+        table = seq.block_table if pool == "full" else seq.sliding_table
+        assert table[pos // bs] >= 0, f"position {pos} has no {pool} block"
+        return pool, table[pos // bs], pos % bs
+
+    def _slots(self, seq: Sequence, pos: int) -> list[tuple[str, int, int]]:
+        slots = [self._slot(seq, pos)]
+        if self.bm.sliding is not None:
+            slots.append(self._slot(seq, pos, "sliding"))
+        return slots
 
     def _check_schedule(self, out) -> None:
         seqs = [s.seq for s in out.scheduled]
@@ -171,6 +184,11 @@ class Harness:
             got = self.shadow.get(self._slot(seq, p))
             want = (p, hash(tuple(seq.token_ids[: p + 1])))
             assert got == want, f"seq {seq.seq_id} position {p}: stale or foreign KV"
+        if self.bm.sliding is not None:  # what the next query sees of its window (sliding pool)
+            for p in range(max(seq.num_tokens - self.bm.sliding.window + 1, 0), seq.num_tokens):
+                got = self.shadow.get(self._slot(seq, p, "sliding"))
+                want = (p, hash(tuple(seq.token_ids[: p + 1])))
+                assert got == want, f"seq {seq.seq_id} position {p}: stale sliding-window KV"
 
 
 PREFIXES = [[], [1, 2, 3, 4, 5, 6, 7, 0], [1, 2, 3, 4, 1, 2, 3, 4, 5]]
@@ -205,12 +223,18 @@ ops = st.tuples(
     prefix=st.booleans(),
     eos_prob=st.sampled_from([0.0, 0.1]),
     seed=st.integers(0, 2**16),
+    window=st.sampled_from([None, None, 1, 3, 8]),
 )
 def test_any_interleaving_keeps_integrity_and_finishes(
-    program, block_size, capacity, max_num_seqs, budget, decode_prefill, prefix, eos_prob, seed
-):
+    program, block_size, capacity, max_num_seqs, budget, decode_prefill, prefix, eos_prob, seed,
+    window,
+):  # fmt: skip
     num_blocks = max(capacity // block_size, 2)
-    bm = BlockManager(num_blocks, block_size, enable_prefix_caching=prefix)
+    sliding = None
+    if window is not None:  # room for one sequence's window and a step's tokens, at least
+        need = -(-(window - 1 + budget) // block_size) + 2
+        sliding = SlidingBlocks(max(need, num_blocks // 2), block_size, window)
+    bm = BlockManager(num_blocks, block_size, enable_prefix_caching=prefix, sliding=sliding)
     sched = Scheduler(bm, max_num_seqs, budget, decode_prefill_budget=decode_prefill)
     h = Harness(bm, sched, random.Random(seed), eos_prob)
     work = 0
@@ -241,6 +265,9 @@ def test_any_interleaving_keeps_integrity_and_finishes(
     event(f"cow copies>0: {h.copies > 0}")
     bm.check_integrity([])
     assert bm.num_free_blocks == bm.num_blocks, "blocks leaked"
+    if sliding is not None:
+        event(f"sliding pool smaller than the full one: {sliding.pool.num_blocks < num_blocks}")
+        assert sliding.pool.num_free_blocks == sliding.pool.num_blocks, "sliding blocks leaked"
     for r in h.requests:
         for s in r.seqs:
             assert s.is_finished and not s.block_table

@@ -36,6 +36,14 @@ class ResponseStore:
     def __len__(self) -> int:
         return len(self._entries)
 
+    def metrics(self) -> dict[str, float]:
+        """Gauges and a counter for ``/metrics`` (named as ``api.metrics`` lists them)."""
+        return {
+            "stored_responses": len(self._entries),
+            "stored_response_bytes": self.bytes,
+            "stored_response_evictions_total": self.evictions,
+        }
+
     def put(self, scope: str, response: dict[str, Any], conversation: list[dict[str, Any]]) -> bool:
         """Keep ``response`` (evicting the least recently used); False when it alone is larger
         than the whole budget (it is then not kept)."""

@@ -6,27 +6,23 @@ used where no C compiler is found; the two give the same masks (tests/constraint
 from __future__ import annotations
 
 import ctypes
-import logging
-import subprocess
 from pathlib import Path
 
 import numpy as np
 
-from stencil.paths import build_library
+from stencil.paths import load_library
 
 from .token_trie import TokenTrie
 
-logger = logging.getLogger(__name__)
 SOURCE = Path(__file__).resolve().parent / "csrc" / "span_walk.c"
 MAX_SET = 32  # the most automaton states in one position (MAXSET in the C source)
 
 
 def load_span_library() -> ctypes.CDLL | None:
     """The compiled walk (built into the cache on first use), or None where it cannot be built."""
-    try:
-        lib = ctypes.CDLL(str(build_library(SOURCE, ["-O3", "-march=native", "-shared", "-fPIC"])))
-    except (OSError, subprocess.SubprocessError) as e:
-        logger.warning("span walk unavailable (%s); grounded strings use the Python walk", e)
+    flags = ["-O3", "-march=native", "-shared", "-fPIC"]
+    lib = load_library(SOURCE, flags, "grounded strings use the Python walk")
+    if lib is None:
         return None
     p, i32 = ctypes.c_void_p, ctypes.c_int32
     lib.sam_build.restype = p

@@ -16,13 +16,16 @@ from . import document
 from .normalize import Normalizer
 
 _CIRCULAR = "circular references with sibling keys"
+# llguidance's JSON strings take `\u` escapes of ASCII only unless asked; any escape is valid JSON
+# (`json.dumps` writes every non-ASCII character as one), and counts as one character in lengths
+_ESCAPES = {"json_allow_general_unicode_escapes": True}
 
 
 def _build(
     schema: dict[str, Any], guidance: dict[str, Any], limits: Limits
 ) -> tuple[dict[str, Any], str, str]:
     """``(schema handed to llguidance, its grammar, llguidance's error message or "")``."""
-    translated = {**schema, "x-guidance": guidance}
+    translated = {**schema, "x-guidance": {**_ESCAPES, **guidance}}
     try:
         grammar = llguidance.LLMatcher.grammar_from_json_schema(json.dumps(translated))
     except ValueError as exc:

@@ -20,7 +20,6 @@ from ..semantic.formats import checked_formats
 from . import logic, negation
 from .ecma_regex import ecma_pattern, structure
 from .keywords import (
-    FORMAT_ALIASES,
     FORMAT_PATTERNS,
     FORMAT_SUPERSETS,
     NATIVE_FORMATS,
@@ -139,7 +138,7 @@ class Approximations:
             out["anyOf"] = as_any
 
     def format(self, value: Any, out: dict, extra: list, ptr: str) -> None:
-        name = FORMAT_ALIASES.get(value, value)
+        name = value  # an unknown name (`url`, draft 3's `host-name`) is an annotation
         here = f"{ptr}/format"
         checked = checked_formats(jsonschema.Draft202012Validator.FORMAT_CHECKER)
         in_grammar = name in NATIVE_FORMATS or name in FORMAT_PATTERNS

@@ -154,7 +154,6 @@ FORMAT_SUPERSETS = {
     "ipv6network": "^[0-9A-Fa-f:./]+$",
     "ipv6interface": "^[0-9A-Za-z:.%/]+$",
 }
-FORMAT_ALIASES = {"url": "uri", "host-name": "hostname", "ip-address": "ipv4"}
 # Formats defined by the JSON Schema specifications that Stencil cannot enforce: rejected.
 # Any other (custom) format is an annotation, as the specification says, with a warning.
 UNENFORCEABLE_FORMATS = frozenset(

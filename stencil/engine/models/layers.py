@@ -99,6 +99,8 @@ class Attention(nn.Module):
                 ops.rotary_embedding(positions, q, k, cos_sin)
             else:  # partial rotary: the leading r dims of each head
                 ops.rotary_embedding(positions, q[..., :r], k[..., :r], cos_sin)
+        if spec.sliding_window is not None and meta.sliding is not None:
+            meta = meta.sliding  # the sliding-window pool's slots and tables
         k_cache, v_cache = kv_cache
         ops.write_kv(k, v, k_cache, v_cache, meta.slot_mapping)
         extra = {"softcap": spec.softcap} if spec.softcap is not None else {}

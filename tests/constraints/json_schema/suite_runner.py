@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -11,11 +12,11 @@ from constraint_helpers import accepts_text, dumps, schema_ordered
 
 from stencil.constraints import Constraint, ConstraintCompiler, ConstraintError
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 SUITE = REPO / "tests" / "data" / "JSON-Schema-Test-Suite" / "tests" / "draft2020-12"  # MIT, copied
-BENCH = (
-    REPO.parent / "shared" / "data" / "jsonschemabench-dev"
-)  # beside the clone; tests skip without it
+# beside the clone (tests skip without it); $STENCIL_SHARED_DATA points elsewhere (a worktree)
+SHARED = Path(os.environ.get("STENCIL_SHARED_DATA", REPO.parent / "shared" / "data"))
+BENCH = SHARED / "jsonschemabench-dev"
 
 
 @dataclass

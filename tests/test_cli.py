@@ -35,7 +35,8 @@ def test_engine_flags_are_generated_from_engine_config():
 
 def test_serve_defaults():
     args = cli.build_parser().parse_args(["serve"])
-    assert (args.host, args.port, args.api_key, args.served_model_name) == (
+    config = cli.server_config(args)  # flags not given: the ServerConfig defaults
+    assert (config.host, config.port, config.api_key, config.served_model_name) == (
         "127.0.0.1",
         8000,
         None,
