@@ -5,8 +5,9 @@ every projection and expert in Q4_K, the embedding and output in Q8_0, the route
 F32. Generated into the cache (never committed).
 
     python -m bench.engine.moe_bench [--layers 8] [--threads 2] [--repeat 3] [--concurrency 1 16]
+        [--prompt 32 128] [--output 96 128]
 
-Output tok/s with N requests submitted at once (prompts 32-128 tokens, 96-128 output tokens,
+Output tok/s with N requests submitted at once (prompt and output lengths drawn from the ranges,
 EOS ignored); each engine loaded once and warmed on a prompt outside the workload, prefix caching
 on in both (the prompts share no block), runs alternated (Stencil, llama.cpp, ...) ``--repeat``
 times, medians with the 1-minute load average after each run. ``$LLAMA_SERVER`` names the binary.
@@ -129,11 +130,15 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 16])
+    ap.add_argument("--prompt", type=int, nargs=2, default=[32, 128], help="token range")
+    ap.add_argument("--output", type=int, nargs=2, default=[96, 128], help="token range")
     args = ap.parse_args()
     path = moe_file(args.layers)
     tok = AutoTokenizer.from_pretrained(str(default_model_path()))
     work = {
-        n: make_workload(tok, n=n, seed=n, prompt_range=(32, 128), output_range=(96, 128))
+        n: make_workload(
+            tok, n=n, seed=n, prompt_range=tuple(args.prompt), output_range=tuple(args.output)
+        )
         for n in args.concurrency
     }
     warm = [Item(outside_prompt(work[args.concurrency[0]][0].prompt_ids), 8)]
