@@ -1,13 +1,15 @@
-"""The C paged-attention kernel over a whole step's layers, against an older version of itself.
+"""The C paged-attention kernel over a whole step's layers, against an older version of itself or
+against the pure-torch path.
 
-    python -m bench.kernels.attention_bench [--against GIT_REV] [--threads 2] [--rounds 15]
+    python -m bench.kernels.attention_bench [--against GIT_REV|torch] [--threads 2] [--rounds 15]
 
 Each case runs the kernel once per layer over that layer's own cache (SmolLM2-135M: 30 layers, 9
 query / 3 kv heads of 64), so a decode step's keys and values come from memory as in the engine,
 not from a cache warmed by the previous call. Block tables are a random permutation (blocks
 scattered as decode allocates them). With ``--against``, the kernel source at that revision is
 built beside the working tree's and the two run alternated (A B A B ...), medians reported with
-their ratio. The memory read roof beside it: ``torch.sum`` over 1 GiB on the same threads.
+their ratio; ``--against torch`` alternates with ``reference.paged_attention`` (block gather +
+matmul, what runs without a C compiler). The memory read roof beside it: ``torch.sum`` over 1 GiB on the same threads.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from pathlib import Path
 import torch
 
 from bench.common import median, table
-from stencil.kernels import cpu_attention
+from stencil.kernels import cpu_attention, reference
 from stencil.paths import build_library
 
 LAYERS, HEADS, KV_HEADS, DIM, BLOCK = 30, 9, 3, 64, 16
@@ -100,13 +102,21 @@ def read_roof_gbs() -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--against", default=None, help="git revision of the kernel to compare with")
+    ap.add_argument(
+        "--against",
+        default=None,
+        help="a git revision of the kernel, or 'torch' (reference.paged_attention), to compare with",
+    )
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=15)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     current = cpu_attention.load()
-    old = kernel_at(args.against) if args.against else None
+    old = None
+    if args.against == "torch":
+        old = reference.paged_attention  # block gather + matmul, the pure-torch path
+    elif args.against:
+        old = kernel_at(args.against)
     rows = []
     for dtype in (torch.float32, torch.bfloat16):
         for label, kind, batch in CASES:

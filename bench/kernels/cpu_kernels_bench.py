@@ -1,10 +1,8 @@
-"""CPU kernels against their pure-torch references, in one process, medians of repeated calls:
-oneDNN linear (plain and with the weight packed once) vs ``F.linear`` (MKL) on SmolLM2-135M's
-decode shapes; a whole step's linears (30 layers + lm_head, 537 MB in fp32: streamed from
-memory, as in the engine) through oneDNN's packed GEMM vs the C panel GEMM, alternated, by row
-count;
-and the C paged-attention kernel vs ``reference.paged_attention`` (block gather + matmul) for
-decode and prefill.
+"""The CPU linears, in one process, medians of repeated calls: oneDNN linear (plain and with the
+weight packed once) vs ``F.linear`` (MKL) on SmolLM2-135M's decode shapes; a whole step's linears
+(30 layers + lm_head, 537 MB in fp32: streamed from memory, as in the engine) through oneDNN's
+packed GEMM vs the C panel GEMM, alternated, by row count. (Attention: ``attention_bench``, the
+layer ops: ``layer_ops_bench``.)
 
     python -m bench.kernels.cpu_kernels_bench [--threads 2] [--rows 64] [--step-rows 1 8 16 32 64 1024]
 """
@@ -18,7 +16,7 @@ import torch
 import torch.nn.functional as F
 
 from bench.common import median_seconds, table
-from stencil.kernels import cpu_attention, cpu_linear, panel_linear, reference
+from stencil.kernels import cpu_linear, panel_linear
 
 # SmolLM2-135M: hidden 576, 9 heads / 3 kv heads of 64, MLP 1536, vocabulary 49,152
 LINEARS = {
@@ -98,28 +96,6 @@ def step_rows(
     return out
 
 
-ATTENTION_SHAPES = (("decode", 1, 300, 64), ("decode", 1, 1000, 16), ("prefill", 256, 256, 4))
-
-
-def attention_rows(kernel, dtype: torch.dtype) -> list[list]:
-    out = []
-    for label, q_len, ctx, batch in ATTENTION_SHAPES:
-        blocks = batch * -(-ctx // 16)
-        # the runner's head-major cache
-        k = torch.randn(3, blocks + 1, 16, 64).to(dtype).permute(1, 2, 0, 3)
-        v = torch.randn(3, blocks + 1, 16, 64).to(dtype).permute(1, 2, 0, 3)
-        tables = torch.randperm(blocks)[:blocks].view(batch, -1).int()
-        cu = [i * q_len for i in range(batch + 1)]
-        q = torch.randn(cu[-1], 9, 64).to(dtype)
-        args = (q, k, v, tables, cu, [ctx] * batch, 0.125)
-        plans: tuple[dict, dict] = ({}, {})
-        ref = median_ms(lambda: reference.paged_attention(*args, plan=plans[0]))  # noqa: B023
-        ours = median_ms(lambda: kernel(*args, plan=plans[1]))  # noqa: B023
-        shape = f"{label}: {batch} seqs x {q_len} queries, context {ctx}"
-        out.append([shape, str(dtype).removeprefix("torch."), ref, ours, f"{ref / ours:.2f}x"])
-    return out
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--threads", type=int, default=2)
@@ -127,7 +103,6 @@ def main() -> None:
     ap.add_argument("--step-rows", type=int, nargs="*", default=[1, 8, 16, 32, 64, 1024])
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
-    kernel = cpu_attention.load()
     print(f"\nLinear, {args.rows} rows, {args.threads} threads (ms, median)\n")
     rows = linear_rows(args.rows, torch.float32) + linear_rows(args.rows, torch.bfloat16)
     headers = [
@@ -145,11 +120,6 @@ def main() -> None:
     headers = ["dtype", "rows", "oneDNN packed ms", "C panel ms", "panel GB/s", "panel GFLOP/s"]
     rows = step_rows(args.step_rows, torch.float32) + step_rows(args.step_rows, torch.bfloat16)
     print(table([*headers, "speed-up"], rows))
-    print(
-        f"\nPaged attention per layer, SmolLM2 heads (9 q / 3 kv x 64), {args.threads} threads (ms, median)\n"
-    )
-    rows = attention_rows(kernel, torch.float32) + attention_rows(kernel, torch.bfloat16)
-    print(table(["shape", "dtype", "reference (gather + matmul)", "C kernel", "speed-up"], rows))
 
 
 if __name__ == "__main__":

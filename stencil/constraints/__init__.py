@@ -21,6 +21,13 @@ from .errors import (
     UnsupportedSchemaError,
 )
 from .grounding import uses_grounding
+from .grounding.stated import (
+    currencies_in,
+    date_mentions,
+    dates_in,
+    number_mentions,
+    numbers_in,
+)
 from .limits import Limits
 from .matcher import Matcher
 from .spec import Constraint
@@ -48,6 +55,11 @@ __all__ = [
     "UnsupportedSchemaError",
     "allocate_token_bitmask",
     "bitmask_to_bool",
+    "currencies_in",
+    "date_mentions",
+    "dates_in",
+    "number_mentions",
+    "numbers_in",
     "translate",
     "uses_grounding",
 ]

@@ -69,6 +69,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "x-grounded in the schema grounds a field either way)",
     )
     parser.add_argument(
+        "--per-field",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="one short question per top-level field over the shared document prefix, then one "
+        "record (default: on; --no-per-field: one request per document, faster, less accurate; "
+        "a --prompt-template or --server always asks once per document)",
+    )
+    parser.add_argument(
         "--concurrency",
         type=int,
         default=None,
@@ -157,7 +165,7 @@ def _spec(args: argparse.Namespace, schema: dict[str, Any]) -> ExtractSpec:
 
     spec = ExtractSpec(
         schema, PromptTemplate.load(args.prompt_template), args.instructions, args.max_tokens,
-        args.temperature, args.grounded, args.grounded, args.grounded,
+        args.temperature, args.grounded, args.grounded, args.grounded, args.per_field,
     )  # fmt: skip
     try:
         translate(spec.constraint())  # unsupported schemas: usage errors before a model loads

@@ -6,15 +6,19 @@ Also what each Ray worker actor runs (``stencil.extract.ray_backend``).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from stencil.constraints import Constraint, ConstraintError, uses_grounding
 from stencil.engine.errors import RequestError
 from stencil.engine.sampling_params import SamplingParams
+from stencil.extract import questions
 from stencil.extract.prompt import HFTokenCounter, PromptBuilder, PromptTemplate
 from stencil.extract.records import Job, Outcome
+from stencil.extract.regions import check_record
+from stencil.extract.value_pool import ValuePool
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,15 +38,21 @@ class ExtractSpec:
     ground_dates: bool = True
     """Free ``format: date`` fields only take dates the document states (normalized to ISO;
     free when it states none or writes one ambiguously, such as 03/04/2024)."""
+    per_field: bool = True
+    """One short question per top-level field over the shared document prefix (``questions``),
+    then one record from the answers; False: one request answers the whole record. A custom
+    prompt template always asks once."""
 
-    def constraint(self, document: str | None = None) -> Constraint:
-        """The constraint for one document (``None``: the document-independent check)."""
+    def constraint(self, document: str | None = None, schema: dict | None = None) -> Constraint:
+        """The constraint for one document (``None``: the document-independent check) and
+        ``schema`` (default: the whole record's)."""
+        schema = self.schema if schema is None else schema
         if document is None:
             document = "x" if self.per_document else None
         if document is None:
-            return Constraint.json_schema(self.schema, whitespace="compact")
+            return Constraint.json_schema(schema, whitespace="compact")
         return Constraint.json_schema(
-            self.schema,
+            schema,
             whitespace="compact",
             source_text=document,
             ground_strings=self.grounded,
@@ -58,12 +68,14 @@ class ExtractSpec:
 
 
 class EngineExtractor:
-    """Runs jobs through ``llm`` (a ``stencil.LLM``) under the schema constraint."""
+    """Runs jobs through ``llm`` (a ``stencil.LLM``) under the schema constraint: one request per
+    document, or one per field (``ExtractSpec.per_field``) whose answers make one record."""
 
     def __init__(self, llm: Any, spec: ExtractSpec, window: int | None = None) -> None:
         self.llm = llm
         self.engine = llm.engine
         self.spec = spec
+        self.per_field = spec.per_field and spec.template == PromptTemplate.load(None)
         tokenizer = llm.get_tokenizer()
         self.builder = PromptBuilder(
             spec.template,
@@ -89,57 +101,143 @@ class EngineExtractor:
         return tok(text, add_special_tokens=False).input_ids
 
     def run(self, jobs: Iterable[Job]) -> Iterator[Outcome]:
-        """Yield one Outcome per job, in completion order; at most ``window`` in the engine."""
+        """Yield one Outcome per job, in completion order; at most ``window`` documents in the
+        engine, each with one request at a time (a field's question goes in when the one before
+        it has its answer, and finds the document's blocks in the prefix cache)."""
         pending = iter(jobs)
-        inflight: dict[str, tuple[Job, list[str]]] = {}
+        docs: dict[str, _Doc] = {}  # request id in the engine -> its document
         exhausted = False
         try:
             while True:
-                while not exhausted and len(inflight) < self.window:
+                while not exhausted and len(docs) < self.window:
                     job = next(pending, None)
                     if job is None:
                         exhausted = True
-                    elif (failed := self._add(job, inflight)) is not None:
-                        yield failed
-                if not inflight:
+                    elif (done := self._start(job, docs)) is not None:
+                        yield done
+                if not docs:
                     return
                 for out in self.engine.step():
-                    if out.finished and out.request_id in inflight:
-                        job, warnings = inflight.pop(out.request_id)
-                        yield _outcome(job, out, warnings)
+                    if out.finished and (doc := docs.pop(out.request_id, None)) is not None:
+                        doc.finish(out)
+                        if (done := self._advance(doc, docs)) is not None:
+                            yield done
         finally:
-            for rid in inflight:
+            for rid in docs:
                 self.engine.abort_request(rid)
 
-    def _add(self, job: Job, inflight: dict[str, tuple[Job, list[str]]]) -> Outcome | None:
-        """Queue one job; an Outcome with the error when it cannot be queued."""
+    def _start(self, job: Job, docs: dict[str, _Doc]) -> Outcome | None:
+        """Queue one job's first request; an Outcome when there is none to run."""
         rid = f"extract-{job.key}"
         try:
             prompt = self.builder.build(job.path, job.text)
-            ids = self._prompt_ids(prompt.messages)
-            params = self.params
-            if self.spec.per_document:
-                params = replace(params, constraint=self.spec.constraint(prompt.document))
-            self.engine.add_request(rid, ids, params)
-        except (ValueError, RequestError, ConstraintError) as e:
+        except ValueError as e:
             return Outcome(job.key, error=str(e))
-        inflight[rid] = (job, prompt.warnings)
-        return None
+        schema = questions.narrow_schema(self.spec.schema, prompt.document)
+        doc = _Doc(job, prompt.document, prompt.warnings, self.per_field)
+        if self.per_field:
+            doc.parts = self._field_parts(rid, job.path, schema, doc)
+        else:
+            doc.parts = iter([(rid, self._prompt_ids(prompt.messages), schema)])
+        return self._advance(doc, docs)
+
+    def _advance(self, doc: _Doc, docs: dict[str, _Doc]) -> Outcome | None:
+        """Queue the document's next request; its Outcome when it has no more."""
+        if doc.error is None:
+            try:
+                part = next(doc.parts, None)
+                if part is not None:
+                    rid, ids, schema = part
+                    params = self.params
+                    if self.spec.per_document:
+                        constraint = self.spec.constraint(doc.document, schema)
+                        params = replace(params, constraint=constraint)
+                    self.engine.add_request(rid, ids, params)
+                    docs[rid] = doc
+                    return None
+            except (ValueError, RequestError, ConstraintError) as e:
+                doc.error = str(e)
+        return doc.outcome(self.spec.schema)
+
+    def _field_parts(self, rid: str, filename: str, schema: dict, doc: _Doc) -> Iterator[tuple]:
+        """One question per field, (request id, prompt ids, answer schema), each narrowed to the
+        numbers and dates the answers before it left; arrays last (their items then take what
+        the totals and dates left, not the other way round)."""
+        head = questions.USER.format(filename=filename, document=doc.document)
+        pool = ValuePool(doc.document, self.spec.ground_numbers, self.spec.ground_dates)
+        required = set(schema.get("required", ()))
+        props = schema.get("properties", {})
+        for key in sorted(props, key=lambda k: _is_array(props[k])):
+            sub = pool.narrow(props[key], key in required)
+            if sub is None:
+                continue
+            q = questions.field_question(key, sub, key in required)
+            messages = [{"role": "system", "content": questions.SYSTEM},
+                        {"role": "user", "content": head + q.text}]  # fmt: skip
+            yield f"{rid}:{key}", self._prompt_ids(messages), q.schema
+            answer = _loads(doc.answers.get(key, ""))
+            if isinstance(answer, dict) and key in answer:
+                pool.take(answer[key])
 
 
-def _outcome(job: Job, out: Any, warnings: list[str]) -> Outcome:
-    completion = out.outputs[0]
-    error = None
-    if completion.finish_reason in ("error", "abort"):
-        error = (
-            completion.error or f"generation ended with finish_reason={completion.finish_reason}"
+@dataclass(slots=True)
+class _Doc:
+    """One document in flight: its requests still to come, and the answers so far."""
+
+    job: Job
+    document: str
+    warnings: list[str]
+    per_field: bool
+    parts: Iterator[tuple] = field(default_factory=lambda: iter(()))
+    answers: dict[str, str] = field(default_factory=dict)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    finish_reason: str | None = "stop"
+    error: str | None = None
+
+    def finish(self, out: Any) -> None:
+        """Take one finished request's answer."""
+        completion = out.outputs[0]
+        self.answers[out.request_id.rpartition(":")[2]] = completion.text
+        self.prompt_tokens += len(out.prompt_token_ids)
+        self.completion_tokens += len(completion.token_ids)
+        if completion.finish_reason != "stop":
+            self.finish_reason = completion.finish_reason
+        if completion.finish_reason in ("error", "abort") and self.error is None:
+            self.error = (
+                completion.error
+                or f"generation ended with finish_reason={completion.finish_reason}"
+            )
+
+    def outcome(self, schema: dict[str, Any]) -> Outcome:
+        if self.error is not None:
+            return Outcome(self.job.key, error=self.error, warnings=self.warnings,
+                           prompt_tokens=self.prompt_tokens,
+                           completion_tokens=self.completion_tokens,
+                           finish_reason=self.finish_reason)  # fmt: skip
+        if self.per_field:
+            data = questions.assemble(schema, self.answers)
+        else:
+            data = _loads(next(iter(self.answers.values()), ""))
+        text = next(iter(self.answers.values()), "{}")
+        if isinstance(data, dict):
+            text = json.dumps(check_record(schema, data, self.document), ensure_ascii=False)
+        return Outcome(
+            self.job.key,
+            text=text,
+            prompt_tokens=self.prompt_tokens,
+            completion_tokens=self.completion_tokens,
+            finish_reason=self.finish_reason,
+            warnings=self.warnings,
         )
-    return Outcome(
-        job.key,
-        text=completion.text,
-        prompt_tokens=len(out.prompt_token_ids),
-        completion_tokens=len(completion.token_ids),
-        finish_reason=completion.finish_reason,
-        error=error,
-        warnings=warnings,
-    )
+
+
+def _is_array(sub: Any) -> bool:
+    return isinstance(sub, dict) and sub.get("type") == "array"
+
+
+def _loads(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None

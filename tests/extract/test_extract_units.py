@@ -22,7 +22,7 @@ from stencil.extract.schema_library import SchemaError, list_schemas, resolve_sc
 REPO = Path(__file__).resolve().parents[2]
 LIBRARY = {
     "person", "contact", "invoice", "receipt", "event", "job_posting", "product", "paper",
-    "support_ticket", "meeting_notes",
+    "support_ticket", "meeting_notes", "purchase_order", "letter", "cv",
 }  # fmt: skip
 
 

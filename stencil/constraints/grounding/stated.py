@@ -1,53 +1,159 @@
-"""The values a text states, normalized: numbers (``1,580.00`` -> 1580.0) and calendar dates
-(``2024-03-04``, ``March 4, 2024``, ``4 Mar 2024`` -> ``"2024-03-04"``), for grounding free
-number and ``format: date`` fields in the values of a source text."""
+"""The values a text states, normalized: numbers in the text's own locale (``1,580.00``,
+``1.190,00``, ``264,30``, ``1 234,56`` -> 1580.0, 1190.0, 264.3, 1234.56), calendar dates in
+English, German, French, Spanish and Italian (``2024-03-04``, ``March 4, 2024``, ``4. März 2024``,
+``04.03.2024``, ``4 de marzo de 2024`` -> ``"2024-03-04"``) and currencies (``€``, ``EUR``,
+``£`` -> ``"EUR"``, ``"GBP"``), for grounding free number, ``format: date`` and currency fields
+in the values of a source text."""
 
 from __future__ import annotations
 
 import datetime
 import re
 
-_NUMBER = re.compile(r"(?<![\w.,\-])-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?![\w,]*\d)")
-_FULL = "january february march april may june july august september october november december"
-_MONTHS = {
-    **{name: i + 1 for i, name in enumerate(_FULL.split())},
-    **{name[:3]: i + 1 for i, name in enumerate(_FULL.split())},
-    "sept": 9,
+# a run of digits joined by single . or , (1.190,00; 15,750.00; 264,30; 2400.00), or groups of
+# three joined by a space, no-break space, thin space or apostrophe (1 234,56; 1'234.50)
+_NUMBER = re.compile(
+    r"(?<![\w.,\-/])-?(?:\d{1,3}(?:[ \u00a0\u202f\u2009']\d{3})+(?:[.,]\d+)?|\d+(?:[.,]\d+)*)"
+    r"(?![\w\-/]|[.,]\d)"
+)
+_SPACES = " \u00a0\u202f\u2009'"
+_MONTH_NAMES = {
+    "en": "january february march april may june july august september october november december",
+    "de": "januar februar märz april mai juni juli august september oktober november dezember",
+    "fr": "janvier février mars avril mai juin juillet août septembre octobre novembre décembre",
+    "es": "enero febrero marzo abril mayo junio julio agosto septiembre octubre noviembre "
+    "diciembre",
+    "it": "gennaio febbraio marzo aprile maggio giugno luglio agosto settembre ottobre novembre "
+    "dicembre",
 }
-_MONTH = r"(?P<mon>[A-Za-z]{3,9})\.?"
-_DAY = r"(?P<day>\d{1,2})(?:st|nd|rd|th)?"
+_MONTHS = {"sept": 9, "jänner": 1, "setiembre": 9, "fevrier": 2, "aout": 8, "decembre": 12}
+for _names in _MONTH_NAMES.values():
+    for _i, _name in enumerate(_names.split()):
+        _MONTHS.setdefault(_name, _i + 1)
+        _MONTHS.setdefault(_name[:3], _i + 1)
+_MONTH = r"(?P<mon>[^\W\d_]{3,10})\.?"
+_DAY = r"(?P<day>\d{1,2})(?:st|nd|rd|th|er|º|°)?\.?"
 _YEAR = r"(?P<year>\d{4})"
 _DATES = [
     re.compile(rf"(?<![\w\-/.]){_YEAR}(?P<sep>[\-/.])(?P<num>\d{{1,2}})(?P=sep){_DAY}(?![\w\-/])"),
     re.compile(rf"\b{_MONTH} {_DAY},? {_YEAR}\b"),
-    re.compile(rf"\b{_DAY} {_MONTH},? {_YEAR}\b"),
+    re.compile(rf"\b{_DAY} (?:de )?{_MONTH},? (?:de )?{_YEAR}\b"),
 ]
-# day and month in an order only the reader's locale knows (03/04/2024)
-_AMBIGUOUS = re.compile(r"(?<![\w\-/.])\d{1,2}[\-/.]\d{1,2}[\-/.]\d{2,4}(?![\w\-/])")
+# day first: dotted dates everywhere, slashed ones where the text writes decimal commas
+_DOTTED = re.compile(r"(?<![\w\-/.])(?P<day>\d{1,2})\.(?P<num>\d{1,2})\.(?P<year>\d{4})(?![\w\-/])")
+_SLASHED = re.compile(r"(?<![\w\-/.])(\d{1,2})[\-/](\d{1,2})[\-/](\d{4})(?![\w\-/])")
+_CURRENCY_SIGNS = {"€": "EUR", "£": "GBP", "$": "USD", "¥": "JPY", "₹": "INR", "₣": "CHF"}
+_CURRENCY_CODES = frozenset(
+    "EUR USD GBP CHF JPY CAD AUD NZD SEK NOK DKK PLN CZK HUF INR CNY BRL MXN ZAR".split()
+)
+_CODE = re.compile(r"(?<![A-Za-z])[A-Z]{3}(?![A-Za-z])")
 
 
 def numbers_in(source: str) -> list[float]:
-    """The numbers a text states (``1,580.00`` -> 1580.0), each once, in order."""
-    found = (float(m.group().replace(",", "")) for m in _NUMBER.finditer(source))
-    return list(dict.fromkeys(found))
+    """The numbers a text states, read in its own locale, each once, in order. A number that
+    reads two ways (``1,580``: 1580 or 1.58) takes the text's decimal mark, or both readings when
+    the text never shows which mark it uses."""
+    return list(dict.fromkeys(number_mentions(source)))
+
+
+def number_mentions(source: str) -> list[float]:
+    """Every reading of every number a text states (as ``numbers_in``, repeats kept)."""
+    runs = [m.group() for m in _NUMBER.finditer(source)]
+    mark = decimal_mark(runs)
+    found: list[float] = []
+    for run in runs:
+        found += _readings(run, mark)
+    return found
+
+
+def decimal_mark(runs: list[str]) -> str | None:
+    """``","`` or ``"."`` where the numbers show their decimal mark unambiguously (``264,30``,
+    ``1.190,00``, ``2400.00``), the more common one; None when none does."""
+    votes = {",": 0, ".": 0}
+    for run in runs:
+        marks = [c for c in run if c in ".,"]
+        tail = re.split(r"[.,]", run)[-1]
+        if marks and (len(set(marks)) == 2 or (len(marks) == 1 and len(tail) != 3)):
+            votes[marks[-1]] += 1
+    best = max(votes, key=votes.__getitem__)
+    return best if votes[best] else None
+
+
+def _readings(run: str, mark: str | None) -> list[float]:
+    sign, body = ("-", run[1:]) if run.startswith("-") else ("", run)
+    if any(c in body for c in _SPACES):
+        head = re.split(r"[.,](?=\d+$)", body)
+        whole = re.sub(f"[{_SPACES}]", "", head[0])
+        value = float(f"{sign}{whole}.{head[1]}" if len(head) > 1 else f"{sign}{whole}")
+        parts = [p for p in re.split(r" ", body) if p] if " " in body else []
+        return (
+            [value, *(v for p in parts for v in _readings(p, mark))] if len(parts) > 1 else [value]
+        )
+    parts = re.split(r"([.,])", body)
+    digits, seps = parts[::2], parts[1::2]
+    if not seps:
+        return [float(sign + body)]
+    last = seps[-1]
+    grouping = seps[:-1]
+    groups_ok = all(len(d) == 3 for d in digits[1:-1]) and len(digits[0]) <= 3
+    if grouping and (set(grouping) != {grouping[0]} or not groups_ok):
+        return []  # 1.2.3, 1,2.3: a version or a list, not one number
+    if grouping and grouping[0] != last:  # 1.190,00 / 15,750.00
+        return [float(sign + "".join(digits[:-1]) + "." + digits[-1])]
+    if grouping:  # 1,234,567 / 1.234.567: grouping only
+        return [float(sign + "".join(digits))] if len(digits[-1]) == 3 else []
+    if len(digits[-1]) != 3 or len(digits[0]) > 3 or digits[0] == "0":  # 264,30 / 2400.00
+        return [float(f"{sign}{digits[0]}.{digits[1]}")]
+    thousands, decimal = float(sign + "".join(digits)), float(f"{sign}{digits[0]}.{digits[1]}")
+    if mark is None:
+        return [thousands, decimal]
+    return [decimal] if mark == last else [thousands]
 
 
 def dates_in(source: str) -> list[str] | None:
     """The calendar dates a text states, as ISO ``YYYY-MM-DD``, each once, in order of first
-    appearance; ``None`` when it also writes a date this cannot read unambiguously."""
-    if _AMBIGUOUS.search(source):
-        return None
+    appearance; ``None`` when it also writes a date this cannot read unambiguously (``03/04/2024``
+    in a text with decimal points: day or month first?)."""
+    found = date_mentions(source)
+    return None if found is None else list(dict.fromkeys(found))
+
+
+def date_mentions(source: str) -> list[str] | None:
+    """Every place a text states a calendar date (ISO, in order, repeats kept), or ``None`` as
+    ``dates_in``."""
     found = []
     for pattern in _DATES:
         for m in pattern.finditer(source):
-            iso = _iso(m)
+            iso = _iso(m.groupdict())
             if iso is not None:
                 found.append((m.start(), iso))
-    return list(dict.fromkeys(iso for _, iso in sorted(found)))
+    for m in _DOTTED.finditer(source):
+        iso = _iso(m.groupdict())
+        if iso is not None:
+            found.append((m.start(), iso))
+    day_first = decimal_mark([m.group() for m in _NUMBER.finditer(source)]) == ","
+    for m in _SLASHED.finditer(source):
+        a, b, year = (int(g) for g in m.groups())
+        if a > 12 or day_first:
+            day, month = a, b
+        elif b > 12:
+            day, month = b, a
+        else:
+            return None
+        iso = _iso({"day": day, "num": month, "year": year})
+        if iso is not None:
+            found.append((m.start(), iso))
+    return [iso for _, iso in sorted(found)]
 
 
-def _iso(m: re.Match) -> str | None:
-    parts = m.groupdict()
+def currencies_in(source: str) -> list[str]:
+    """The ISO 4217 codes of the currencies a text states by code or sign, each once, in order."""
+    found = [(m.start(), m.group()) for m in _CODE.finditer(source) if m.group() in _CURRENCY_CODES]
+    found += [(i, code) for i, c in enumerate(source) if (code := _CURRENCY_SIGNS.get(c))]
+    return list(dict.fromkeys(code for _, code in sorted(found)))
+
+
+def _iso(parts: dict) -> str | None:
     if parts.get("num") is not None:
         month = int(parts["num"])
     else:

@@ -14,7 +14,7 @@ from stencil.constraints.errors import InvalidSchemaError
 from stencil.constraints.json_schema import document
 from stencil.constraints.json_schema.meta import fast_meta_validator
 
-SUITE = Path(__file__).resolve().parents[1] / "data" / "JSON-Schema-Test-Suite" / "tests"
+SUITE = Path(__file__).resolve().parents[2] / "data" / "JSON-Schema-Test-Suite" / "tests"
 
 
 def _documents() -> list:

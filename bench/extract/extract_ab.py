@@ -1,0 +1,90 @@
+"""``stencil extract`` throughput, two source trees (or two flag sets) alternated: each run a fresh
+process (model load excluded from the timing), warmed on documents outside the workload, over
+the same ``--docs`` payment documents of ``extract_data`` (the workload of ``extract_bench``).
+
+    python -m bench.extract.extract_ab --tree OLD_CHECKOUT --tree . --flags "" --flags \\
+        "--no-per-field" --rounds 3 --docs 100 --threads 1
+
+Each variant is one (tree, flags) pair, in order (a single --tree serves every --flags). Prints
+the docs/s of every run and each variant's median, with the load average.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+CHILD = r"""
+import json, sys, tempfile, time
+from pathlib import Path
+from bench.extract.extract_data import SCHEMA, make_documents
+from stencil import LLM
+from stencil.cli import build_parser
+from stencil.extract.command import run
+
+docs, threads, max_tokens, flags = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4:]
+llm = LLM(num_threads=threads)
+
+def once(texts):
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        (root / "schema.json").write_text(json.dumps(SCHEMA))
+        (root / "docs").mkdir()
+        for i, text in enumerate(texts):
+            (root / "docs" / f"doc{i:03d}.txt").write_text(text)
+        argv = ["extract", "--schema", str(root / "schema.json"), str(root / "docs"), "--out",
+                str(root / "out.jsonl"), "--max-tokens", max_tokens, *flags]
+        start = time.perf_counter()
+        run(build_parser().parse_args(argv), llm=llm)
+        seconds = time.perf_counter() - start
+        records = [json.loads(x) for x in (root / "out.jsonl").read_text().splitlines()]
+    return seconds, sum(r["ok"] for r in records)
+
+once([d.text for d in make_documents(8, seed=99)])  # warm-up, outside the workload
+seconds, ok = once([d.text for d in make_documents(docs)])
+print(json.dumps({"seconds": seconds, "ok": ok}))
+"""
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--tree", action="append", required=True)
+    ap.add_argument("--flags", action="append", default=None)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--docs", type=int, default=100)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--max-tokens", type=int, default=64)
+    args = ap.parse_args()
+    flags = args.flags or [""]
+    n = max(len(args.tree), len(flags))
+    variants = [(args.tree[min(i, len(args.tree) - 1)], flags[min(i, len(flags) - 1)])
+                for i in range(n)]  # fmt: skip
+    rates: dict[int, list[float]] = {i: [] for i in range(n)}
+    for r in range(args.rounds):
+        for i, (tree, extra) in enumerate(variants):
+            root = str(Path(tree).resolve())
+            env = {**os.environ, "PYTHONPATH": root}
+            cmd = [sys.executable, "-c", CHILD, str(args.docs), str(args.threads),
+                   str(args.max_tokens), *extra.split()]  # fmt: skip
+            done = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True)
+            if done.returncode != 0:
+                print(done.stderr[-2000:], file=sys.stderr)
+                return 1
+            res = json.loads(done.stdout.strip().splitlines()[-1])
+            rates[i].append(args.docs / res["seconds"])
+            print(f"round {r + 1} {tree} {extra or '(default)'}: {rates[i][-1]:.2f} docs/s, "
+                  f"{res['ok']}/{args.docs} ok, load {os.getloadavg()[0]:.1f}", flush=True)  # fmt: skip
+    print(f"\n| tree | flags | docs/s (median of {args.rounds}) | runs |\n|---|---|---:|---|")
+    for i, (tree, extra) in enumerate(variants):
+        runs = ", ".join(f"{x:.2f}" for x in rates[i])
+        print(f"| {tree} | {extra or '(default)'} | {statistics.median(rates[i]):.2f} | {runs} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,64 @@
+"""The values a text states, read in its own locale: numbers, dates and currencies."""
+
+from __future__ import annotations
+
+import pytest
+
+from stencil.constraints.grounding.stated import currencies_in, date_mentions, dates_in, numbers_in
+
+
+@pytest.mark.parametrize(
+    ("text", "numbers"),
+    [
+        ("Total due: 2400.00", [2400.0]),  # en, no grouping
+        ("Total: 15,750.00", [15750.0]),  # en, comma groups
+        ("Gesamtbetrag: 1.190,00 €", [1190.0]),  # de, dot groups, decimal comma
+        ("Summe 264,30 EUR", [264.3]),  # de, decimal comma
+        ("Total TTC : 1\u202f234,56 €", [1234.56]),  # fr, narrow no-break space groups
+        ("Net à payer : 12 769,24", [12769.24, 12.0, 769.24]),  # a plain space: both readings
+        ("CHF 1'234.50", [1234.5]),  # Swiss apostrophe groups
+        ("Betrag 1.190 und 12,50", [1190.0, 12.5]),  # the text's decimal mark decides 1.190
+        ("Price 1,580 and 2.50", [1580.0, 2.5]),
+        ("only 1,580", [1580.0, 1.58]),  # no decimal mark shown: both readings
+        ("Datum 17.4.2024, v1.2.3, 19:56, MwSt. 19%", [19.0, 56.0]),  # dates and versions are not
+    ],
+)
+def test_numbers_in_each_locale(text, numbers):
+    assert numbers_in(text) == numbers
+
+
+@pytest.mark.parametrize(
+    ("text", "dates"),
+    [
+        ("Rechnungsdatum: 04.03.2024, fällig am 3. April 2024", ["2024-03-04", "2024-04-03"]),
+        (
+            "Émise le 1er mars 2024, total 12,50 €, échéance 04/04/2024",
+            ["2024-03-01", "2024-04-04"],
+        ),
+        ("Fecha: 4 de marzo de 2024", ["2024-03-04"]),
+        ("Data: 24 dicembre 2024", ["2024-12-24"]),
+        ("Date: 13/03/2024", ["2024-03-13"]),  # day > 12: day first whatever the locale
+        ("signed 03/04/2024, total 12.50", None),  # decimal points: day or month first unknown
+    ],
+)
+def test_dates_in_each_locale(text, dates):
+    assert dates_in(text) == dates
+
+
+def test_date_mentions_keep_repeats():
+    text = "Bremen, 09.06.2024\nRechnung vom 09.06.2024, fällig 23.06.2024"
+    assert date_mentions(text) == ["2024-06-09", "2024-06-09", "2024-06-23"]
+    assert dates_in(text) == ["2024-06-09", "2024-06-23"]
+
+
+@pytest.mark.parametrize(
+    ("text", "codes"),
+    [
+        ("Total £12.00, or EUR 14,00", ["GBP", "EUR"]),
+        ("Gesamt: 1.190,00 €", ["EUR"]),
+        ("Total: CHF 14,30", ["CHF"]),
+        ("ISO 9001, VAT 20%, ABC Ltd", []),  # three capitals that are no currency
+    ],
+)
+def test_currencies_in(text, codes):
+    assert currencies_in(text) == codes

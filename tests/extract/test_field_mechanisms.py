@@ -1,0 +1,96 @@
+"""Field-by-field extraction's document rules, on small documents: the schema narrowed to what
+the document states, values used as often as the document states them, array items from
+distinct lines, optional fields left out when the document has no value."""
+
+from __future__ import annotations
+
+import pytest
+
+from stencil.extract.questions import field_question, narrow_schema
+from stencil.extract.regions import check_record, distinct_row_items
+from stencil.extract.schema_library import resolve_schema
+from stencil.extract.value_pool import ValuePool
+
+INVOICE = resolve_schema("invoice")[1]
+DOC_DE = """RECHNUNG Nr. RE-2024-0042
+Datum: 04.03.2024
+
+Von: Müller & Söhne GmbH
+
+Beschreibung                Menge       Betrag
+Wartung Heizungsanlage          1       400,00
+Druckerpatronen                 2       600,00
+
+Gesamtbetrag: 1.190,00 €
+"""
+
+
+def test_narrowed_schema_keeps_what_the_document_states():
+    props = narrow_schema(INVOICE, DOC_DE)["properties"]
+    assert props["currency"]["enum"] == ["EUR"]  # from the sign, not USD
+    assert "pattern" not in props["currency"]
+    assert set(props) == set(INVOICE["properties"])  # numbers and dates are stated
+
+
+@pytest.mark.parametrize(
+    ("doc", "gone"),
+    [
+        ("From: Acme Ltd\nNo amount, no date here.", {"currency", "issue_date", "due_date"}),
+        ("From: Acme Ltd\nTotal: 12.00 on 2024-03-04", {"currency"}),
+    ],
+)
+def test_fields_the_document_cannot_fill_are_left_out(doc, gone):
+    props = narrow_schema(INVOICE, doc)["properties"]
+    required = set(INVOICE["required"])
+    assert set(INVOICE["properties"]) - set(props) == gone
+    assert required <= set(props)  # required fields are always asked
+
+
+def test_value_pool_uses_each_stated_value_as_often_as_stated():
+    pool = ValuePool(DOC_DE, numbers=True, dates=True)
+    date = {"type": "string", "format": "date"}
+    assert pool.narrow(date, required=False)["enum"] == ["2024-03-04"]
+    pool.take("2024-03-04")  # the issue date took the only date
+    assert pool.narrow(date, required=False) is None  # a due date has none left: left out
+    assert pool.narrow(date, required=True) == date  # required: free to the grounding rules
+    money = {"type": "number"}
+    assert 1190.0 in pool.narrow(money, required=True)["enum"]
+    pool.take(1190.0)
+    assert 1190.0 not in pool.narrow(money, required=True)["enum"]
+    assert pool.narrow({"type": "integer"}, required=True)["enum"] == [1, 400, 2, 600]
+
+
+def test_field_question_answers_one_key():
+    q = field_question("total", INVOICE["properties"]["total"], required=True)
+    assert q.schema["properties"].keys() == {"total"} and q.schema["required"] == ["total"]
+    assert "total" in q.text and "final total" in q.text
+    assert "required" not in field_question("buyer", {"type": "string"}, False).schema
+
+
+def test_array_items_come_from_distinct_lines():
+    items = [
+        {"description": "Wartung Heizungsanlage", "quantity": 1, "amount": 400.0},
+        {"description": "Wartung Heizungsanlage", "quantity": 1, "amount": 400.0},  # repeated
+        {"description": "Müller & Söhne GmbH", "amount": 11.0},  # not a row of the document
+        {"description": "Druckerpatronen", "quantity": 2, "amount": 600.0},
+        {"description": "Druckerpatronen", "amount": 1190.0},  # words and number on two lines
+    ]
+    assert distinct_row_items(items, DOC_DE) == [items[0], items[3]]
+    twice = DOC_DE + "Wartung Heizungsanlage          1       400,00\n"
+    assert distinct_row_items(items[:2], twice) == items[:2]  # the document repeats it
+
+
+def test_check_record_leaves_out_doubled_optional_values_and_empty_arrays():
+    data = {
+        "seller": "Müller & Söhne GmbH",
+        "buyer": "Müller & Söhne GmbH",  # the document names it once: the seller's
+        "issue_date": "2024-03-04",
+        "due_date": "2024-03-04",  # stated once: the issue date's
+        "line_items": [{"description": "Datum", "amount": 4.0}],
+        "total": 1190.0,
+    }
+    assert check_record(INVOICE, data, DOC_DE) == {
+        "seller": "Müller & Söhne GmbH",
+        "issue_date": "2024-03-04",
+        "total": 1190.0,
+    }
