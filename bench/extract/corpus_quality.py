@@ -59,6 +59,20 @@ def run(
     return tally, tokens
 
 
+def rescore(path: str) -> str:
+    """The report for the documents a ``--dump`` file holds (a run cut short scores its part)."""
+    docs = {d.id: d for d in make_corpus()}
+    tally = Tally()
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            row = json.loads(line)
+            d = docs[row["id"]]
+            validator = make_validator(resolve_schema(d.schema)[1])
+            data = row["data"]
+            tally.add(d.kind, d.label, data, data is not None and validator.is_valid(data))
+    return tally.report(f"{path}: {sum(n for n, _, _ in tally.docs.values())} documents")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--split", choices=["tune", "heldout", "all"], default="tune")
@@ -70,7 +84,11 @@ def main() -> int:
     ap.add_argument("--model", default=None, help="a model directory or .gguf (default: embedded)")
     ap.add_argument("--one-request", action="store_true", help="one request per document")
     ap.add_argument("--dump", default=None, help="write each document's output here (JSONL)")
+    ap.add_argument("--rescore", default=None, help="score a --dump file (no model run)")
     args = ap.parse_args()
+    if args.rescore:
+        print(rescore(args.rescore))
+        return 0
 
     docs = [d for d in make_corpus() if args.split in ("all", d.split)]
     docs = [d for d in docs if (args.kinds is None or d.kind in args.kinds)

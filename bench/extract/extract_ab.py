@@ -2,8 +2,8 @@
 process (model load excluded from the timing), warmed on documents outside the workload, over
 the same ``--docs`` payment documents of ``extract_data`` (the workload of ``extract_bench``).
 
-    python -m bench.extract.extract_ab --tree OLD_CHECKOUT --tree . --flags "" --flags \\
-        "--no-per-field" --rounds 3 --docs 100 --threads 1
+    python -m bench.extract.extract_ab --tree OLD_CHECKOUT --tree . --tree . --flags= --flags= \\
+        --flags=--no-per-field --rounds 3 --docs 40 --threads 1
 
 Each variant is one (tree, flags) pair, in order (a single --tree serves every --flags). Prints
 the docs/s of every run and each variant's median, with the load average.

@@ -24,7 +24,9 @@ def available() -> bool:
     return Path(LLAMA_SERVER).is_file()
 
 
-def start(gguf: Path, threads: int, slots: int = 16, ctx_per_slot: int = 1024) -> ServeProcess:
+def start(
+    gguf: Path, threads: int, slots: int = 16, ctx_per_slot: int = 1024, extra: tuple = ()
+) -> ServeProcess:
     port = free_port()
     cmd = [
         LLAMA_SERVER,
@@ -42,6 +44,7 @@ def start(gguf: Path, threads: int, slots: int = 16, ctx_per_slot: int = 1024) -
         str(slots * ctx_per_slot),
         "--cont-batching",
         "--no-webui",
+        *extra,
     ]
     return start_process(cmd, port, timeout=600)
 

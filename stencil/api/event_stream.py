@@ -71,13 +71,6 @@ class EventStream:
             raise
         return cls(plans, gens, n, model, timing)
 
-    @property
-    def num_choices(self) -> int:
-        return len(self.plans) * self.n
-
-    def prompt_tokens(self) -> int:
-        return sum(len(p.prompt_ids) for p in self.plans)
-
     async def __aiter__(self) -> AsyncIterator[Event]:
         streams = [
             events(plan, gen, self.model, offset=k * self.n)

@@ -8,6 +8,7 @@ from collections.abc import Sequence as Seq
 from tqdm.auto import tqdm
 
 from stencil.engine.config import EngineConfig
+from stencil.engine.errors import RequestError
 from stencil.engine.llm_engine import LLMEngine
 from stencil.engine.outputs import RequestOutput
 from stencil.engine.sampling_params import SamplingParams
@@ -69,6 +70,10 @@ class LLM:
         """Apply the model's chat template to one conversation (or a list of them) and generate."""
         convs = [messages] if messages and isinstance(messages[0], dict) else messages
         tok = self.engine.tokenizer
+        if not getattr(tok, "chat_template", None):
+            raise RequestError(
+                "the model has no chat template (a base model): use LLM.generate with a prompt"
+            )
         prompts = [
             tok(
                 tok.apply_chat_template(

@@ -15,7 +15,7 @@ from stencil.constraints import Constraint, ConstraintError, uses_grounding
 from stencil.engine.errors import RequestError
 from stencil.engine.sampling_params import SamplingParams
 from stencil.extract import questions
-from stencil.extract.prompt import HFTokenCounter, PromptBuilder, PromptTemplate
+from stencil.extract.prompt import HFTokenCounter, PromptBuilder, PromptTemplate, field_list
 from stencil.extract.records import Job, Outcome
 from stencil.extract.regions import check_record
 from stencil.extract.value_pool import ValuePool
@@ -161,13 +161,15 @@ class EngineExtractor:
 
     def _field_parts(self, rid: str, filename: str, schema: dict, doc: _Doc) -> Iterator[tuple]:
         """One question per field, (request id, prompt ids, answer schema), each narrowed to the
-        numbers and dates the answers before it left; arrays last (their items then take what
-        the totals and dates left, not the other way round)."""
-        head = questions.USER.format(filename=filename, document=doc.document)
+        numbers and dates the answers before it left: required fields first, arrays last (a
+        line item then takes what the total left, not the other way round)."""
+        head = questions.USER.format(
+            fields=field_list(self.spec.schema), filename=filename, document=doc.document
+        )
         pool = ValuePool(doc.document, self.spec.ground_numbers, self.spec.ground_dates)
         required = set(schema.get("required", ()))
         props = schema.get("properties", {})
-        for key in sorted(props, key=lambda k: _is_array(props[k])):
+        for key in sorted(props, key=lambda k: (_is_array(props[k]), k not in required)):
             sub = pool.narrow(props[key], key in required)
             if sub is None:
                 continue

@@ -20,7 +20,7 @@ from stencil.constraints import currencies_in, dates_in, numbers_in
 
 SYSTEM = "You extract data from documents. Copy values exactly as written in the document."
 # the document first (shared by every question), then the one field asked
-USER = "Document ({filename}):\n{document}\n\n"
+USER = "Fields to extract:\n{fields}\n\nDocument ({filename}):\n{document}\n\n"
 QUESTION = 'Field: {key} ({kind}{required}){description}\nReply with JSON: {{"{key}": value}}'
 CURRENCY_PATTERN = "^[A-Z]{3}$"
 

@@ -17,17 +17,36 @@ class ValuePool:
         self.dates = Counter(mentions) if mentions is not None else None
 
     def narrow(self, sub: dict[str, Any], required: bool) -> dict[str, Any] | None:
-        """``sub`` (a free number or date field) with an ``enum`` of the values left; None when
-        none is left and the field is optional. Other fields come back as they are."""
+        """``sub`` with each free number or date field in it (itself, or in its array items and
+        objects) narrowed to an ``enum`` of the values left; None when that leaves it no value
+        and it is optional (a required one comes back as it is, for the grounding rules)."""
+        narrowed = self._narrow(sub)
+        return sub if narrowed is None and required else narrowed
+
+    def _narrow(self, sub: dict[str, Any]) -> dict[str, Any] | None:
         if "enum" in sub or "const" in sub:
             return sub
+        if sub.get("type") == "array" and isinstance(sub.get("items"), dict):
+            item = self._narrow(sub["items"])
+            return None if item is None else {**sub, "items": item}
+        if sub.get("type") == "object" and isinstance(sub.get("properties"), dict):
+            needed = set(sub.get("required", ()))
+            props = {}
+            for key, prop in sub["properties"].items():
+                narrowed = self._narrow(prop) if isinstance(prop, dict) else prop
+                if narrowed is None and key in needed:
+                    return None  # an item that cannot be filled
+                if narrowed is not None:
+                    props[key] = narrowed
+            return {**sub, "properties": props}
         if sub.get("type") in ("number", "integer") and self.numbers is not None:
             left = [v for v, n in self.numbers.items() if n > 0]
             if sub["type"] == "integer":
                 left = [int(v) for v in left if v == int(v)]
-            return _with_enum(sub, left, required)
+            return {**sub, "enum": left} if left else None
         if sub.get("format") == "date" and self.dates is not None:
-            return _with_enum(sub, [v for v, n in self.dates.items() if n > 0], required)
+            left = [v for v, n in self.dates.items() if n > 0]
+            return {**sub, "enum": left} if left else None
         return sub
 
     def take(self, value: Any) -> None:
@@ -43,9 +62,3 @@ class ValuePool:
                 self.numbers[float(value)] -= 1
         elif isinstance(value, str) and self.dates is not None and self.dates[value] > 0:
             self.dates[value] -= 1
-
-
-def _with_enum(sub: dict[str, Any], left: list, required: bool) -> dict[str, Any] | None:
-    if left:
-        return {**sub, "enum": left}
-    return None if not required else sub

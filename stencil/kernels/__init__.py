@@ -32,6 +32,7 @@ class Kernels:
     rotary_embedding: Callable[..., None]
     silu_and_mul: Callable[..., None]
     pack_weight: Callable[[torch.Tensor], object] | None = None
+    grouped_linear: Callable[..., torch.Tensor] | None = None  # MoE experts; None: the reference
 
 
 def get_kernels(device: torch.device | str, backend: str = "auto") -> Kernels:
@@ -71,6 +72,7 @@ def get_kernels(device: torch.device | str, backend: str = "auto") -> Kernels:
                 layer.rotary_embedding,
                 layer.silu_and_mul,
                 linear.pack_weight if linear else None,
+                linear.grouped if linear else None,
             )
     return _with_reference_layer_ops(
         "reference",

@@ -70,6 +70,18 @@ class CpuLinear:
             )
         return linear(x, weight, bias)
 
+    def grouped(self, x: torch.Tensor, weights: list, counts: list[int], biases=None):
+        """Rows grouped by expert (``reference.grouped_linear``): quantized experts of one format
+        in one C call where the int8-row kernel runs, else one linear per expert."""
+        quant = self.quant
+        if (
+            quant is not None
+            and getattr(quant, "takes_grouped", None)
+            and quant.takes_grouped(weights)
+        ):
+            return quant.grouped(x, weights, counts, biases)
+        return reference.grouped_linear(x, weights, counts, biases, linear=self)
+
     def pack_weight(self, weight):
         """``weight`` in the layout this linear reads fastest: panels where the C GEMM runs its
         dtype here, else ``pack_weight``'s oneDNN layout."""

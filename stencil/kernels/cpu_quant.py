@@ -58,10 +58,16 @@ class CpuQuantLinear:
         self._kernel.argtypes = _ARGTYPES
         self._kernel.restype = None
         self._i8 = None if i8 is None else i8.qlinear_i8
+        self._grouped = None if i8 is None else i8.qlinear_i8_grouped
         if self._i8 is not None:
             self._i8.argtypes = _ARGTYPES_I8
             self._i8.restype = ctypes.c_int
+            self._grouped.argtypes = [_P, _P, ctypes.c_int, ctypes.c_int, _I64, ctypes.c_int]
+            self._grouped.argtypes += [ctypes.c_int, ctypes.c_int, _P, _P, _P, _P, _P, _P]
+            self._grouped.argtypes += [ctypes.c_int]
+            self._grouped.restype = ctypes.c_int
         self._tables: dict[int, torch.Tensor] = {}
+        self._experts: dict[tuple[int, ...], tuple] = {}
 
     @property
     def int8_activations(self) -> bool:
@@ -136,6 +142,69 @@ class CpuQuantLinear:
                 torch.get_num_threads(),
             )
         return out
+
+    def takes_grouped(self, weights) -> bool:
+        """Whether ``grouped`` runs these experts in one call (one format, 16-channel strips)."""
+        if self._grouped is None or not all(isinstance(w, QuantizedWeight) for w in weights):
+            return False
+        first = weights[0]
+        key = (first.shape, first.bits, first.group, first.zero, first.mins is None)
+        return first.shape[0] % 16 == 0 and all(
+            (w.shape, w.bits, w.group, w.zero, w.mins is None) == key for w in weights
+        )
+
+    def grouped(
+        self,
+        x: torch.Tensor,  # [M, K], rows grouped by expert
+        weights: list[QuantizedWeight],
+        counts: list[int],  # rows per expert, sum M
+        biases: list[torch.Tensor | None] | None = None,
+    ) -> torch.Tensor:  # [M, N] in x's dtype
+        """Each expert's rows times its weight, every expert in one kernel call (int8 rows)."""
+        first = weights[0]
+        n, k = first.shape
+        pointers = self._pointers(weights, biases)
+        xf = x.float().contiguous()
+        offsets = torch.tensor([0, *counts], dtype=torch.int64).cumsum(0)
+        out = torch.empty(x.shape[0], n, dtype=torch.float32)
+        if x.shape[0]:
+            status = self._grouped(
+                xf.data_ptr(),
+                offsets.data_ptr(),
+                len(weights),
+                k,
+                n,
+                first.bits,
+                first.group,
+                first.zero,
+                *(ctypes.addressof(p) for p in pointers[:5]),
+                out.data_ptr(),
+                torch.get_num_threads(),
+            )
+            if status:
+                raise MemoryError(f"grouped quantized linear: no scratch for {x.shape[0]}x{k}")
+        return out.to(x.dtype)
+
+    def _pointers(self, weights, biases) -> tuple:
+        """ctypes arrays of the experts' codes, planes, scales, mins and biases (built once)."""
+        key = tuple(id(w) for w in weights) + tuple(id(b) for b in biases or ())
+        if key not in self._experts:
+            arr = ctypes.c_void_p * len(weights)
+            bias = (
+                [None] * len(weights)
+                if biases is None
+                else [b.float().contiguous() for b in biases]
+            )
+            self._experts[key] = (
+                arr(*(w.codes.data_ptr() for w in weights)),
+                arr(*(_ptr(w.planes) for w in weights)),
+                arr(*(w.scales.data_ptr() for w in weights)),
+                arr(*(_ptr(w.mins) for w in weights)),
+                arr(*(_ptr(b) for b in bias)),
+                weights,
+                bias,  # kept alive with the pointers
+            )
+        return self._experts[key]
 
     def _table(self, zero: int) -> torch.Tensor:
         if zero not in self._tables:  # bf16 of (code - zero), code 0..63

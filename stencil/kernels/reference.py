@@ -20,6 +20,27 @@ def linear(x: torch.Tensor, weight, bias: torch.Tensor | None = None) -> torch.T
     return F.linear(x, weight, bias)
 
 
+def grouped_linear(
+    x: torch.Tensor,  # [M, K], rows grouped by expert
+    weights: list,
+    counts: list[int],  # rows of each expert, sum M
+    biases: list[torch.Tensor | None] | None = None,
+    linear=linear,
+) -> torch.Tensor:  # [M, N]
+    """Mixture-of-experts: expert e's ``counts[e]`` rows through ``linear`` with its weight (and
+    bias); experts without rows are skipped."""
+    outs, start = [], 0
+    for e, n in enumerate(counts):
+        if n:
+            outs.append(
+                linear(x[start : start + n], weights[e], None if biases is None else biases[e])
+            )
+            start += n
+    if not outs:
+        return x.new_empty(0, weights[0].shape[0])
+    return torch.cat(outs)
+
+
 def quant_linear(x: torch.Tensor, weight, bias: torch.Tensor | None = None) -> torch.Tensor:
     """The twin of the quantized kernels: dequantize the whole weight, then ``F.linear``."""
     w = weight.dequantize(torch.float32)  # [N, K]

@@ -278,3 +278,13 @@ def test_grammar_json_rules_embed_translated_schemas(smol_compiler, smol_tokeniz
 def test_grammar_json_rules_bad_input(rules):
     with pytest.raises(ConstraintError):
         translate(Constraint.grammar('start: "x" p', json_rules=rules))
+
+
+def test_validate_raises_what_compile_would_and_caches_the_result(smol_compiler):
+    bad = Constraint.json_schema({"type": "object", "properties": {"a": {"type": "strin"}}})
+    with pytest.raises(InvalidSchemaError):
+        smol_compiler.validate(bad)
+    good = Constraint.json_schema({**PERSON, "title": "validated"})
+    smol_compiler.validate(good)
+    key = f"{smol_compiler.vocab.fingerprint}|{good.key}"
+    assert smol_compiler.cache.get(key) is smol_compiler.compile(good)  # the request's compile

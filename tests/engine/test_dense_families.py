@@ -170,7 +170,8 @@ def test_dense_gguf_matches_transformers(arch, dense_gguf):
     params = SamplingParams(temperature=0, max_tokens=GEN, ignore_eos=True)
     outs = llm.generate(prompts, params, use_tqdm=False)
     assert [o.outputs[0].token_ids for o in outs] == [hf_greedy(hf, p, GEN) for p in prompts]
-    assert llm.get_metrics()["num_preemptions_total"] > 0
+    m = llm.get_metrics()
+    assert m["num_preemptions_total"] > 0 and m["prefix_cache_hits_total"] > 0
     quant = make_llm(q8, block_size=4, num_kv_blocks=128)
     assert is_quantized(quant.engine.runner.model.layers[0].self_attn.qkv_proj.weight)
     for p, ours in zip(PROMPTS, prefill_logits(quant, PROMPTS), strict=True):

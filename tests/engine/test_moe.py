@@ -161,3 +161,17 @@ def test_routers_match_transformers():
             weights, ids = route(logits.float(), spec)
         assert torch.equal(ids, idx), cls.__name__
         torch.testing.assert_close(weights, scores.float(), msg=cls.__name__)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "named"),
+    [("hidden_act", "gelu", "hidden_act"), ("router_jitter_noise", 0.1, "router_jitter_noise")],
+)
+def test_unsupported_moe_settings_are_config_errors(field, value, named):
+    from stencil.engine.errors import ConfigError
+    from stencil.engine.models.moe import moe_spec
+
+    config = MOE_BUILDERS["mixtral-swa8"]()
+    setattr(config, field, value)
+    with pytest.raises(ConfigError, match=named):
+        moe_spec(config)

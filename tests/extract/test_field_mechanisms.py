@@ -58,6 +58,12 @@ def test_value_pool_uses_each_stated_value_as_often_as_stated():
     pool.take(1190.0)
     assert 1190.0 not in pool.narrow(money, required=True)["enum"]
     assert pool.narrow({"type": "integer"}, required=True)["enum"] == [1, 400, 2, 600]
+    items = INVOICE["properties"]["line_items"]
+    amounts = pool.narrow(items, required=False)["items"]["properties"]["amount"]["enum"]
+    assert 1190.0 not in amounts and 400.0 in amounts  # items take what the total left
+    alone = ValuePool("Total: 12.50", numbers=True, dates=False)
+    alone.take(12.5)
+    assert alone.narrow(items, required=False) is None  # no amount left for any item
 
 
 def test_field_question_answers_one_key():

@@ -8,8 +8,13 @@ import torch
 from torch import nn
 
 from stencil.engine.attention import AttentionMetadata
-from stencil.engine.models.layers import RMSNorm, rope_inv_freq, rope_parameters, rope_table
-from stencil.engine.models.layers import set_weight as _set_weight
+from stencil.engine.models.layers import (
+    RMSNorm,
+    rope_inv_freq,
+    rope_parameters,
+    rope_table,
+    set_weight,
+)
 from stencil.kernels import Kernels
 from stencil.kernels.quant_weight import is_quantized
 
@@ -61,10 +66,6 @@ class DecoderForCausalLM(nn.Module):
                 self.long_rope[name] = original
             self.register_buffer(f"rope_{name}", table.to(device), persistent=False)
 
-    @property
-    def cos_sin_cache(self) -> torch.Tensor:
-        return self.rope_default
-
     def forward(
         self, input_ids, positions, kv_caches, meta: AttentionMetadata, ops: Kernels
     ) -> torch.Tensor:
@@ -106,12 +107,12 @@ class DecoderForCausalLM(nn.Module):
         embedding serves both)."""
         for module in self.modules():
             if isinstance(module, nn.Linear) and isinstance(module.weight, torch.Tensor):
-                _set_weight(module, pack(module.weight))
+                set_weight(module, pack(module.weight))
         if self.tie and isinstance(self.embed_tokens.weight, torch.Tensor):
             self.lm_head = nn.Linear(
                 self.config.hidden_size, self.config.vocab_size, bias=False, device="meta"
             )
-            _set_weight(self.lm_head, pack(self.embed_tokens.weight))
+            set_weight(self.lm_head, pack(self.embed_tokens.weight))
             self.tie = False
 
     def compute_logits(self, hidden: torch.Tensor, ops: Kernels) -> torch.Tensor:

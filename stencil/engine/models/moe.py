@@ -12,12 +12,13 @@ ones are packed like any projection.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 from torch import nn
 
 from stencil.engine.errors import ConfigError
-from stencil.kernels import Kernels
+from stencil.kernels import Kernels, reference
 
 MOE_MODEL_TYPES = ("qwen2_moe", "qwen3_moe", "mixtral", "gpt_oss")
 
@@ -104,12 +105,15 @@ class Expert(nn.Module):
 
     def forward(self, x: torch.Tensor, ops: Kernels) -> torch.Tensor:
         gate_up = ops.linear(x, self.gate_up_proj.weight, self.gate_up_proj.bias)  # [T, 2I]
+        return ops.linear(self.activation(gate_up, ops), self.down_proj.weight, self.down_proj.bias)
+
+    def activation(self, gate_up: torch.Tensor, ops: Kernels) -> torch.Tensor:
+        """``gate_up [T, 2I]`` -> ``[T, I]``: SiLU(gate) * up, or GPT-OSS's clamped SwiGLU."""
         if self.limit is not None:
-            act = clamped_swiglu(gate_up, self.limit, self.alpha)
-        else:
-            act = gate_up.new_empty(x.shape[0], self.inter)
-            ops.silu_and_mul(act, gate_up)
-        return ops.linear(act, self.down_proj.weight, self.down_proj.bias)  # [T, hidden]
+            return clamped_swiglu(gate_up, self.limit, self.alpha)
+        act = gate_up.new_empty(gate_up.shape[0], self.inter)
+        ops.silu_and_mul(act, gate_up)
+        return act
 
 
 class SparseMoeBlock(nn.Module):
@@ -139,22 +143,28 @@ class SparseMoeBlock(nn.Module):
     def run_experts(
         self, x: torch.Tensor, weights: torch.Tensor, ids: torch.Tensor, ops: Kernels
     ) -> torch.Tensor:
-        """Each expert's linears once over the rows routed to it; experts without rows skip."""
+        """Rows grouped by expert; each expert's two linears run once over its rows (one call
+        for all experts where the kernel set has ``grouped_linear``); experts without rows skip."""
         k = ids.shape[1]
         flat = ids.flatten()  # [T * k]
         order = torch.argsort(flat, stable=True)  # assignments grouped by expert
         counts = torch.bincount(flat, minlength=self.spec.num_experts).tolist()
         tokens = order // k  # [T * k] row of each grouped assignment
         scale = weights.flatten()[order].to(x.dtype).unsqueeze(1)  # [T * k, 1]
-        outs = []
-        start = 0
-        for expert, n in zip(self.experts, counts, strict=True):
-            if n:
-                outs.append(expert(x[tokens[start : start + n]], ops))  # [n, hidden]
-                start += n
+        grouped = ops.grouped_linear or partial(reference.grouped_linear, linear=ops.linear)
+        gate_up = [e.gate_up_proj for e in self.experts]
+        down = [e.down_proj for e in self.experts]
+        bias = self.spec.bias
+        h = grouped(
+            x[tokens],
+            [m.weight for m in gate_up],
+            counts,
+            [m.bias for m in gate_up] if bias else None,
+        )  # [T * k, 2I]
+        act = self.experts[0].activation(h, ops)  # [T * k, I]
+        h = grouped(act, [m.weight for m in down], counts, [m.bias for m in down] if bias else None)
         out = torch.zeros_like(x)
-        if outs:
-            out.index_add_(0, tokens, torch.cat(outs) * scale)
+        out.index_add_(0, tokens, h * scale)
         return out
 
 

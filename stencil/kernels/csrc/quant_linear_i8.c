@@ -222,3 +222,58 @@ int qlinear_i8(const float *x, int64_t M, int K, int64_t N, int bits, int G, int
     return -1;
 #endif
 }
+
+/* Mixture-of-experts: E weights of one format (K, N, bits, G, zero), expert e's rows of x are
+ * [offsets[e], offsets[e + 1]) (rows grouped by expert), each multiplied by its expert's weight
+ * (and bias, or NULL) into the same rows of out [M, N]. One parallel region for every expert: the
+ * work units are (expert, row tile, strip), so a step's routed rows cost one fork-join per
+ * projection instead of one per expert. Returns 0, or -1 when scratch memory is short. */
+int qlinear_i8_grouped(const float *x, const int64_t *offsets, int E, int K, int64_t N, int bits,
+                       int G, int zero, const void *const *codes, const uint32_t *const *planes,
+                       const uint16_t *const *scales, const uint16_t *const *mins,
+                       const float *const *bias, float *out, int nthreads) {
+#ifdef HAVE_KERNEL
+    const int64_t M = offsets[E], strips = N / 16, blocks = K / BLOCK, groups = K / G;
+    int8_t *q = malloc(M * K + 64);
+    float *d = malloc(M * blocks * sizeof(float) + 64);
+    int32_t *sq = malloc(M * groups * sizeof(int32_t) + 64);
+    int64_t *first = malloc((E + 1) * sizeof(int64_t));
+    if (!q || !d || !sq || !first) {
+        free(q); free(d); free(sq); free(first);
+        return -1;
+    }
+    first[0] = 0;
+    for (int e = 0; e < E; e++) {
+        const int64_t rows = offsets[e + 1] - offsets[e];
+        first[e + 1] = first[e] + (rows + ROW_TILE - 1) / ROW_TILE * strips;
+    }
+#pragma omp parallel num_threads(nthreads)
+    {
+#pragma omp for schedule(static)
+        for (int64_t m = 0; m < M; m++)
+            quantize_row(x + m * K, K, G, q + m * K, d + m * blocks, sq + m * groups);
+#pragma omp for schedule(static)
+        for (int64_t u = 0; u < first[E]; u++) {
+            int lo = 0, hi = E - 1; /* the expert whose units hold u: first[e] <= u < first[e + 1] */
+            while (lo < hi) {
+                const int mid = (lo + hi + 1) / 2;
+                if (first[mid] <= u) lo = mid; else hi = mid - 1;
+            }
+            const int e = lo;
+            const int64_t t = (u - first[e]) / strips, s = (u - first[e]) % strips;
+            const int64_t m0 = offsets[e] + t * ROW_TILE, end = offsets[e + 1];
+            const int rows = end - m0 < ROW_TILE ? (int)(end - m0) : ROW_TILE;
+            const QW w = {K, bits, G, bits == 8 ? zero + 128 : zero, mins[e] != 0,
+                          (const uint8_t *)codes[e], planes[e], scales[e], mins[e]};
+            strip_tile(&w, s, q + m0 * K, d + m0 * blocks, sq + m0 * groups, rows, bias[e],
+                       out + m0 * N, N);
+        }
+    }
+    free(q); free(d); free(sq); free(first);
+    return 0;
+#else
+    (void)x; (void)offsets; (void)E; (void)K; (void)N; (void)bits; (void)G; (void)zero;
+    (void)codes; (void)planes; (void)scales; (void)mins; (void)bias; (void)out; (void)nthreads;
+    return -1;
+#endif
+}
