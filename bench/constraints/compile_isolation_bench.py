@@ -26,7 +26,8 @@ import statistics
 import time
 
 from bench.common import pct, table
-from bench.constraints.constraints_bench import CATEGORIES, DATA, VOCAB_SIZE, qwen_tokenizer
+from bench.constraints.constraints_bench import CATEGORIES, DATA
+from bench.constraints.engines import VOCAB_SIZE, qwen_tokenizer
 from stencil.constraints import (
     CompileMemoryError,
     CompileTimeoutError,

@@ -43,6 +43,12 @@ def _string_end(
     plan: SemanticPlan,
     table: TokenTable,
 ) -> list[int]:
+    # a string with no check of its own, not an item of a checked-unique array: closing it
+    # cannot be refused, whatever its text; only what a token adds after the quote can be
+    parent = state.stack[-1] if state.stack else None
+    if state.loc is None and (parent is None or parent.seen is None):
+        live = table.has_quote & ~(table.clean_quote & table.inert_rest)
+        return _try_each(np.flatnonzero(bits & live), state, history, tracker, table)
     ids = np.flatnonzero(bits & table.has_quote)
     groups: dict[bytes, list[int]] = {}
     slow: list[int] = []

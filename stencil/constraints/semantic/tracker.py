@@ -24,6 +24,8 @@ _KEY, _COLON, _VALUE, _AFTER = range(4)
 _WHITESPACE = frozenset(b" \t\n\r")
 _NUMBER_BYTES = frozenset(b"0123456789+-.eE")
 _LITERAL_LENGTH = {ord("t"): 4, ord("f"): 5, ord("n"): 4}
+_VERDICTS = 1024  # value verdicts remembered per matcher (then forgotten at once)
+_VERDICT_TEXT = 4096  # longest value text remembered
 
 
 class Checks(Protocol):
@@ -87,12 +89,29 @@ class State:
 class Tracker:
     """Feeds bytes through ``State``s, consulting ``checks`` at every completion."""
 
-    __slots__ = ("checks", "failure")
+    __slots__ = ("checks", "failure", "verdicts")
 
     def __init__(self, checks: Checks) -> None:
         self.checks = checks
         self.failure: Any = None
         """The location of the last refused completion (for error messages)."""
+        self.verdicts: dict[tuple[Any, bytes], bool] = {}
+        """``value_ok`` per (location, value text): a mask tries many tokens that complete the
+        same value (``"}``, ``"},``, ``"}]`` after one string), validated once."""
+
+    def value_ok(self, loc: Any, text: bytes) -> tuple[bool, Any]:
+        """``(verdict, parsed value or None)`` for the value ``text`` at ``loc``."""
+        key = (loc, text)  # the key holds ``loc``: its id is never reused while cached
+        verdict = self.verdicts.get(key)
+        if verdict is not None:
+            return verdict, None
+        value = json.loads(text)
+        verdict = self.checks.value_ok(loc, value)
+        if len(text) <= _VERDICT_TEXT:
+            if len(self.verdicts) >= _VERDICTS:
+                self.verdicts.clear()
+            self.verdicts[key] = verdict
+        return verdict, value
 
     def initial(self) -> State:
         return State(loc=None)
@@ -217,11 +236,14 @@ class _Reader:
         parent = self.stack[-1] if self.stack else None
         seen = parent.seen if parent is not None else None
         if loc is not None or seen is not None:
-            value = json.loads(self.text(start, end))
-            if loc is not None and not self.checks.value_ok(loc, value):
-                self.t.failure = loc
-                return False
+            text, value = bytes(self.text(start, end)), None
+            if loc is not None:
+                ok, value = self.t.value_ok(loc, text)
+                if not ok:
+                    self.t.failure = loc
+                    return False
             if seen is not None:
+                value = json.loads(text) if value is None else value
                 canon = self.checks.canonical(value)
                 if canon in seen:
                     self.t.failure = ("uniqueItems", parent.loc)
