@@ -117,7 +117,9 @@ def test_block_decoding_matches_gguf_dequantize(qtype):
         assert np.abs(got - want).max() <= bound
     else:
         np.testing.assert_array_equal(got, want)
-    assert np.sqrt(((want - w) ** 2).mean()) < 0.1  # the encoders give valid blocks
+    # the encoders give valid blocks: MXFP4's e2m1 codes under a power-of-two block scale round
+    # coarser than the integer formats (RMS ~0.11 of a unit normal)
+    assert np.sqrt(((want - w) ** 2).mean()) < (0.15 if qtype == "MXFP4" else 0.1)
 
 
 @pytest.mark.parametrize("arch", ["llama", "qwen2"])

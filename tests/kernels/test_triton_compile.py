@@ -19,7 +19,9 @@ from triton.compiler import ASTSource  # noqa: E402
 from stencil.kernels import triton_attention, triton_bitmask, triton_kv  # noqa: E402
 
 _ATTN_PTRS = ("q_ptr", "k_cache_ptr", "v_cache_ptr", "out_ptr")
-_ATTN_I32_PTRS = {"block_tables_ptr": "*i32", "tiles_ptr": "*i32", "qk_scale": "fp32"}
+_ATTN_I32_PTRS = {
+    "block_tables_ptr": "*i32", "tiles_ptr": "*i32", "qk_scale": "fp32", "sinks_ptr": "*fp32",
+}  # fmt: skip
 
 
 def _compile(fn, types: dict[str, str], constexprs: dict[str, object]) -> None:
@@ -52,7 +54,7 @@ def test_attention_compiles(
     types |= {"part_out_ptr": "*fp32" if split else ptr, "part_lse_ptr": "*fp32" if split else ptr}
     constexprs = {
         "BLOCK_SIZE": 16, "GROUP": group, "BLOCK_M": block_m, "BLOCK_N": 32, "D_PAD": 128,
-        "HAS_WINDOW": window, "SPLIT": split,
+        "HAS_WINDOW": window, "SPLIT": split, "HAS_SINKS": window,  # sinks beside windows: GPT-OSS
         "DOT_PRECISION": "ieee" if dtype == "fp32" else "tf32",
     }  # fmt: skip
     _compile(triton_attention._paged_attention_kernel, types, constexprs)
@@ -64,8 +66,11 @@ def test_merge_bitmask_write_kv_compile() -> None:
         "part_out_ptr": "*fp32",
         "part_lse_ptr": "*fp32",
         "rows_ptr": "*i32",
+        "sinks_ptr": "*fp32",
     }
-    _compile(triton_attention._merge_splits_kernel, types, {"S_PAD": 16, "D_PAD": 128})
+    for has_sinks in (False, True):
+        _compile(triton_attention._merge_splits_kernel, types,
+                 {"S_PAD": 16, "D_PAD": 128, "HAS_SINKS": has_sinks})  # fmt: skip
     for has_indices in (False, True):
         types = {"logits_ptr": "*fp32", "bitmask_ptr": "*i32", "indices_ptr": "*i64"}
         _compile(triton_bitmask._apply_bitmask_kernel, types,
