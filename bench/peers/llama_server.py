@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import time
 from pathlib import Path
 
@@ -14,10 +15,8 @@ import httpx
 
 from stencil.testing.serve_process import ServeProcess, free_port, start_process
 
-LLAMA_SERVER = os.environ.get(
-    "LLAMA_SERVER",
-    "/work/llamacpp/llama_cpp_python-0.3.36/vendor/llama.cpp/build/bin/llama-server",
-)
+# the peer's binary: $LLAMA_SERVER, else llama-server on PATH
+LLAMA_SERVER = os.environ.get("LLAMA_SERVER") or shutil.which("llama-server") or ""
 
 
 def available() -> bool:
