@@ -34,7 +34,6 @@ class LLMEngine:
         self.config = config
         if config.num_threads:
             torch.set_num_threads(config.num_threads)
-        torch.set_flush_denormal(True)  # a few dequantized weights are denormal: slow on CPU
         self.model_path = resolve_model_path(config.model)
         self.hf_config = load_config(self.model_path)
         self.tokenizer = AutoTokenizer.from_pretrained(str(self.model_path))

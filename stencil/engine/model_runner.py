@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 
@@ -88,15 +89,28 @@ class ModelRunner:
         if not computed:
             return torch.empty(0), []
         meta, input_ids, pos, row_of = self._prepare(computed)
-        hidden = self.model(input_ids, pos, self.kv_caches, meta, self.ops)  # [T, hidden]
+        with flush_denormal():
+            hidden = self.model(input_ids, pos, self.kv_caches, meta, self.ops)  # [T, hidden]
         self._pool(computed, hidden, meta.cu_seqlens_q)
         rows = [row_of[(seq.fork_of or seq).seq_id] for seq in samplers]
         if not rows:
             return torch.empty(0), []
         if rows != list(range(hidden.shape[0])):  # a decode step samples every row, in order
             hidden = hidden[torch.tensor(rows, device=self.device)]
-        logits = self.model.compute_logits(hidden, self.ops)
+        with flush_denormal():
+            logits = self.model.compute_logits(hidden, self.ops)
         return logits, samplers
+
+
+@contextlib.contextmanager
+def flush_denormal():
+    """Denormals flushed to zero for the forward only (a few dequantized weights are denormal,
+    slow on CPU). The mode is per thread and would otherwise leak into the caller's own maths."""
+    torch.set_flush_denormal(True)
+    try:
+        yield
+    finally:
+        torch.set_flush_denormal(False)
 
     def _prepare(self, computed) -> tuple[AttentionMetadata, torch.Tensor, torch.Tensor, dict]:
         """The step's metadata: token ids, positions and cache slots (one tensor of three rows),

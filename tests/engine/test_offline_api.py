@@ -181,3 +181,13 @@ def test_offline_generate_is_not_limited_by_the_waiting_queue(tiny_models):
     )
     outs = llm.generate([[1, 2, i] for i in range(5)], G, use_tqdm=False)
     assert len(outs) == 5 and all(o.finished for o in outs)
+
+
+def test_generate_leaves_the_callers_float_mode_alone(llm):
+    """The forward flushes denormals for speed; the caller's thread gets subnormals back after
+    (hypothesis and numpy refuse to run under flush-to-zero)."""
+    import sys
+
+    tiny = sys.float_info.min
+    llm.generate(["a b c"], G)
+    assert tiny / 2 > 0.0
