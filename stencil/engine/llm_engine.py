@@ -23,6 +23,8 @@ from stencil.engine.sampling_params import SamplingParams
 from stencil.engine.scheduler import Scheduler
 from stencil.engine.sequence import Sequence, SequenceStatus
 from stencil.engine.sliding_blocks import SlidingBlocks
+from stencil.engine.spec_decode.drafter import Drafter
+from stencil.engine.spec_decode.verifier import Verifier, split_rows
 
 logger = logging.getLogger(__name__)
 
@@ -77,6 +79,16 @@ class LLMEngine:
         self._next_seq_id = 0
         self.output = OutputProcessor(
             self.tokenizer, self.vocab_size, self.eos_token_ids, config.reasoning_end, self.metrics
+        )
+        spec = config.speculative_config
+        self.drafter = Drafter(spec) if spec is not None else None
+        self.verifier = Verifier(
+            self.guided,
+            self.sampler,
+            self.output,
+            self.block_manager,
+            self.metrics,
+            self.runner.ops,
         )
 
     # ---- requests ----------------------------------------------------------------------
@@ -186,6 +198,8 @@ class LLMEngine:
     # ---- the step ------------------------------------------------------------------------
     def step(self) -> list[RequestOutput]:
         touched = self._admit_compiled()
+        if self.drafter is not None:
+            self.drafter.propose(self.scheduler.running)
         sched = self.scheduler.schedule()
         if sched.scheduled:
             touched |= self._run(sched)
@@ -195,6 +209,7 @@ class LLMEngine:
         try:  # per-row failures end only their own sequence (guided stage, sampler)
             with torch.inference_mode():
                 logits, seqs = self.runner.execute(sched)
+                logits, seqs, drafting = split_rows(logits, seqs)
                 self.guided.apply(logits, seqs, self.runner.ops)
                 rows = self.sampler(logits, seqs)
         except Exception as e:  # a batch-wide failure (the forward): fail the batch, keep serving
@@ -209,6 +224,9 @@ class LLMEngine:
         for seq, row in zip(seqs, rows, strict=True):
             if not row.failed and not seq.is_finished:
                 self.output.append(seq, row.token, row.logprobs)
+        with torch.inference_mode():
+            for seq, seq_logits in drafting:
+                self.verifier.verify(seq, seq_logits)
         return {s.seq.request_id for s in sched.scheduled}
 
     def _admit_compiled(self) -> set[str]:
