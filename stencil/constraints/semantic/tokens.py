@@ -45,7 +45,14 @@ def closes_from_structure(data: bytes) -> bool:
 class TokenTable:
     """``bytes`` of every token, and index arrays over token ids."""
 
-    __slots__ = ("bytes", "has_quote", "closes_struct", "closes_number", "clean_quote", "inert_rest")
+    __slots__ = (
+        "bytes",
+        "has_quote",
+        "closes_struct",
+        "closes_number",
+        "clean_quote",
+        "inert_rest",
+    )
 
     def __init__(self, vocab: TokenVocab) -> None:
         size = vocab.tokenizer_size
