@@ -165,7 +165,7 @@ class LLMEngine:
             max_len,
             gen,
         )
-        seq.reasoning_done = self.config.reasoning_end is None
+        seq.reasoning_done = (req.params.reasoning_end or self.config.reasoning_end) is None
         return seq
 
     def abort_request(self, request_id: str) -> RequestOutput | None:

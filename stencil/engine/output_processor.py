@@ -139,7 +139,7 @@ class OutputProcessor:
             return self._finish_on_token(seq, None, keep_text=False)
         old = len(seq.text)
         delta = self.detokenizer.step(seq)
-        if not seq.reasoning_done and self.reasoning_end in seq.text:
+        if not seq.reasoning_done and (p.reasoning_end or self.reasoning_end) in seq.text:
             seq.reasoning_done = True
         if p.stop and delta and (hit := find_stop(seq.text, len(seq.text) - old, p.stop)):
             i, s = hit
