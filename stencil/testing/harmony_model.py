@@ -102,9 +102,9 @@ def build_tiny_gpt_oss(root: Path, chat_template: str) -> Path:
     config.vocab_size = VOCAB
     config.max_position_embeddings = 4096
     out = build_tiny_model("gpt-oss-harmony", root / "model", root / "tokenizer", config)
-    GenerationConfig(bos_token_id=199998, eos_token_id=EOS_IDS, pad_token_id=199999).save_pretrained(
-        out
-    )
+    GenerationConfig(
+        bos_token_id=199998, eos_token_id=EOS_IDS, pad_token_id=199999
+    ).save_pretrained(out)
     return out
 
 

@@ -94,9 +94,7 @@ def tokenizer(harmony_dir):
 
 @pytest.fixture(scope="module")
 def encoding(harmony_dir):
-    return openai_harmony.load_harmony_encoding(
-        openai_harmony.HarmonyEncodingName.HARMONY_GPT_OSS
-    )
+    return openai_harmony.load_harmony_encoding(openai_harmony.HarmonyEncodingName.HARMONY_GPT_OSS)
 
 
 # ---- the prompt: the template against openai-harmony -------------------------------------------
@@ -189,7 +187,11 @@ def client(harmony_dir):
 
     engine = AsyncLLMEngine.from_config(
         EngineConfig(
-            model=str(harmony_dir), seed=0, dtype="float32", device="cpu", num_threads=1,
+            model=str(harmony_dir),
+            seed=0,
+            dtype="float32",
+            device="cpu",
+            num_threads=1,
             max_model_len=1024,
         )  # fmt: skip
     )
@@ -231,8 +233,14 @@ def test_response_format_streams_and_parses(client):
 
 
 @pytest.mark.parametrize("stream", [False, True])
-def test_required_call_after_free_analysis(client, stream):
-    kwargs = dict(model="model", messages=USER, tools=TOOLS, tool_choice="required", max_tokens=80)
+def test_required_call_after_free_analysis(client, tokenizer, stream):
+    """The analysis channel is favoured (``logit_bias``), its text free; the call follows
+    (closed within max_tokens when the analysis runs on)."""
+    (analysis,) = tokenizer("analysis", add_special_tokens=False).input_ids
+    kwargs = dict(
+        model="model", messages=USER, tools=TOOLS, tool_choice="required", max_tokens=80,
+        logit_bias={str(analysis): 30},
+    )  # fmt: skip
     if not stream:
         choice = client.chat.completions.create(**kwargs, seed=1).choices[0]
         calls, message = choice.message.tool_calls, choice.message
@@ -248,7 +256,7 @@ def test_required_call_after_free_analysis(client, stream):
     assert finish == "tool_calls" and len(calls) == 1
     assert calls[0].id.startswith("call_")
     jsonschema.validate(json.loads(calls[0].function.arguments), SCHEMAS[calls[0].function.name])
-    assert isinstance(reasoning, str)
+    assert "analysis" in reasoning
     _no_markers(reasoning)
 
 

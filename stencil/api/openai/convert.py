@@ -93,7 +93,8 @@ def convert_chat(req: ChatCompletionRequest, model: ModelInfo) -> Plan:
     if model.harmony is not None:
         _check_harmony_messages(req)
     fmt = model.call_format
-    text = render_chat(req, model.tokenizer, plan, model.max_model_len, fmt)
+    harmony = model.harmony is not None
+    text = render_chat(req, model.tokenizer, plan, model.max_model_len, fmt, harmony)
     ids = prompt_ids(model, text, "messages")
     sources = collect_sources(req)
     tokens, special = added_tokens(model.tokenizer, fmt)

@@ -45,9 +45,10 @@ def harmony_tokens(tokenizer: Any) -> dict[str, int] | None:
 def tool_grammar(
     tools: list[Tool], *, auto: bool, tokens: dict[str, int]
 ) -> tuple[str, dict[str, Any]]:
-    """``(lark, json_rules)`` for ``Constraint.grammar``: messages on ``analysis`` or
-    ``commentary`` (free text), then one call to one of ``tools`` (harmony ends the turn at
-    ``<|call|>``: one call per reply) or, in ``auto``, a free ``final`` answer."""
+    """``(lark, json_rules)`` for ``Constraint.grammar``: an optional ``analysis`` message and
+    an optional ``commentary`` preamble (free text), then one call to one of ``tools`` (harmony
+    ends the turn at ``<|call|>``: one call per reply) or, in ``auto``, a free ``final``
+    answer. One message per channel keeps a close near ``max_tokens`` short."""
 
     def tok(text: str) -> str:
         return f"<[{tokens[text]}]>"
@@ -59,10 +60,11 @@ def tool_grammar(
         rules[name] = tool.function.parameters or {"type": "object", "properties": {}}
         head = json.dumps(f"{tool.function.name} ")
         calls.append(f'{head} {tok("<|constrain|>")} "json" {msg} {name}')
+    then = f'TEXT {tok("<|end|>")} {tok("<|start|>")} "assistant"'
     lines = [
-        "start: pre* " + ("(final | call)" if auto else "call"),
-        f'pre: {ch} ("analysis" | "commentary") {msg} TEXT {tok("<|end|>")} '
-        f'{tok("<|start|>")} "assistant"',
+        "start: analysis? preamble? " + ("(final | call)" if auto else "call"),
+        f'analysis: {ch} "analysis" {msg} {then}',
+        f'preamble: {ch} "commentary" {msg} {then}',
         f'call: {ch} "commentary to=functions." ({" | ".join(calls)})',
         _TEXT,
     ]
