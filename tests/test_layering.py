@@ -30,7 +30,15 @@ ALLOWED = {
     "playground": {"api", "extract", "engine", "constraints", "root"},
     "cli": {"playground", "api", "extract", "engine", "constraints", "root"},
     "testing": {
-        "playground", "api", "extract", "engine", "constraints", "kernels", "paths", "root", "cli",
+        "playground",
+        "api",
+        "extract",
+        "engine",
+        "constraints",
+        "kernels",
+        "paths",
+        "root",
+        "cli",
     },
 }
 # what ``extract`` may use of the engine: the public API

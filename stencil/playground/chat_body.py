@@ -76,8 +76,7 @@ def chat_body(spec: RunSpec, tokenizer: Any, context: int) -> tuple[dict[str, An
         spec.max_tokens,
         context,
         counter,
-        lambda messages: sum(counter.count(m["content"]) for m in messages)
-        + _CHAT_OVERHEAD_TOKENS,
+        lambda messages: sum(counter.count(m["content"]) for m in messages) + _CHAT_OVERHEAD_TOKENS,
     )
     try:
         prompt = builder.build(spec.filename, spec.document)

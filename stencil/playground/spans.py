@@ -64,10 +64,10 @@ def _find(
             return at, at + len(leaf), "verbatim"
         return next(((s, e, "stated") for s, e, iso in dates if iso == leaf), None)
     if isinstance(leaf, int | float):
-        stated = next(((s, e, "stated") for s, e, v in numbers if v == leaf), None)
-        if stated is not None:
-            return stated
         text = str(leaf)
+        for start, end, v in numbers:
+            if v == leaf:
+                return start, end, "verbatim" if document[start:end] == text else "stated"
         at = document.find(text)
         return (at, at + len(text), "verbatim") if at >= 0 else None
     return None

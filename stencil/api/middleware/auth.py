@@ -55,7 +55,6 @@ ROUTE_AUTH = MappingProxyType(
         "/v1/playground/request": KEY,
         "/v1/playground/documents": KEY,
         "/v1/playground/spans": KEY,
-        "/v1/playground/trace": KEY,
         "/v1/playground/facts": KEY,
     }
 )
