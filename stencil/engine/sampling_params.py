@@ -47,6 +47,7 @@ class SamplingParams:
     include_stop_str_in_output: bool = False
     constraint: Constraint | None = None
     close_on_length: bool = False
+    trace: bool = False  # record a ConstraintTrace (engine/constraint_trace.py) per completion
 
     def __post_init__(self) -> None:
         if isinstance(self.stop, str):

@@ -26,6 +26,7 @@ from stencil.api.state import AppState
 from stencil.playground.chat_body import RunSpec, chat_body
 from stencil.playground.facts import server_facts
 from stencil.playground.spans import locate
+from stencil.playground.trace import traced_completion
 
 ASSETS = {"app.js": "text/javascript", "app.css": "text/css"}
 MAX_FILES = 200
@@ -86,6 +87,11 @@ def playground_routes(state: AppState) -> APIRouter:
         if not isinstance(document, str) or "value" not in payload:
             raise bad_request("give document (a string) and value (the extracted JSON)")
         return {"spans": await asyncio.to_thread(locate, document, payload["value"])}
+
+    @router.post("/v1/playground/trace")
+    async def trace(request: Request) -> dict[str, Any]:
+        st = ready(state)
+        return await traced_completion(st, await json_body(request, st))
 
     @router.get("/v1/playground/facts")
     async def facts() -> dict[str, Any]:

@@ -131,3 +131,28 @@ def test_many_files_give_a_table_and_a_csv_row_each(page) -> None:
     for line in lines:
         jsonschema.validate(json.loads(line)["data"], SCHEMA)
     page.screenshot(path=str(SHOTS / "results.png"))
+
+
+def test_the_constraint_view_lists_forced_tokens(page) -> None:
+    fixed = {
+        "type": "object",
+        "properties": {"first_name": {"type": "string"}, "age_in_years": {"type": "integer"}},
+        "required": ["first_name", "age_in_years"],
+    }
+    _paste(page, fixed, DOC)
+    page.click("#tab-constraint")
+    page.click("#trace")
+    page.wait_for_selector("#trace-tokens li", timeout=120_000)
+    tokens = page.eval_on_selector_all(
+        "#trace-tokens .tok", "ts => ts.map(t => [t.dataset.kind, t.dataset.text])"
+    )
+    text = "".join(t for _, t in tokens)
+    value = json.loads(text)
+    jsonschema.validate(value, fixed)
+    forced = "".join(t for kind, t in tokens if kind == "forced")
+    assert "first_name" in forced and "age_in_years" in forced  # the keys: the grammar's
+    assert tokens[0][0] == "sampled"  # a step always starts with the model's choice
+    assert page.locator("#trace-chart svg rect").count() == len(tokens)
+    summary = page.inner_text("#trace-summary")
+    assert f"{len(tokens)} tokens" in summary and "Mask" in summary and "forward" in summary
+    page.screenshot(path=str(SHOTS / "constraint.png"))

@@ -311,8 +311,9 @@ function renderTrace(t) {
     `. Mask ${ms(t.mask_seconds)} vs forward ${ms(t.forward_seconds)} over ${t.steps} steps; finish: ${t.finish_reason}.`;
   $("trace-tokens").replaceChildren(...t.tokens.map((tok) => {
     const li = document.createElement("li");
-    const span = Object.assign(document.createElement("span"), { className: `tok ${tok.kind}`, textContent: tok.text });
-    span.dataset.kind = tok.kind;
+    const shown = tok.text.replace(/ /g, "\u00b7").replace(/\n/g, "\u21b5").replace(/\t/g, "\u2192");
+    const span = Object.assign(document.createElement("span"), { className: `tok ${tok.kind}`, textContent: shown });
+    Object.assign(span.dataset, { kind: tok.kind, text: tok.text });
     span.title = tok.kind === "sampled" ? `chosen among ${tok.allowed} allowed tokens` : tok.kind === "forced" ? "forced by the grammar (jump-forward)" : tok.kind === "closed" ? "closed by close_on_length" : "unconstrained";
     li.append(span, tok.kind === "sampled" ? `${tok.allowed}` : tok.kind === "forced" ? "forced" : tok.kind);
     return li;
