@@ -15,10 +15,10 @@ from stencil.constraints import Constraint, ConstraintError, uses_grounding
 from stencil.engine.errors import RequestError
 from stencil.engine.sampling_params import SamplingParams
 from stencil.extract import questions
+from stencil.extract.field_plan import FieldPlan
 from stencil.extract.prompt import HFTokenCounter, PromptBuilder, PromptTemplate, field_list
 from stencil.extract.records import Job, Outcome
 from stencil.extract.regions import check_record
-from stencil.extract.value_pool import ValuePool
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,26 +160,16 @@ class EngineExtractor:
         return doc.outcome(self.spec.schema)
 
     def _field_parts(self, rid: str, filename: str, schema: dict, doc: _Doc) -> Iterator[tuple]:
-        """One question per field, (request id, prompt ids, answer schema), each narrowed to the
-        numbers and dates the answers before it left: required fields first, arrays last (a
-        line item then takes what the total left, not the other way round)."""
+        """One question per field, (request id, prompt ids, answer schema), each narrowed to
+        what the document states for it and the answers before it left (``field_plan``)."""
         head = questions.USER.format(
             fields=field_list(self.spec.schema), filename=filename, document=doc.document
         )
-        pool = ValuePool(doc.document, self.spec.ground_numbers, self.spec.ground_dates)
-        required = set(schema.get("required", ()))
-        props = schema.get("properties", {})
-        for key in sorted(props, key=lambda k: (_is_array(props[k]), k not in required)):
-            sub = pool.narrow(props[key], key in required)
-            if sub is None:
-                continue
-            q = questions.field_question(key, sub, key in required)
+        plan = FieldPlan(schema, doc.document, self.spec.ground_numbers, self.spec.ground_dates)
+        for q in plan.questions(doc.answers):
             messages = [{"role": "system", "content": questions.SYSTEM},
                         {"role": "user", "content": head + q.text}]  # fmt: skip
-            yield f"{rid}:{key}", self._prompt_ids(messages), q.schema
-            answer = _loads(doc.answers.get(key, ""))
-            if isinstance(answer, dict) and key in answer:
-                pool.take(answer[key])
+            yield f"{rid}:{q.key}", self._prompt_ids(messages), q.schema
 
 
 @dataclass(slots=True)
@@ -232,10 +222,6 @@ class _Doc:
             finish_reason=self.finish_reason,
             warnings=self.warnings,
         )
-
-
-def _is_array(sub: Any) -> bool:
-    return isinstance(sub, dict) and sub.get("type") == "array"
 
 
 def _loads(text: str) -> Any:
