@@ -306,9 +306,23 @@ LABELS: dict[str, tuple[str, ...]] = {
         "ogg.",
     ),  # fmt: skip
     "birth": (
-        "date of birth", "born", "birth date", "dob", "geboren", "geboren am", "geburtsdatum",
-        "geb.", "né le", "née le", "date de naissance", "fecha de nacimiento", "nacido el",
-        "nacida el", "nato il", "nata il", "data di nascita",
+        "date of birth",
+        "born",
+        "birth date",
+        "dob",
+        "geboren",
+        "geboren am",
+        "geburtsdatum",
+        "geb.",
+        "né le",
+        "née le",
+        "date de naissance",
+        "fecha de nacimiento",
+        "nacido el",
+        "nacida el",
+        "nato il",
+        "nata il",
+        "data di nascita",
     ),  # fmt: skip
     "title": (
         "receipt",

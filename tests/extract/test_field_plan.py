@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from test_extract_fixtures import INVOICE_DE
 
 from stencil.extract.field_plan import FieldPlan
 from stencil.extract.labels import LabelIndex
@@ -31,21 +32,7 @@ Subtotal                                 1,580.00
 VAT 20%                                    316.00
 Total due                               £1,896.00
 """
-DE = """Schreinerei Holzwurm GmbH · Lindenweg 3 · 79098 Freiburg
-
-Rechnung Nr. 2025-0042
-Rechnungsdatum: 03.02.2025
-Kunde: Café Morgenrot
-
-Pos. Bezeichnung            Menge   Betrag
-1    Tischplatte Eiche          1   840,00
-2    Montage                    3   210,00
-
-Nettobetrag:        1.050,00 €
-zzgl. 19 % MwSt.:     199,50 €
-Gesamtbetrag:       1.249,50 €
-Zahlbar bis 17.02.2025 ohne Abzug.
-"""
+DE = INVOICE_DE
 FR = """Plomberie Martin SARL
 Facture n° F-7781 du 2 avril 2025
 
