@@ -148,9 +148,11 @@ def _concepts(label: str) -> frozenset[str]:
     return frozenset(c for c, words in LABELS.items() if key in words or key.rstrip(":") in words)
 
 
+_LABEL = _pattern()  # every label of the lexicon, longest first
+
+
 def _hits(document: str) -> list[Hit]:
-    pattern = _pattern()
-    found = [(m.start(), m.end(), _concepts(m.group())) for m in pattern.finditer(document)]
+    found = [(m.start(), m.end(), _concepts(m.group())) for m in _LABEL.finditer(document)]
     hits = []
     for i, (start, end, concepts) in enumerate(found):
         line_end = document.find("\n", end)
