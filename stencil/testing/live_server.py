@@ -29,6 +29,19 @@ class LiveServer:
 
         return OpenAI(base_url=self.v1, api_key=self.api_key, max_retries=0, **kwargs)
 
+    def langchain(self, **kwargs: Any) -> Any:
+        """LangChain's ``ChatOpenAI`` on this server, greedy."""
+        from langchain_openai import ChatOpenAI
+
+        return ChatOpenAI(
+            base_url=self.v1,
+            api_key=self.api_key,
+            model=self.model,
+            temperature=0,
+            max_retries=0,
+            **kwargs,
+        )
+
     def metrics(self) -> dict[str, float]:
         import httpx
 
