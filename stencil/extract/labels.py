@@ -123,11 +123,21 @@ class LabelIndex:
 
     @cached_property
     def _numbers(self) -> list[tuple[int, int, list[float]]]:
-        return number_spans(self.document)
+        return number_runs(self.document)
 
     @cached_property
     def _dates(self) -> list[tuple[int, int, str]]:
         return date_spans(self.document) or []
+
+
+def number_runs(text: str) -> list[tuple[int, int, list[float]]]:
+    """``(start, end, readings)`` of each number ``text`` states, in order (readings as
+    ``numbers_in``: one, two where the decimal mark stays unknown; a spaced run also reads as
+    its parts, after the whole)."""
+    runs: dict[tuple[int, int], list[float]] = {}
+    for start, end, value in number_spans(text):
+        runs.setdefault((start, end), []).append(value)
+    return [(start, end, values) for (start, end), values in runs.items()]
 
 
 def _name_like(text: str) -> bool:

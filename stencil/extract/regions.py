@@ -15,8 +15,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from stencil.constraints import date_mentions, date_spans, number_spans, numbers_in
-from stencil.extract.labels import LabelIndex
+from stencil.constraints import date_mentions, date_spans, numbers_in
+from stencil.extract.labels import LabelIndex, number_runs
 
 _TAIL = " \t€£$¥₹%*ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 _LEAD = re.compile(r"^(?:\d{1,3}[.)]?\s+)")
@@ -61,7 +61,7 @@ def _rows(document: str) -> list[tuple[str, set[float], float | None]]:
     labelled = {document.count("\n", 0, hit.start) for hit in LabelIndex(document).hits}
     rows = []
     for i, line in enumerate(document.splitlines()):
-        spans = number_spans(line)
+        spans = number_runs(line)
         tail = line[spans[-1][1] :] if spans else line
         ends = bool(spans) and not tail.strip(_TAIL) and i not in labelled
         ends = ends and date_spans(line) == []  # a date's line is no item's row

@@ -58,17 +58,14 @@ def numbers_in(source: str) -> list[float]:
 
 def number_mentions(source: str) -> list[float]:
     """Every reading of every number a text states (as ``numbers_in``, repeats kept)."""
-    return [v for _, _, readings in number_spans(source) for v in readings]
+    return [value for _, _, value in number_spans(source)]
 
 
-def number_spans(source: str) -> list[tuple[int, int, list[float]]]:
-    """``(start, end, readings)`` of each number the text states, in order (readings as
-    ``numbers_in``: one, or two where the decimal mark stays unknown; a spaced run also reads
-    as its parts)."""
-    matches = list(_NUMBER.finditer(source))
-    mark = decimal_mark([m.group() for m in matches])
-    spans = [(m.start(), m.end(), _readings(m.group(), mark)) for m in matches]
-    return [span for span in spans if span[2]]
+def number_spans(source: str) -> list[tuple[int, int, float]]:
+    """``(start, end, reading)`` for every reading of every number a text states, in order."""
+    found = list(_NUMBER.finditer(source))
+    mark = decimal_mark([m.group() for m in found])
+    return [(m.start(), m.end(), v) for m in found for v in _readings(m.group(), mark)]
 
 
 def decimal_mark(runs: list[str]) -> str | None:
@@ -131,18 +128,13 @@ def date_mentions(source: str) -> list[str] | None:
 
 
 def date_spans(source: str) -> list[tuple[int, int, str]] | None:
-    """``(start, end, iso)`` of each date the text states, in order, or ``None`` as
-    ``dates_in``."""
+    """``(start, end, iso)`` for every date a text states, in order, or ``None`` as ``dates_in``."""
     found = []
-    for pattern in _DATES:
+    for pattern in [*_DATES, _DOTTED]:
         for m in pattern.finditer(source):
             iso = _iso(m.groupdict())
             if iso is not None:
                 found.append((m.start(), m.end(), iso))
-    for m in _DOTTED.finditer(source):
-        iso = _iso(m.groupdict())
-        if iso is not None:
-            found.append((m.start(), m.end(), iso))
     day_first = decimal_mark([m.group() for m in _NUMBER.finditer(source)]) == ","
     for m in _SLASHED.finditer(source):
         a, b, year = (int(g) for g in m.groups())
