@@ -138,7 +138,7 @@ def date_spans(source: str) -> list[tuple[int, int, str]] | None:
     day_first = decimal_mark([m.group() for m in _NUMBER.finditer(source)]) == ","
     for m in _SLASHED.finditer(source):
         a, b, year = (int(g) for g in m.groups())
-        if a > 12 or day_first:
+        if a > 12 or day_first or a == b:
             day, month = a, b
         elif b > 12:
             day, month = b, a
