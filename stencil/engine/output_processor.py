@@ -64,6 +64,7 @@ class OutputProcessor:
                 and in_window(seq, self._search(seq))
             )
             snapshot = Snapshot.take(seq) if closing else None
+            start, closed = seq.num_tokens, False
             if lp is not None:
                 seq.logprobs.append(lp)
                 seq.cumulative_logprob += lp.chosen.logprob
@@ -71,7 +72,9 @@ class OutputProcessor:
             if guided:
                 self._jump_forward(seq)
             if closing and (not seq.is_finished or seq.finish_reason == "length"):
-                self._close(seq, snapshot)
+                closed = self._close(seq, snapshot)
+            if seq.trace is not None:
+                seq.trace.on_tokens(seq.token_ids[start:], closed)
         except Exception as e:
             logger.exception("post-processing failed for %s", seq.request_id)
             seq.finish("error", error=f"internal error: {type(e).__name__}")
@@ -92,24 +95,26 @@ class OutputProcessor:
                 if seq.is_finished:
                     return
 
-    def _close(self, seq: Sequence, snapshot: Snapshot) -> None:
+    def _close(self, seq: Sequence, snapshot: Snapshot) -> bool:
         """close_on_length: the model goes on while a closing path fits the budget; once this
         step's tokens leave none (or stopped at the budget mid-structure), undo them and append
         the path that fitted before. When none fits either way (a budget too small for the
-        structure), generate on as plain max_tokens would."""
+        structure), generate on as plain max_tokens would. True when a closing path replaced
+        this step's tokens."""
         left = seq.max_len - seq.num_tokens
         search = self._search(seq)
         if not seq.is_finished and shortest_close(seq.matcher, search, left) is not None:
-            return
+            return False
         path = self._close_before_step(seq, snapshot)
         if path is None:
             seq.close_hopeless = True
-            return
+            return False
         for token in path:
             self._push(seq, token)
             if seq.is_finished:
-                return
+                return True
         seq.finish("stop")
+        return True
 
     def _close_before_step(self, seq: Sequence, snapshot: Snapshot) -> list[int] | None:
         """A closing path from before this step's tokens, which are then undone; None (and the

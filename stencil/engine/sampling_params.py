@@ -51,6 +51,7 @@ class SamplingParams:
     constraint: Constraint | None = None
     close_on_length: bool = False
     reasoning_end: str | None = None
+    trace: bool = False  # record a ConstraintTrace (engine/constraint_trace.py) per completion
 
     def __post_init__(self) -> None:
         if isinstance(self.stop, str):
