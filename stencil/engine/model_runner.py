@@ -101,17 +101,6 @@ class ModelRunner:
             logits = self.model.compute_logits(hidden, self.ops)
         return logits, samplers
 
-
-@contextlib.contextmanager
-def flush_denormal():
-    """Denormals flushed to zero for the forward only (a few dequantized weights are denormal,
-    slow on CPU). The mode is per thread and would otherwise leak into the caller's own maths."""
-    torch.set_flush_denormal(True)
-    try:
-        yield
-    finally:
-        torch.set_flush_denormal(False)
-
     def _prepare(self, computed) -> tuple[AttentionMetadata, torch.Tensor, torch.Tensor, dict]:
         """The step's metadata: token ids, positions and cache slots (one tensor of three rows),
         int32 block tables, offsets; and each sequence's last row (its logits row)."""
@@ -223,3 +212,14 @@ def kv_pool_sizes(config: EngineConfig, sliding: list[bool], window, block_bytes
     if not full_layers:  # the full pool only keeps the books (prefix hashes, lengths)
         return max(total // layers, 2), n_sliding_blocks
     return max((total - n_sliding_blocks * n_sliding) // full_layers, 2), n_sliding_blocks
+
+
+@contextlib.contextmanager
+def flush_denormal():
+    """Denormals flushed to zero for the forward only (a few dequantized weights are denormal,
+    slow on CPU). The mode is per thread and would otherwise leak into the caller's own maths."""
+    torch.set_flush_denormal(True)
+    try:
+        yield
+    finally:
+        torch.set_flush_denormal(False)
