@@ -178,13 +178,23 @@ def serve(args: argparse.Namespace) -> int:
             server.should_exit = True
             raise
 
-    app = create_app(load, settings)
+    app = create_app(load, settings, extra_routes(settings))
     server = StencilServer(app, settings)
     server.run()
     if failed:
         print(f"stencil serve: the model failed to load: {failed[0]}", file=sys.stderr)
         return 1
     return 0
+
+
+def extra_routes(settings: Any) -> list[Any]:
+    """The routers ``stencil serve`` mounts beside the API: the playground unless
+    ``--no-playground`` (then nothing of it is imported)."""
+    if not settings.playground:
+        return []
+    from stencil.playground import playground_routes
+
+    return [playground_routes]
 
 
 def generate(args: argparse.Namespace) -> int:

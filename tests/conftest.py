@@ -6,6 +6,23 @@ from collections.abc import Iterator
 
 import pytest
 
+from stencil.testing.live_server import LiveServer, serving
+
+API_KEY = "sk-stencil-test"
+
+
+@pytest.fixture(scope="session")
+def live_server() -> Iterator[LiveServer]:
+    """A real uvicorn server on 127.0.0.1 (a free port) around the embedded model, with the API
+    key set and the playground mounted (as ``stencil serve`` does): the API tests (tests/api)
+    and the playground's (tests/playground) share it."""
+    from stencil.engine.async_engine import AsyncLLMEngine
+    from stencil.engine.config import EngineConfig
+
+    engine = AsyncLLMEngine.from_config(EngineConfig(model=None, seed=0))
+    with serving(engine, API_KEY, playground=True) as live:
+        yield live
+
 
 @pytest.fixture(scope="session")
 def ray_address() -> Iterator[str]:

@@ -1,6 +1,6 @@
 """Every import arrow of the package, read from the source with ``ast`` (lazy imports included):
 
-    cli -> {api, extract} -> engine -> {constraints, kernels}
+    cli -> playground -> {api, extract} -> engine -> {constraints, kernels}
 
 ``extract`` uses only the public engine API (and the server over HTTP); ``constraints`` and
 ``kernels`` import neither each other nor anything above them; the engine takes from
@@ -26,8 +26,20 @@ ALLOWED = {
     "api": {"engine", "constraints", "paths"},
     "extract": {"engine", "constraints", "root"},
     "root": {"engine", "constraints"},
-    "cli": {"api", "extract", "engine", "constraints", "root"},
-    "testing": {"api", "extract", "engine", "constraints", "kernels", "paths", "root", "cli"},
+    # the playground page: the server's routes plus stencil extract's prompt, library and readers
+    "playground": {"api", "extract", "engine", "constraints", "root"},
+    "cli": {"playground", "api", "extract", "engine", "constraints", "root"},
+    "testing": {
+        "playground",
+        "api",
+        "extract",
+        "engine",
+        "constraints",
+        "kernels",
+        "paths",
+        "root",
+        "cli",
+    },
 }
 # what ``extract`` may use of the engine: the public API
 PUBLIC_ENGINE = {

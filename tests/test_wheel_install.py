@@ -1,6 +1,7 @@
 """A non-editable install works: the wheel built from this tree, installed into a fresh virtual
 environment, runs ``stencil generate``, ``stencil extract --schema invoice`` and ``stencil serve``
-from a folder outside the source tree (the schema library is package data, not the source tree's).
+from a folder outside the source tree (the schema library and the playground's page are package
+data, not the source tree's).
 
 The new venv sees this environment's site-packages through a ``.pth`` line, so the dependencies
 are not downloaded again; ``.ci/run``'s own fresh venv is what proves they are all declared."""
@@ -154,6 +155,8 @@ def test_serve_answers_from_the_wheel(wheel_env):
     try:
         models = _poll(f"http://127.0.0.1:{port}/v1/models", proc)
         assert models["data"][0]["id"]
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/playground/app.js") as r:
+            assert b"streamChat" in r.read()  # the playground's files are package data
     finally:
         proc.terminate()
         assert proc.wait(timeout=60) == 0, proc.stderr.read()

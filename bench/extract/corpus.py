@@ -179,7 +179,8 @@ def receipt(lang: str, rng: random.Random):
     pay = rng.choice(["cash", "card", "mobile", None])
     layout = rng.choice(["till", "kv"])
     city = rng.choice(CITIES[lang])
-    lines = [merchant.upper() if layout == "till" else merchant, city,
+    merchant = merchant.upper() if layout == "till" else merchant  # the label: as printed
+    lines = [merchant, city,
              f"{date_text(day, lang, rng)}  {rng.randint(8, 20)}:{rng.randint(0, 59):02d}", ""]  # fmt: skip
     lines += [f"{it['description']:<26}{money_number(it['amount'], lang, rng):>10}" for it in items]
     lines += ["", *_totals_lines(lang, net, tax, total, currency, rng)]

@@ -11,10 +11,10 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import APIRouter, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -54,9 +54,13 @@ REQUEST_MODELS = [
 
 
 def create_app(
-    engine: ServingEngine | Callable[[], ServingEngine], config: ServerConfig | None = None
+    engine: ServingEngine | Callable[[], ServingEngine],
+    config: ServerConfig | None = None,
+    extra_routes: Sequence[Callable[[AppState], APIRouter]] = (),
 ) -> FastAPI:
-    """Build the app around an engine (or a factory that builds one after startup)."""
+    """Build the app around an engine (or a factory that builds one after startup).
+    ``extra_routes``: routers built from the app state and mounted beside the API (the
+    playground, which sits above this package: ``stencil.playground.playground_routes``)."""
     state = AppState(config or ServerConfig())
     factory: Callable[[], ServingEngine] | None = None
     if callable(engine) and not hasattr(engine, "generate"):
@@ -80,6 +84,8 @@ def create_app(
     app.include_router(api_routes(state))
     app.include_router(embedding_routes(state))
     app.include_router(responses_routes(state))
+    for routes in extra_routes:
+        app.include_router(routes(state))
     install_openapi(app, REQUEST_MODELS, lambda: state.model_name)
     undecided = undecided_routes(route_paths(app.routes))
     if undecided:

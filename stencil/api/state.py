@@ -51,6 +51,10 @@ class ServerConfig:
     max_stored_response_bytes: int = _opt(
         64 << 20, "bytes of JSON the stored responses may hold in all (LRU eviction beyond)"
     )
+    playground: bool = _opt(
+        True,
+        "serve the playground page at / (--no-playground: not mounted, nothing of it imported)",
+    )
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:

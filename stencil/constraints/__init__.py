@@ -24,8 +24,10 @@ from .grounding import uses_grounding
 from .grounding.stated import (
     currencies_in,
     date_mentions,
+    date_spans,
     dates_in,
     number_mentions,
+    number_spans,
     numbers_in,
 )
 from .limits import Limits
@@ -57,8 +59,10 @@ __all__ = [
     "bitmask_to_bool",
     "currencies_in",
     "date_mentions",
+    "date_spans",
     "dates_in",
     "number_mentions",
+    "number_spans",
     "numbers_in",
     "translate",
     "uses_grounding",

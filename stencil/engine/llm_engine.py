@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import logging
 import random
+import time
 
 import torch
 
 from stencil.engine.block_manager import BlockManager
 from stencil.engine.config import EngineConfig
+from stencil.engine.constraint_trace import ConstraintTrace
 from stencil.engine.errors import ConfigError, QueueFullError, RequestError
 from stencil.engine.guided import GuidedDecoding
 from stencil.engine.metrics import EngineMetrics
@@ -177,7 +179,8 @@ class LLMEngine:
             max_len,
             gen,
         )
-        seq.reasoning_done = self.config.reasoning_end is None
+        seq.reasoning_done = (req.params.reasoning_end or self.config.reasoning_end) is None
+        seq.trace = ConstraintTrace() if req.params.trace else None
         return seq
 
     def abort_request(self, request_id: str) -> RequestOutput | None:
@@ -208,9 +211,10 @@ class LLMEngine:
     def _run(self, sched) -> set[str]:
         try:  # per-row failures end only their own sequence (guided stage, sampler)
             with torch.inference_mode():
+                start = time.perf_counter()
                 logits, seqs = self.runner.execute(sched)
                 logits, seqs, drafting = split_rows(logits, seqs)
-                self.guided.apply(logits, seqs, self.runner.ops)
+                self.guided.apply(logits, seqs, self.runner.ops, time.perf_counter() - start)
                 rows = self.sampler(logits, seqs)
         except Exception as e:  # a batch-wide failure (the forward): fail the batch, keep serving
             logger.exception("step failed")

@@ -62,6 +62,7 @@ class Sequence:
     close_probe_at: int = 0  # close_on_length: measure it again at this many tokens
     pooler: Pooler | None = None  # an embedding request (prefill only, no sampling)
     embedding: list[float] | None = None
+    trace: Any = None  # a ConstraintTrace when params.trace (engine/constraint_trace.py)
 
     def __post_init__(self) -> None:
         self.prefix_offset = max(self.prompt_len - 5, 0)

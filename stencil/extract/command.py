@@ -72,9 +72,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--per-field",
         action=argparse.BooleanOptionalAction,
         default=True,
-        help="one short question per top-level field over the shared document prefix, then one "
-        "record (default: on; --no-per-field: one request per document, faster, less accurate; "
-        "a --prompt-template or --server always asks once per document)",
+        help="one short question per top-level field over the shared document prefix (a "
+        "--prompt-template renders that prefix), each narrowed to what the document's labels "
+        "state, then one record (default: on, with --server too; --no-per-field: one request "
+        "per document)",
     )
     parser.add_argument(
         "--concurrency",

@@ -92,12 +92,21 @@ def read_document(path: str) -> Document:
     except DocumentError as e:
         doc.sha256, doc.error = file_sha256(path), str(e)
         return doc
-    doc.sha256 = hashlib.sha256(data).hexdigest()
+    return read_bytes(path, data)
+
+
+def read_bytes(name: str, data: bytes) -> Document:
+    """Convert one file's content (``name`` picks the format by its suffix, as for a path);
+    problems become ``Document.error``, never exceptions."""
+    doc = Document(name, hashlib.sha256(data).hexdigest())
+    if len(data) > MAX_FILE_BYTES:
+        doc.error = f"file too large ({len(data)} bytes > {MAX_FILE_BYTES})"
+        return doc
     if not data:
         doc.error = "empty file"
         return doc
     try:
-        doc.text, doc.encoding = _to_text(path, data)
+        doc.text, doc.encoding = _to_text(name, data)
     except DocumentError as e:
         doc.error = str(e)
         return doc

@@ -15,10 +15,10 @@ from stencil.constraints import Constraint, ConstraintError, uses_grounding
 from stencil.engine.errors import RequestError
 from stencil.engine.sampling_params import SamplingParams
 from stencil.extract import questions
-from stencil.extract.prompt import HFTokenCounter, PromptBuilder, PromptTemplate, field_list
+from stencil.extract.field_plan import FieldPlan
+from stencil.extract.prompt import SAFETY_TOKENS, HFTokenCounter, PromptBuilder, PromptTemplate
 from stencil.extract.records import Job, Outcome
 from stencil.extract.regions import check_record
-from stencil.extract.value_pool import ValuePool
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,9 +39,9 @@ class ExtractSpec:
     """Free ``format: date`` fields only take dates the document states (normalized to ISO;
     free when it states none or writes one ambiguously, such as 03/04/2024)."""
     per_field: bool = True
-    """One short question per top-level field over the shared document prefix (``questions``),
-    then one record from the answers; False: one request answers the whole record. A custom
-    prompt template always asks once."""
+    """One short question per top-level field over the shared document prefix (``questions``,
+    ``field_plan``), then one record from the answers; False: one request answers the whole
+    record. A custom prompt template is the prefix its questions follow."""
 
     def constraint(self, document: str | None = None, schema: dict | None = None) -> Constraint:
         """The constraint for one document (``None``: the document-independent check) and
@@ -60,6 +60,19 @@ class ExtractSpec:
             ground_dates=self.ground_dates,
         )
 
+    def field_prefix(self, prompt: list[dict], filename: str, document: str) -> list[dict]:
+        """The chat every field question of one document starts with (``prompt``: the
+        template rendered for it)."""
+        default = self.template == PromptTemplate.load(None)
+        return questions.field_prefix(prompt, default, self.schema, filename, document)
+
+    def question_reserve(self, counter: Any) -> int:
+        """Prompt tokens a field question takes beyond the rendered template (0: one request
+        per document)."""
+        if not self.per_field:
+            return 0
+        return counter.count(questions.longest_question(self.schema)) + SAFETY_TOKENS
+
     @property
     def per_document(self) -> bool:
         """Whether each document gets its own constraint (grounding)."""
@@ -75,16 +88,17 @@ class EngineExtractor:
         self.llm = llm
         self.engine = llm.engine
         self.spec = spec
-        self.per_field = spec.per_field and spec.template == PromptTemplate.load(None)
-        tokenizer = llm.get_tokenizer()
+        self.per_field = spec.per_field
+        counter = HFTokenCounter(llm.get_tokenizer())
         self.builder = PromptBuilder(
             spec.template,
             spec.schema,
             spec.instructions,
             spec.max_tokens,
             self.engine.max_model_len,
-            HFTokenCounter(tokenizer),
+            counter,
             lambda messages: len(self._prompt_ids(messages)),
+            spec.question_reserve(counter),
         )
         self.params = SamplingParams(
             max_tokens=spec.max_tokens,
@@ -136,7 +150,7 @@ class EngineExtractor:
         schema = questions.narrow_schema(self.spec.schema, prompt.document)
         doc = _Doc(job, prompt.document, prompt.warnings, self.per_field)
         if self.per_field:
-            doc.parts = self._field_parts(rid, job.path, schema, doc)
+            doc.parts = self._field_parts(rid, job.path, schema, doc, prompt.messages)
         else:
             doc.parts = iter([(rid, self._prompt_ids(prompt.messages), schema)])
         return self._advance(doc, docs)
@@ -159,27 +173,16 @@ class EngineExtractor:
                 doc.error = str(e)
         return doc.outcome(self.spec.schema)
 
-    def _field_parts(self, rid: str, filename: str, schema: dict, doc: _Doc) -> Iterator[tuple]:
-        """One question per field, (request id, prompt ids, answer schema), each narrowed to the
-        numbers and dates the answers before it left: required fields first, arrays last (a
-        line item then takes what the total left, not the other way round)."""
-        head = questions.USER.format(
-            fields=field_list(self.spec.schema), filename=filename, document=doc.document
-        )
-        pool = ValuePool(doc.document, self.spec.ground_numbers, self.spec.ground_dates)
-        required = set(schema.get("required", ()))
-        props = schema.get("properties", {})
-        for key in sorted(props, key=lambda k: (_is_array(props[k]), k not in required)):
-            sub = pool.narrow(props[key], key in required)
-            if sub is None:
-                continue
-            q = questions.field_question(key, sub, key in required)
-            messages = [{"role": "system", "content": questions.SYSTEM},
-                        {"role": "user", "content": head + q.text}]  # fmt: skip
-            yield f"{rid}:{key}", self._prompt_ids(messages), q.schema
-            answer = _loads(doc.answers.get(key, ""))
-            if isinstance(answer, dict) and key in answer:
-                pool.take(answer[key])
+    def _field_parts(
+        self, rid: str, filename: str, schema: dict, doc: _Doc, prompt: list[dict]
+    ) -> Iterator[tuple]:
+        """One question per field, (request id, prompt ids, answer schema), each narrowed to
+        what the document states for it and the answers before it left (``field_plan``)."""
+        prefix = self.spec.field_prefix(prompt, filename, doc.document)
+        plan = FieldPlan(schema, doc.document, self.spec.ground_numbers, self.spec.ground_dates)
+        for q in plan.questions(doc.answers):
+            messages = questions.field_messages(prefix, q)
+            yield f"{rid}:{q.key}", self._prompt_ids(messages), q.schema
 
 
 @dataclass(slots=True)
@@ -232,10 +235,6 @@ class _Doc:
             finish_reason=self.finish_reason,
             warnings=self.warnings,
         )
-
-
-def _is_array(sub: Any) -> bool:
-    return isinstance(sub, dict) and sub.get("type") == "array"
 
 
 def _loads(text: str) -> Any:

@@ -106,6 +106,8 @@ class PromptBuilder:
     context: int | None
     counter: TokenCounter
     measure: Callable[[list[dict[str, str]]], int]
+    reserve: int = 0
+    """Tokens kept free besides max_tokens (a field question appended to the prompt)."""
 
     def build(self, filename: str, document: str) -> Prompt:
         """Messages for one document; ValueError when not even an empty document fits."""
@@ -118,7 +120,7 @@ class PromptBuilder:
         }
         if self.context is None:
             return Prompt(self.template.messages(values), [], document)
-        room = self.context - self.max_tokens - SAFETY_TOKENS
+        room = self.context - self.max_tokens - SAFETY_TOKENS - self.reserve
         overhead = self.measure(self.template.messages({**values, "document": ""}))
         budget = room - overhead
         if budget <= 0:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from stencil.constraints import currencies_in, dates_in, numbers_in
+from stencil.extract.prompt import field_list
 
 SYSTEM = "You extract data from documents. Copy values exactly as written in the document."
 # the document first (shared by every question), then the one field asked
@@ -32,6 +33,36 @@ class FieldQuestion:
     """The answer's schema: an object with just this field."""
     text: str
     """The question, appended to the document prefix."""
+
+
+def field_prefix(
+    prompt: list[dict[str, str]],
+    default: bool,
+    schema: dict[str, Any],
+    filename: str,
+    document: str,
+) -> list[dict[str, str]]:
+    """The chat every question of one document starts with: the default template's short
+    form (system line, field list, document), or a custom template's rendered ``prompt``."""
+    if not default:
+        return prompt
+    head = USER.format(fields=field_list(schema), filename=filename, document=document)
+    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": head}]
+
+
+def field_messages(prefix: list[dict[str, str]], q: FieldQuestion) -> list[dict[str, str]]:
+    """``prefix`` with the question after its last message (the shared part stays a prefix)."""
+    *rest, last = prefix
+    sep = "" if last["content"].endswith("\n\n") else "\n\n"
+    return [*rest, {**last, "content": last["content"] + sep + q.text}]
+
+
+def longest_question(schema: dict[str, Any]) -> str:
+    """The longest question text the schema's fields can ask (for the prompt's budget)."""
+    required = set(schema.get("required", ()))
+    texts = [_question(k, v, k in required) for k, v in schema.get("properties", {}).items()
+             if isinstance(v, dict)]  # fmt: skip
+    return max(texts, key=len, default="")
 
 
 def narrow_schema(schema: dict[str, Any], document: str) -> dict[str, Any]:

@@ -1,18 +1,25 @@
 """The grounding check of an assembled record: values the document states once fill one field,
 and array items come from distinct regions (lines) of the document.
 
-- An array item (an object) is kept only when one line of the document holds all its string
-  values and states all its numbers, and no earlier item took that line: an item is never
-  repeated unless the document repeats it, and never assembled from scattered words.
+- An array item (an object) is kept only when one row of the document holds it: its first
+  string is the row's leading text (a table's first column), the row ends with one of its
+  numbers (the line's amount) and states the others, it holds no label (Total, VAT, Date ...),
+  and no earlier item took it: an item is never repeated unless the document repeats it, and
+  never assembled from scattered words or a sentence.
 - Two top-level fields with the same value where the document states it once: the first (in the
   schema's order, or the required one) keeps it, the other is left out when it is optional.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
-from stencil.constraints import date_mentions, numbers_in
+from stencil.constraints import date_mentions, date_spans, numbers_in
+from stencil.extract.labels import LabelIndex, number_runs
+
+_TAIL = " \t€£$¥₹%*ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+_LEAD = re.compile(r"^(?:\d{1,3}[.)]?\s+)")
 
 
 def check_record(schema: dict[str, Any], data: dict[str, Any], document: str) -> dict[str, Any]:
@@ -33,27 +40,44 @@ def check_record(schema: dict[str, Any], data: dict[str, Any], document: str) ->
 
 
 def distinct_row_items(items: list[Any], document: str) -> list[Any]:
-    """The items each found on a line of their own (in order; the first line that fits)."""
-    lines = [(line, set(numbers_in(line))) for line in document.splitlines()]
+    """The items each found on a row of their own (in order; the first row that fits)."""
+    rows = _rows(document)
     used: set[int] = set()
     kept = []
     for item in items:
-        row = next((i for i, (line, nums) in enumerate(lines)
-                    if i not in used and _on_line(item, line, nums)), None)  # fmt: skip
+        row = next((i for i, (text, nums, last) in enumerate(rows)
+                    if i not in used and _on_row(item, text, nums, last)), None)  # fmt: skip
         if row is not None:
             used.add(row)
             kept.append(item)
     return kept
 
 
-def _on_line(item: Any, line: str, numbers: set[float]) -> bool:
-    values = item.values() if isinstance(item, dict) else [item]
-    for v in values:
-        if isinstance(v, str) and v not in line:
-            return False
-        if isinstance(v, (int, float)) and not isinstance(v, bool) and float(v) not in numbers:
-            return False
-    return True
+def _rows(document: str) -> list[tuple[str, set[float], float | None]]:
+    """Each line as a table row: its leading text (before a wide gap or its first number, a
+    position number dropped), the numbers it states, the amount it ends with (None: the line
+    does not end with a number, or it holds a date or a label such as Total or VAT: not an
+    item's row)."""
+    labelled = {document.count("\n", 0, hit.start) for hit in LabelIndex(document).hits}
+    rows = []
+    for i, line in enumerate(document.splitlines()):
+        spans = number_runs(line)
+        tail = line[spans[-1][1] :] if spans else line
+        ends = bool(spans) and not tail.strip(_TAIL) and i not in labelled
+        ends = ends and date_spans(line) == []  # a date's line is no item's row
+        text = _LEAD.sub("", line.strip())
+        text = re.split(r"\s{2,}|\t|\s(?=[-+]?[\d€£$])", text)[0]
+        rows.append((text, set(numbers_in(line)), spans[-1][2][0] if ends else None))
+    return rows
+
+
+def _on_row(item: Any, text: str, numbers: set[float], last: float | None) -> bool:
+    values = list(item.values()) if isinstance(item, dict) else [item]
+    strings = [v for v in values if isinstance(v, str)]
+    nums = [float(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    if last is None or (strings and strings[0].strip() != text) or last not in nums:
+        return False
+    return all(v in text for v in strings[1:]) and all(v in numbers for v in nums)
 
 
 def _once(data: dict[str, Any], props: dict, required: set[str], doc: str) -> dict[str, Any]:

@@ -1,6 +1,7 @@
 """The ``--server URL`` backend: the same extraction against any OpenAI-compatible server
 (``stencil serve``, vLLM, OpenAI) through ``response_format`` json_schema, ``concurrency``
-requests in flight.
+documents in flight (field by field: each document's questions one after another, so the
+server's prefix cache holds the document for the next one).
 
 The server's tokenizer is unknown here, so documents are cut by a character estimate, and only
 when the server says its context length (``max_model_len`` on ``/v1/models``, as Stencil and
@@ -9,15 +10,19 @@ vLLM do).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any
 
+from stencil.extract import questions
 from stencil.extract.engine_backend import ExtractSpec
-from stencil.extract.prompt import CharTokenCounter, PromptBuilder
+from stencil.extract.field_plan import FieldPlan
+from stencil.extract.prompt import CharTokenCounter, Prompt, PromptBuilder
 from stencil.extract.records import Job, Outcome
+from stencil.extract.regions import check_record
 
 _NAME = re.compile(r"[^a-zA-Z0-9_-]")
 _CHAT_OVERHEAD_TOKENS = 32
@@ -54,6 +59,7 @@ class ServerExtractor:
             lambda messages: (
                 sum(counter.count(m["content"]) for m in messages) + _CHAT_OVERHEAD_TOKENS
             ),
+            spec.question_reserve(counter),
         )
         name = _NAME.sub("_", str(spec.schema.get("title") or "extraction"))[:64]
         self.response_format = {
@@ -78,13 +84,17 @@ class ServerExtractor:
                 return card
         return {}
 
-    def _constraint(self, document: str) -> dict[str, Any]:
-        """The request's constraint: ``response_format``, or with grounding Stencil's
-        ``structured_outputs`` extension carrying the document as the source text."""
+    def _constraint(self, document: str, schema: dict | None = None) -> dict[str, Any]:
+        """The request's constraint (``schema``: a field question's, default the record's):
+        ``response_format``, or with grounding Stencil's ``structured_outputs`` extension
+        carrying the document as the source text."""
         if not self.spec.per_document:
-            return {"response_format": self.response_format}
+            if schema is None:
+                return {"response_format": self.response_format}
+            answer = {"name": "field", "schema": schema, "strict": True}
+            return {"response_format": {"type": "json_schema", "json_schema": answer}}
         grounded = {
-            "json": self.spec.schema,
+            "json": self.spec.schema if schema is None else schema,
             "source_text": document,
             "ground_strings": self.spec.grounded,
             "ground_numbers": self.spec.ground_numbers,
@@ -119,13 +129,9 @@ class ServerExtractor:
 
         try:
             prompt = self.builder.build(job.path, job.text)
-            response = self.client.chat.completions.create(
-                model=self.model,
-                messages=prompt.messages,
-                max_tokens=self.spec.max_tokens,
-                temperature=self.spec.temperature,
-                **self._constraint(prompt.document),
-            )
+            if self.spec.per_field:
+                return self._by_field(job, prompt)
+            response = self._ask(prompt.messages, prompt.document)
         except (OpenAIError, ValueError) as e:
             return Outcome(job.key, error=f"{type(e).__name__}: {e}"[:500])
         choice = response.choices[0]
@@ -138,3 +144,33 @@ class ServerExtractor:
             finish_reason=choice.finish_reason,
             warnings=prompt.warnings,
         )
+
+    def _ask(self, messages: list[dict], document: str, schema: dict | None = None) -> Any:
+        return self.client.chat.completions.create(
+            model=self.model,
+            messages=messages,
+            max_tokens=self.spec.max_tokens,
+            temperature=self.spec.temperature,
+            **self._constraint(document, schema),
+        )
+
+    def _by_field(self, job: Job, prompt: Prompt) -> Outcome:
+        """One request per field question (``field_plan``), one after another; one record."""
+        document = prompt.document
+        schema = questions.narrow_schema(self.spec.schema, document)
+        prefix = self.spec.field_prefix(prompt.messages, job.path, document)
+        plan = FieldPlan(schema, document, self.spec.ground_numbers, self.spec.ground_dates)
+        answers: dict[str, str] = {}
+        tokens, finish = [0, 0], "stop"
+        for q in plan.questions(answers):
+            response = self._ask(questions.field_messages(prefix, q), document, q.schema)
+            choice = response.choices[0]
+            answers[q.key] = choice.message.content or ""
+            if response.usage:
+                tokens[0] += response.usage.prompt_tokens
+                tokens[1] += response.usage.completion_tokens
+            finish = finish if choice.finish_reason == "stop" else choice.finish_reason
+        data = check_record(schema, questions.assemble(schema, answers), document)
+        return Outcome(job.key, text=json.dumps(data, ensure_ascii=False),
+                       prompt_tokens=tokens[0], completion_tokens=tokens[1],
+                       finish_reason=finish, warnings=prompt.warnings)  # fmt: skip

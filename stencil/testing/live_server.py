@@ -29,6 +29,19 @@ class LiveServer:
 
         return OpenAI(base_url=self.v1, api_key=self.api_key, max_retries=0, **kwargs)
 
+    def langchain(self, **kwargs: Any) -> Any:
+        """LangChain's ``ChatOpenAI`` on this server, greedy."""
+        from langchain_openai import ChatOpenAI
+
+        return ChatOpenAI(
+            base_url=self.v1,
+            api_key=self.api_key,
+            model=self.model,
+            temperature=0,
+            max_retries=0,
+            **kwargs,
+        )
+
     def metrics(self) -> dict[str, float]:
         import httpx
 
@@ -55,14 +68,18 @@ class LiveServer:
 
 
 @contextlib.contextmanager
-def serving(engine: Any, api_key: str | None = None) -> Iterator[LiveServer]:
-    """``engine`` behind a real uvicorn server on a free port, in a thread; shut down after."""
+def serving(
+    engine: Any, api_key: str | None = None, playground: bool = False
+) -> Iterator[LiveServer]:
+    """``engine`` behind a real uvicorn server on a free port, in a thread; shut down after.
+    ``playground``: mount the playground page as ``stencil serve`` does."""
     from stencil.api.app import ServerConfig, create_app
     from stencil.api.uvicorn_server import StencilServer
+    from stencil.cli import extra_routes
 
     port = free_port()
-    settings = ServerConfig(api_key=api_key, port=port, log_level="warning")
-    server = StencilServer(create_app(engine, settings), settings)
+    settings = ServerConfig(api_key=api_key, port=port, log_level="warning", playground=playground)
+    server = StencilServer(create_app(engine, settings, extra_routes(settings)), settings)
     thread = threading.Thread(target=server.run, name="uvicorn", daemon=True)
     thread.start()
     deadline = time.monotonic() + 60

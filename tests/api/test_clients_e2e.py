@@ -65,16 +65,7 @@ PERSON_TEXT = "Ada Lovelace was 36 years old."
 
 @pytest.fixture(scope="module")
 def chat(live_server):
-    from langchain_openai import ChatOpenAI
-
-    return ChatOpenAI(
-        base_url=live_server.v1,
-        api_key=live_server.api_key,
-        model=live_server.model,
-        temperature=0,
-        max_tokens=110,
-        max_retries=0,
-    )
+    return live_server.langchain(max_tokens=110)
 
 
 def _valid(obj: BaseModel, cls: type[BaseModel]) -> None:

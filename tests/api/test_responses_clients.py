@@ -91,17 +91,7 @@ def test_agent_named_tool_runs_and_finishes(agents_sdk, live_server):
 
 @pytest.fixture(scope="module")
 def chat(live_server):
-    from langchain_openai import ChatOpenAI
-
-    return ChatOpenAI(
-        base_url=live_server.v1,
-        api_key=live_server.api_key,
-        model=live_server.model,
-        temperature=0,
-        max_tokens=60,
-        max_retries=0,
-        use_responses_api=True,
-    )
+    return live_server.langchain(max_tokens=60, use_responses_api=True)
 
 
 def test_langchain_responses_invoke_and_stream(chat):

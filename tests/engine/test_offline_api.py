@@ -189,5 +189,6 @@ def test_generate_leaves_the_callers_float_mode_alone(llm):
     import sys
 
     tiny = sys.float_info.min
-    llm.generate(["a b c"], G)
+    (out,) = llm.generate(["a b c"], G)
+    assert len(out.outputs[0].token_ids) == G.max_tokens
     assert tiny / 2 > 0.0

@@ -15,15 +15,23 @@ from typing import Any
 
 import jsonschema
 import pytest
-from test_extract_fixtures import BAD_FILES, TEST_SCHEMA, write_sample_folder
+from test_extract_fixtures import (
+    BAD_FILES,
+    INVOICE_DE,
+    INVOICE_DE_LABELLED,
+    TEST_SCHEMA,
+    write_sample_folder,
+)
 
 from stencil.cli import build_parser
 from stencil.extract.command import run
+from stencil.extract.schema_library import resolve_schema
 from stencil.testing.ray_cluster import Killer
 from stencil.testing.serve_process import start_serve
 
 MAX_TOKENS = "48"  # TEST_SCHEMA outputs close well inside this: every readable file is ok
 RECORD_KEYS = {"file", "sha256", "ok", "tokens", "finish_reason"}
+INVOICE = resolve_schema("invoice")[1]
 
 
 @pytest.fixture(scope="module")
@@ -154,9 +162,43 @@ def test_server_gives_records_of_the_same_shape(
             schema, out, "--server", server.base_url, "--concurrency", "4", *_subset(folder)
         )
         assert _extract(argv) == 1
-    records = _records(out)
-    assert len(records) == 5 and sum(r["ok"] for r in records) == 4
-    _check_shape(records, folder)
+        records = _records(out)
+        assert len(records) == 5 and sum(r["ok"] for r in records) == 4
+        _check_shape(records, folder)
+        invoice = _invoice_files(folder.parent / "server")
+        out = folder.parent / "server_invoice.jsonl"
+        argv = _argv(invoice[0], out, "--server", server.base_url, str(invoice[1]))
+        assert _extract(argv) == 0
+    _check_labelled(_records(out))
+
+
+def _invoice_files(root: Path) -> tuple[Path, Path]:
+    """(schema file, document): the library invoice without line items, a German invoice."""
+    root.mkdir(exist_ok=True)
+    props = {k: v for k, v in INVOICE["properties"].items() if k != "line_items"}
+    schema, doc = root / "invoice.json", root / "rechnung.txt"
+    schema.write_text(json.dumps({**INVOICE, "properties": props}))
+    doc.write_text(INVOICE_DE, encoding="utf-8")
+    return schema, doc
+
+
+def _check_labelled(records: list[dict[str, Any]]) -> None:
+    """Field by field, each labelled value is the one after its label (not a subtotal, the
+    tax or the issue date again)."""
+    (record,) = records
+    assert record["ok"], record
+    data = record["data"]
+    assert {k: data.get(k) for k in INVOICE_DE_LABELLED} == INVOICE_DE_LABELLED
+    jsonschema.validate(data, INVOICE)
+
+
+def test_prompt_template_is_the_prefix_of_field_questions(llm: Any, tmp_path: Path) -> None:
+    schema, doc = _invoice_files(tmp_path)
+    template = tmp_path / "template.txt"
+    template.write_text("Read the invoice.\n---\nInvoice:\n{document}\n")
+    out = tmp_path / "out.jsonl"
+    assert _extract(_argv(schema, out, "--prompt-template", str(template), str(doc)), llm) == 0
+    _check_labelled(_records(out))
 
 
 def test_ray_two_actors_a_killed_actor_and_resume(

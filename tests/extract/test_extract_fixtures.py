@@ -28,6 +28,27 @@ TEST_SCHEMA = {
 
 BAD_FILES = {"binary.bin", "empty.txt", "broken_link.txt", "fifo.txt"}
 
+# a German invoice in the shape of a real one (not the evaluation corpus's), and the values its
+# labels give each field of the invoice schema whatever the model prefers among them
+INVOICE_DE = """Schreinerei Holzwurm GmbH · Lindenweg 3 · 79098 Freiburg
+
+Rechnung Nr. 2025-0042
+Rechnungsdatum: 03.02.2025
+Kunde: Café Morgenrot
+
+Pos. Bezeichnung            Menge   Betrag
+1    Tischplatte Eiche          1   840,00
+2    Montage                    3   210,00
+
+Nettobetrag:        1.050,00 €
+zzgl. 19 % MwSt.:     199,50 €
+Gesamtbetrag:       1.249,50 €
+Zahlbar bis 17.02.2025 ohne Abzug.
+"""
+INVOICE_DE_LABELLED = {"invoice_number": "2025-0042", "issue_date": "2025-02-03",
+                       "due_date": "2025-02-17", "buyer": "Café Morgenrot", "currency": "EUR",
+                       "total": 1249.5}  # fmt: skip
+
 
 def minimal_pdf(text: str) -> bytes:
     """A one-page PDF whose text layer says ``text`` (hand-written, correct xref offsets)."""

@@ -6,10 +6,18 @@ With an API key configured, :class:`APIKeyMiddleware` checks ``Authorization: Be
 (trailing or double slash, other case, percent-encoding, another ``Host``) and no unknown path
 reaches the app without the key. :data:`ROUTE_AUTH` names the decision for every route the app
 has; ``create_app`` refuses to build an app with a route missing from it.
+
+A browser (the playground page at ``/``) may give the key as HTTP Basic credentials instead (any
+user name, the key as password): ``/`` answers 401 with a Basic challenge, so the browser asks
+once and then sends the credentials with the page's own requests. They are refused on requests
+another site made (``Sec-Fetch-Site`` other than ``same-origin`` / ``none``), so no other page
+can ride on the credentials a browser keeps.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hmac
 from collections.abc import Iterable
 from types import MappingProxyType
@@ -39,8 +47,19 @@ ROUTE_AUTH = MappingProxyType(
         "/docs": KEY,
         "/docs/oauth2-redirect": KEY,
         "/redoc": KEY,
+        # the playground (stencil.playground, mounted by `stencil serve` unless --no-playground)
+        "/": KEY,
+        "/playground/{asset}": KEY,
+        "/v1/playground/schemas": KEY,
+        "/v1/playground/check": KEY,
+        "/v1/playground/request": KEY,
+        "/v1/playground/documents": KEY,
+        "/v1/playground/spans": KEY,
+        "/v1/playground/trace": KEY,
+        "/v1/playground/facts": KEY,
     }
 )
+BASIC_CHALLENGE_PATHS = frozenset({"/"})  # where a browser is asked for the key
 PUBLIC_PATHS = frozenset(p for p, who in ROUTE_AUTH.items() if who == PUBLIC)
 
 
@@ -71,21 +90,39 @@ class APIKeyMiddleware:
     def __init__(self, app: ASGIApp, api_key: str | None) -> None:
         self.app = app
         self.expected = f"Bearer {api_key}".encode() if api_key else None
+        self.key = api_key.encode() if api_key else b""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if self.expected is None or scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
-        if scope["path"] in PUBLIC_PATHS or hmac.compare_digest(
-            header(scope, b"authorization"), self.expected
+        given = header(scope, b"authorization")
+        if (
+            scope["path"] in PUBLIC_PATHS
+            or hmac.compare_digest(given, self.expected)
+            or self._basic_ok(scope, given)
         ):
             await self.app(scope, receive, send)
             return
+        challenge = "Bearer"
+        if scope["path"] in BASIC_CHALLENGE_PATHS:
+            challenge = 'Basic realm="stencil", charset="UTF-8"'
         error = APIError(
             "invalid or missing API key (Authorization: Bearer KEY)",
             status=401,
             type="authentication_error",
             code="invalid_api_key",
-            headers={"WWW-Authenticate": "Bearer"},
+            headers={"WWW-Authenticate": challenge},
         )
         await send_error(scope, send, error)
+
+    def _basic_ok(self, scope: Scope, given: bytes) -> bool:
+        """``Basic base64(user:KEY)`` from a same-origin (or non-browser) request."""
+        site = header(scope, b"sec-fetch-site")
+        if given[:6].lower() != b"basic " or site not in (b"", b"same-origin", b"none"):
+            return False
+        try:
+            decoded = base64.b64decode(given[6:].strip(), validate=True)
+        except (binascii.Error, ValueError):
+            return False
+        return hmac.compare_digest(decoded.partition(b":")[2], self.key)

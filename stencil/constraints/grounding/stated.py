@@ -58,12 +58,14 @@ def numbers_in(source: str) -> list[float]:
 
 def number_mentions(source: str) -> list[float]:
     """Every reading of every number a text states (as ``numbers_in``, repeats kept)."""
-    runs = [m.group() for m in _NUMBER.finditer(source)]
-    mark = decimal_mark(runs)
-    found: list[float] = []
-    for run in runs:
-        found += _readings(run, mark)
-    return found
+    return [value for _, _, value in number_spans(source)]
+
+
+def number_spans(source: str) -> list[tuple[int, int, float]]:
+    """``(start, end, reading)`` for every reading of every number a text states, in order."""
+    found = list(_NUMBER.finditer(source))
+    mark = decimal_mark([m.group() for m in found])
+    return [(m.start(), m.end(), v) for m in found for v in _readings(m.group(), mark)]
 
 
 def decimal_mark(runs: list[str]) -> str | None:
@@ -121,20 +123,22 @@ def dates_in(source: str) -> list[str] | None:
 def date_mentions(source: str) -> list[str] | None:
     """Every place a text states a calendar date (ISO, in order, repeats kept), or ``None`` as
     ``dates_in``."""
+    spans = date_spans(source)
+    return None if spans is None else [iso for _, _, iso in spans]
+
+
+def date_spans(source: str) -> list[tuple[int, int, str]] | None:
+    """``(start, end, iso)`` for every date a text states, in order, or ``None`` as ``dates_in``."""
     found = []
-    for pattern in _DATES:
+    for pattern in [*_DATES, _DOTTED]:
         for m in pattern.finditer(source):
             iso = _iso(m.groupdict())
             if iso is not None:
-                found.append((m.start(), iso))
-    for m in _DOTTED.finditer(source):
-        iso = _iso(m.groupdict())
-        if iso is not None:
-            found.append((m.start(), iso))
+                found.append((m.start(), m.end(), iso))
     day_first = decimal_mark([m.group() for m in _NUMBER.finditer(source)]) == ","
     for m in _SLASHED.finditer(source):
         a, b, year = (int(g) for g in m.groups())
-        if a > 12 or day_first:
+        if a > 12 or day_first or a == b:
             day, month = a, b
         elif b > 12:
             day, month = b, a
@@ -142,8 +146,8 @@ def date_mentions(source: str) -> list[str] | None:
             return None
         iso = _iso({"day": day, "num": month, "year": year})
         if iso is not None:
-            found.append((m.start(), iso))
-    return [iso for _, iso in sorted(found)]
+            found.append((m.start(), m.end(), iso))
+    return sorted(found)
 
 
 def currencies_in(source: str) -> list[str]:

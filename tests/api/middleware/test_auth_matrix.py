@@ -16,12 +16,16 @@ from fastapi.testclient import TestClient
 
 from stencil.api.app import ServerConfig, create_app
 from stencil.api.middleware.auth import KEY, PUBLIC, ROUTE_AUTH, route_paths, undecided_routes
+from stencil.cli import extra_routes
 
 POSTS = {"/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/tokenize", "/detokenize"}
 POSTS |= {"/v1/responses"}
-# a path parameter filled in (an unknown stored response: 404 once past auth)
+POSTS |= {f"/v1/playground/{p}" for p in ("request", "check", "documents", "spans", "trace")}
+# path parameters filled in (an unknown stored response: 404 once past auth)
 PROTECTED = sorted(
-    p.replace("{response_id}", "resp_unknown") for p, who in ROUTE_AUTH.items() if who == KEY
+    p.replace("{response_id}", "resp_unknown").replace("{asset}", "app.js")
+    for p, who in ROUTE_AUTH.items()
+    if who == KEY
 )
 
 
@@ -54,7 +58,8 @@ def bearer(server) -> dict[str, str]:
 
 
 def test_every_route_has_an_auth_decision():
-    app = create_app(no_model, ServerConfig(api_key="k"))
+    settings = ServerConfig(api_key="k")  # with the playground, as `stencil serve` runs
+    app = create_app(no_model, settings, extra_routes(settings))
     paths = route_paths(app.routes)
     assert undecided_routes(paths) == []
     assert set(ROUTE_AUTH) == set(paths), "ROUTE_AUTH names a route the app does not have"
@@ -90,14 +95,13 @@ def test_protected_route_needs_the_exact_key(live_server, path):
 
 
 def _variants(path: str) -> list[str]:
-    first = path[1]
-    encoded = f"/%{ord(first):02X}{path[2:]}"
+    encoded = [f"/%{ord(path[1]):02X}{path[2:]}"] if len(path) > 1 else ["/%2E", "/%2F"]
     return [
         path + "/",
         "/" + path,
         path.replace("/", "//"),
         path.upper(),
-        encoded,
+        *encoded,
         path.replace("/", "%2F"),
         "/." + path,
         "/x/.." + path,
@@ -125,7 +129,7 @@ def test_host_header_does_not_change_the_decision(live_server, host):
 
 def test_health_is_public_and_only_health(live_server):
     assert request(live_server, "GET", "/health") == 200
-    for path in ("/health/", "/HEALTH", "/healthz", "/v1/health", "/nothing", "/"):
+    for path in ("/health/", "/HEALTH", "/healthz", "/v1/health", "/nothing", "/", "/index.html"):
         assert request(live_server, "GET", path) == 401, path  # unknown paths are not enumerable
 
 

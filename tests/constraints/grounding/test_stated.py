@@ -39,6 +39,7 @@ def test_numbers_in_each_locale(text, numbers):
         ("Data: 24 dicembre 2024", ["2024-12-24"]),
         ("Date: 13/03/2024", ["2024-03-13"]),  # day > 12: day first whatever the locale
         ("signed 03/04/2024, total 12.50", None),  # decimal points: day or month first unknown
+        ("Sevilla, 11/11/2024", ["2024-11-11"]),  # day = month: one reading either way
     ],
 )
 def test_dates_in_each_locale(text, dates):

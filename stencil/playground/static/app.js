@@ -1,0 +1,406 @@
+// Stencil playground: plain JavaScript, no library. Every call goes to this server; an API key
+// given to the browser (HTTP Basic, password = key) travels with each request on its own.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+const state = { library: [], files: [], results: [], checkTimer: null, checkSeq: 0 };
+const SAMPLE_SCHEMA = {
+  type: "object",
+  properties: { name: { type: "string" }, age: { type: "integer" } },
+  required: ["name", "age"],
+};
+
+async function api(path, body) {
+  const init = body === undefined ? {} : {
+    method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body),
+  };
+  const resp = await fetch(path, init);
+  const data = await resp.json().catch(() => ({}));
+  if (!resp.ok) throw new Error(errorText(data, resp.status));
+  return data;
+}
+
+function errorText(data, status) {
+  const e = data && data.error;
+  return e ? e.message + (e.param ? ` (param: ${e.param})` : "") : `HTTP ${status}`;
+}
+
+// ---- constraint: library, kinds, validation as you type ------------------------------------
+function runSpec(documentText, filename) {
+  return {
+    kind: $("kind").value, spec: $("spec").value, document: documentText || "",
+    filename: filename || "document.txt", grounding: $("grounding").checked && $("kind").value === "json",
+    max_tokens: Number($("max-tokens").value) || 200,
+  };
+}
+
+function scheduleCheck() {
+  clearTimeout(state.checkTimer);
+  setStatus("checking…", "");
+  state.checkTimer = setTimeout(checkSpec, 350);
+}
+
+async function checkSpec() {
+  const seq = ++state.checkSeq;
+  const doc = currentDocuments()[0];
+  try {
+    await api("/v1/playground/check", runSpec(doc ? doc.text : "", doc ? doc.name : ""));
+    if (seq === state.checkSeq) setStatus("valid: the server compiled it", "ok");
+  } catch (e) {
+    if (seq === state.checkSeq) setStatus(e.message, "bad");
+  }
+}
+
+function setStatus(text, cls) {
+  const el = $("spec-status");
+  el.textContent = text;
+  el.className = cls;
+}
+
+async function loadLibrary() {
+  const data = await api("/v1/playground/schemas");
+  state.library = data.schemas;
+  for (const s of data.schemas) {
+    const opt = document.createElement("option");
+    opt.value = s.name;
+    opt.textContent = s.description ? `${s.name}: ${s.description.slice(0, 50)}` : s.name;
+    $("library").append(opt);
+  }
+}
+
+function pickLibrary() {
+  const found = state.library.find((s) => s.name === $("library").value);
+  if (!found) return;
+  $("kind").value = "json";
+  $("spec").value = JSON.stringify(found.schema, null, 2);
+  scheduleCheck();
+}
+
+// ---- documents ------------------------------------------------------------------------------
+function currentDocuments() {
+  const docs = state.files.filter((f) => f.text);
+  const pasted = $("document").value;
+  return pasted.trim() ? [{ name: "pasted.txt", text: pasted }, ...docs] : docs;
+}
+
+async function addFiles(fileList) {
+  const files = await Promise.all([...fileList].map(async (f) => ({
+    name: f.name, data: toBase64(new Uint8Array(await f.arrayBuffer())),
+  })));
+  if (!files.length) return;
+  try {
+    const data = await api("/v1/playground/documents", { files });
+    state.files.push(...data.documents);
+    renderFiles();
+  } catch (e) {
+    $("run-error").textContent = e.message;
+  }
+}
+
+function toBase64(bytes) {
+  let s = "";
+  for (let i = 0; i < bytes.length; i += 0x8000) s += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
+  return btoa(s);
+}
+
+function renderFiles() {
+  const ul = $("file-list");
+  ul.replaceChildren(...state.files.map((f) => {
+    const li = document.createElement("li");
+    li.textContent = f.error ? `${f.name}: ${f.error}` : `${f.name} (${f.text.length.toLocaleString()} characters)`;
+    if (f.error) li.className = "error";
+    return li;
+  }));
+}
+
+// ---- run: stream each document's JSON through /v1/chat/completions -------------------------
+async function run() {
+  const docs = currentDocuments();
+  $("run-error").textContent = "";
+  if (!docs.length) { $("run-error").textContent = "Paste a document or drop files first."; return; }
+  $("run").disabled = true;
+  state.results = [];
+  $("results").hidden = true;
+  $("output").textContent = "";
+  try {
+    for (const [i, doc] of docs.entries()) {
+      $("run-state").textContent = `running ${i + 1} of ${docs.length}: ${doc.name}`;
+      state.results.push(await runOne(doc, docs.length > 1));
+    }
+    $("run-state").textContent = `done: ${docs.length} document${docs.length > 1 ? "s" : ""}`;
+  } catch (e) {
+    $("run-error").textContent = e.message;
+    $("run-state").textContent = "failed";
+  } finally {
+    $("run").disabled = false;
+    renderResults();
+    renderGroundingChoices();
+  }
+}
+
+async function runOne(doc, many) {
+  const prepared = await api("/v1/playground/request", runSpec(doc.text, doc.name));
+  const out = $("output");
+  if (many) out.append(`${doc.name}\n`);
+  const text = await streamChat(prepared.body, (delta) => out.append(delta));
+  out.append("\n");
+  const result = { name: doc.name, document: prepared.document, text, value: null, spans: [] };
+  if ($("kind").value !== "json") return result;
+  result.value = JSON.parse(text);
+  if (prepared.body.structured_outputs && prepared.body.structured_outputs.source_text !== undefined) {
+    result.spans = (await api("/v1/playground/spans", { document: prepared.document, value: result.value })).spans;
+  }
+  return result;
+}
+
+async function streamChat(body, onDelta) {
+  const resp = await fetch("/v1/chat/completions", {
+    method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body),
+  });
+  if (!resp.ok) throw new Error(errorText(await resp.json().catch(() => ({})), resp.status));
+  const reader = resp.body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = "", text = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buffer += decoder.decode(value, { stream: true });
+    let cut;
+    while ((cut = buffer.indexOf("\n\n")) >= 0) {
+      const event = buffer.slice(0, cut);
+      buffer = buffer.slice(cut + 2);
+      for (const line of event.split("\n")) {
+        if (!line.startsWith("data: ") || line === "data: [DONE]") continue;
+        const chunk = JSON.parse(line.slice(6));
+        if (chunk.error) throw new Error(chunk.error.message);
+        const delta = chunk.choices && chunk.choices[0] && chunk.choices[0].delta.content;
+        if (delta) { text += delta; onDelta(delta); }
+      }
+    }
+  }
+  return text;
+}
+
+// ---- results table, JSONL and CSV ------------------------------------------------------------
+function columns() {
+  const keys = [];
+  for (const r of state.results) {
+    if (r.value && typeof r.value === "object" && !Array.isArray(r.value)) {
+      for (const k of Object.keys(r.value)) if (!keys.includes(k)) keys.push(k);
+    }
+  }
+  return keys.length ? keys : ["output"];
+}
+
+function cell(r, key) {
+  const v = r.value && typeof r.value === "object" && !Array.isArray(r.value) ? r.value[key] : (key === "output" ? (r.value ?? r.text) : undefined);
+  if (v === undefined || v === null) return "";
+  return typeof v === "object" ? JSON.stringify(v) : String(v);
+}
+
+function renderResults() {
+  if (!state.results.length) return;
+  const keys = columns();
+  const head = document.createElement("tr");
+  for (const k of ["file", ...keys]) head.append(Object.assign(document.createElement("th"), { textContent: k, scope: "col" }));
+  const rows = state.results.map((r) => {
+    const tr = document.createElement("tr");
+    tr.append(Object.assign(document.createElement("td"), { textContent: r.name }));
+    for (const k of keys) tr.append(Object.assign(document.createElement("td"), { textContent: cell(r, k) }));
+    return tr;
+  });
+  $("results-table").replaceChildren(head, ...rows);
+  $("results").hidden = false;
+}
+
+function toCSV() {
+  const keys = columns();
+  const quote = (s) => (/[",\r\n]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s);
+  const lines = [["file", ...keys], ...state.results.map((r) => [r.name, ...keys.map((k) => cell(r, k))])];
+  return lines.map((l) => l.map(quote).join(",")).join("\r\n") + "\r\n";
+}
+
+function toJSONL() {
+  return state.results.map((r) => JSON.stringify({ file: r.name, data: r.value ?? r.text })).join("\n") + "\n";
+}
+
+function download(name, type, text) {
+  const a = document.createElement("a");
+  a.href = URL.createObjectURL(new Blob([text], { type }));
+  a.download = name;
+  document.body.append(a);
+  a.click();
+  a.remove();
+}
+
+// ---- grounding view --------------------------------------------------------------------------
+function renderGroundingChoices() {
+  const select = $("grounding-doc");
+  select.replaceChildren(...state.results.map((r, i) => Object.assign(document.createElement("option"), { value: i, textContent: r.name })));
+  renderGrounding();
+}
+
+function renderGrounding() {
+  const r = state.results[Number($("grounding-doc").value) || 0];
+  if (!r) return;
+  const chars = Array.from(r.document);  // span offsets count code points
+  const spans = [...r.spans].sort((a, b) => a.start - b.start || b.end - a.end);
+  const pre = $("grounded-doc");
+  const parts = [];
+  let at = 0;
+  for (const s of spans) {
+    if (s.start < at) continue;  // overlaps an earlier mark: its field still lists it
+    parts.push(document.createTextNode(chars.slice(at, s.start).join("")));
+    const mark = Object.assign(document.createElement("mark"), { textContent: chars.slice(s.start, s.end).join("") });
+    Object.assign(mark.dataset, { pointer: s.pointer, start: s.start, end: s.end });
+    mark.className = s.how;
+    mark.title = `${s.pointer} (${s.how})`;
+    parts.push(mark);
+    at = s.end;
+  }
+  parts.push(document.createTextNode(chars.slice(at).join("")));
+  pre.replaceChildren(...parts);
+  const found = new Map(r.spans.map((s) => [s.pointer, s]));
+  $("fields").replaceChildren(...leaves(r.value, "").map(([pointer, v]) => {
+    const b = Object.assign(document.createElement("button"), { type: "button", textContent: `${pointer}: ${JSON.stringify(v)}` });
+    b.dataset.pointer = pointer;
+    if (!found.has(pointer)) { b.classList.add("missing"); b.title = "not found in the document"; }
+    const li = document.createElement("li");
+    li.append(b);
+    return li;
+  }));
+}
+
+function leaves(v, pointer) {
+  if (v && typeof v === "object") {
+    return Object.entries(v).flatMap(([k, sub]) => leaves(sub, `${pointer}/${String(k).replace(/~/g, "~0").replace(/\//g, "~1")}`));
+  }
+  return [[pointer, v]];
+}
+
+function highlight(pointer, on) {
+  for (const el of document.querySelectorAll("#fields button, #grounded-doc mark")) {
+    el.classList.toggle("hot", on && el.dataset.pointer === pointer);
+  }
+  if (on) {
+    const mark = document.querySelector(`#grounded-doc mark.hot`);
+    if (mark) mark.scrollIntoView({ block: "nearest" });
+  }
+}
+
+// ---- constraint view -------------------------------------------------------------------------
+async function trace() {
+  const doc = currentDocuments()[0];
+  $("trace-summary").textContent = "tracing…";
+  try {
+    if (!doc) throw new Error("Paste a document or drop files first.");
+    const prepared = await api("/v1/playground/request", runSpec(doc.text, doc.name));
+    renderTrace(await api("/v1/playground/trace", prepared.body));
+  } catch (e) {
+    $("trace-summary").textContent = e.message;
+  }
+}
+
+function renderTrace(t) {
+  const counts = { sampled: 0, forced: 0, closed: 0, free: 0 };
+  for (const tok of t.tokens) counts[tok.kind] += 1;
+  const ms = (s) => `${(s * 1000).toFixed(1)} ms`;
+  $("trace-summary").textContent = `${t.tokens.length} tokens: ${counts.sampled} chosen by the model, ` +
+    `${counts.forced} forced by the grammar, ${counts.closed} closed by close_on_length` +
+    (counts.free ? `, ${counts.free} unconstrained` : "") +
+    `. Mask ${ms(t.mask_seconds)} vs forward ${ms(t.forward_seconds)} over ${t.steps} steps; finish: ${t.finish_reason}.`;
+  $("trace-tokens").replaceChildren(...t.tokens.map((tok) => {
+    const li = document.createElement("li");
+    const shown = tok.text.replace(/ /g, "\u00b7").replace(/\n/g, "\u21b5").replace(/\t/g, "\u2192");
+    const span = Object.assign(document.createElement("span"), { className: `tok ${tok.kind}`, textContent: shown });
+    Object.assign(span.dataset, { kind: tok.kind, text: tok.text });
+    span.title = tok.kind === "sampled" ? `chosen among ${tok.allowed} allowed tokens` : tok.kind === "forced" ? "forced by the grammar (jump-forward)" : tok.kind === "closed" ? "closed by close_on_length" : "unconstrained";
+    li.append(span, tok.kind === "sampled" ? `${tok.allowed}` : tok.kind === "forced" ? "forced" : tok.kind);
+    return li;
+  }));
+  $("trace-chart").innerHTML = chart(t.tokens);
+}
+
+function chart(tokens) {
+  const w = 600, h = 120, n = Math.max(tokens.length, 1), bw = w / n;
+  const max = Math.log10(Math.max(2, ...tokens.map((t) => t.allowed || 1)));
+  const bars = tokens.map((t, i) => {
+    const v = t.kind === "sampled" ? Math.log10(Math.max(1, t.allowed)) : 0;
+    const bh = t.kind === "sampled" ? Math.max(2, (v / max) * (h - 14)) : 3;
+    return `<rect class="${t.kind}" x="${(i * bw).toFixed(1)}" y="${(h - bh).toFixed(1)}" width="${Math.max(1, bw - 1).toFixed(1)}" height="${bh.toFixed(1)}" fill="${t.kind === "sampled" ? "#4c9a4c" : t.kind === "forced" ? "#5b9bd5" : "#d9534f"}"><title>${t.kind} ${t.allowed ?? ""}</title></rect>`;
+  }).join("");
+  return `<svg viewBox="0 0 ${w} ${h}" preserveAspectRatio="none" role="img" aria-label="allowed tokens per step, log scale">` +
+    `<text x="4" y="12" font-size="10" fill="#57606a">allowed tokens per step (log scale, max ${Math.round(10 ** max).toLocaleString()})</text>${bars}</svg>`;
+}
+
+// ---- server facts ---------------------------------------------------------------------------
+async function loadFacts() {
+  try {
+    const data = await api("/v1/playground/facts");
+    $("facts").replaceChildren(...data.facts.flatMap(([k, v]) => [
+      Object.assign(document.createElement("dt"), { textContent: k }),
+      Object.assign(document.createElement("dd"), { textContent: v }),
+    ]));
+    const v = data.values;
+    $("model-line").textContent = `${v.model} · ${v.family} · ${v.context_length.toLocaleString()} tokens of context · ${v.requests_running} running`;
+  } catch (e) {
+    $("model-line").textContent = e.message;
+  }
+}
+
+// ---- tabs and keyboard -----------------------------------------------------------------------
+function selectTab(tab) {
+  for (const t of document.querySelectorAll("[role=tab]")) {
+    const on = t === tab;
+    t.setAttribute("aria-selected", on);
+    t.tabIndex = on ? 0 : -1;
+    $(t.getAttribute("aria-controls")).hidden = !on;
+  }
+  tab.focus();
+  if (tab.id === "tab-facts") loadFacts();
+}
+
+function wire() {
+  $("spec").value = JSON.stringify(SAMPLE_SCHEMA, null, 2);
+  $("spec").addEventListener("input", scheduleCheck);
+  $("kind").addEventListener("change", scheduleCheck);
+  $("grounding").addEventListener("change", scheduleCheck);
+  $("library").addEventListener("change", pickLibrary);
+  $("run").addEventListener("click", run);
+  $("trace").addEventListener("click", trace);
+  $("clear-files").addEventListener("click", () => { state.files = []; renderFiles(); });
+  $("download-jsonl").addEventListener("click", () => download("results.jsonl", "application/x-ndjson", toJSONL()));
+  $("download-csv").addEventListener("click", () => download("results.csv", "text/csv", toCSV()));
+  $("grounding-doc").addEventListener("change", renderGrounding);
+  const drop = $("drop"), input = $("files");
+  drop.addEventListener("click", () => input.click());
+  drop.addEventListener("keydown", (e) => { if (e.key === "Enter" || e.key === " ") { e.preventDefault(); input.click(); } });
+  input.addEventListener("change", () => { addFiles(input.files); input.value = ""; });
+  drop.addEventListener("dragover", (e) => { e.preventDefault(); drop.classList.add("over"); });
+  drop.addEventListener("dragleave", () => drop.classList.remove("over"));
+  drop.addEventListener("drop", (e) => { e.preventDefault(); drop.classList.remove("over"); addFiles(e.dataTransfer.files); });
+  for (const ev of ["mouseover", "focusin"]) {
+    for (const id of ["fields", "grounded-doc"]) {
+      $(id).addEventListener(ev, (e) => { const p = e.target.dataset && e.target.dataset.pointer; if (p) highlight(p, true); });
+    }
+  }
+  for (const ev of ["mouseout", "focusout"]) {
+    for (const id of ["fields", "grounded-doc"]) $(id).addEventListener(ev, () => highlight(null, false));
+  }
+  const tabs = [...document.querySelectorAll("[role=tab]")];
+  for (const t of tabs) {
+    t.addEventListener("click", () => selectTab(t));
+    t.addEventListener("keydown", (e) => {
+      const step = { ArrowRight: 1, ArrowLeft: -1 }[e.key];
+      if (step) selectTab(tabs[(tabs.indexOf(t) + step + tabs.length) % tabs.length]);
+    });
+  }
+  document.addEventListener("keydown", (e) => {
+    if ((e.ctrlKey || e.metaKey) && e.key === "Enter") { e.preventDefault(); run(); }
+  });
+}
+
+wire();
+loadLibrary().catch((e) => setStatus(e.message, "bad"));
+loadFacts();
+scheduleCheck();

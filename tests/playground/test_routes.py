@@ -1,0 +1,195 @@
+"""The playground's HTTP surface on the live server (the embedded model, the API key set): the
+page behind the key (Bearer or a browser's Basic credentials, never another site's), the same
+400 as ``/v1/chat/completions`` for a bad constraint, documents read by ``stencil extract``'s
+readers, and ``--no-playground`` importing nothing of it."""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+import sys
+
+import httpx
+import pytest
+
+from stencil.testing.live_server import LiveServer
+
+SCHEMA = {
+    "type": "object",
+    "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+    "required": ["name", "age"],
+}
+DOC = "Ada Lovelace was 36 years old."
+
+
+def _unstreamed(body: dict) -> dict:
+    return {k: v for k, v in body.items() if k != "stream_options"} | {"stream": False}
+
+
+def _post(live: LiveServer, path: str, body: object, **kw) -> httpx.Response:
+    headers = {"Authorization": f"Bearer {live.api_key}"}
+    return httpx.post(live.base_url + path, json=body, headers=headers, timeout=120, **kw)
+
+
+AUTH_CASES = [
+    # (headers, auth, status)
+    ({}, None, 401),
+    ({"Authorization": "Bearer wrong"}, None, 401),
+    ({}, ("anyone", "wrong"), 401),
+    ({}, ("anyone", "KEY"), 200),
+    ({"Sec-Fetch-Site": "same-origin"}, ("anyone", "KEY"), 200),
+    ({"Sec-Fetch-Site": "cross-site"}, ("anyone", "KEY"), 401),
+    ({"Sec-Fetch-Site": "same-site"}, ("anyone", "KEY"), 401),
+    ({"Authorization": "Bearer KEY"}, None, 200),
+]
+
+
+@pytest.mark.parametrize(("headers", "auth", "status"), AUTH_CASES)
+@pytest.mark.parametrize("path", ["/", "/playground/app.js", "/v1/playground/facts"])
+def test_behind_the_api_key(live_server: LiveServer, path, headers, auth, status) -> None:
+    key = live_server.api_key
+    headers = {k: v.replace("KEY", key) for k, v in headers.items()}
+    auth = (auth[0], auth[1].replace("KEY", key)) if auth else None
+    r = httpx.get(live_server.base_url + path, headers=headers, auth=auth)
+    assert r.status_code == status, r.text
+    if status == 401 and path == "/":
+        assert r.headers["www-authenticate"].startswith("Basic ")  # the browser asks for the key
+
+
+def test_the_page_and_its_assets(live_server: LiveServer) -> None:
+    auth = ("u", live_server.api_key)
+    page = httpx.get(live_server.base_url + "/", auth=auth)
+    assert page.headers["content-type"].startswith("text/html")
+    for asset, kind in (("app.js", "text/javascript"), ("app.css", "text/css")):
+        assert f"/playground/{asset}" in page.text
+        r = httpx.get(f"{live_server.base_url}/playground/{asset}", auth=auth)
+        assert r.status_code == 200 and r.headers["content-type"].startswith(kind)
+    assert "http" not in page.text.replace(live_server.base_url, "")  # nothing from a CDN
+    missing = httpx.get(live_server.base_url + "/playground/secret.py", auth=auth)
+    assert missing.status_code == 404
+
+
+BAD_SPECS = [
+    ("json", json.dumps({"type": "object", "properties": {"a": {"type": "strin"}}})),
+    ("json", json.dumps({"type": "object", "properties": {"a": {"$ref": "#/nowhere"}}})),
+    ("regex", "a{2147483647}"),
+    ("grammar", "start: missing_rule"),
+]
+
+
+@pytest.mark.parametrize(("kind", "spec"), BAD_SPECS)
+def test_check_gives_the_chat_endpoints_400(live_server: LiveServer, kind, spec) -> None:
+    run = {"kind": kind, "spec": spec, "document": DOC, "max_tokens": 16}
+    checked = _post(live_server, "/v1/playground/check", run)
+    body = _post(live_server, "/v1/playground/request", run).json()["body"]
+    chat = _post(live_server, "/v1/chat/completions", _unstreamed(body))
+    assert checked.status_code == chat.status_code == 400
+    assert checked.json() == chat.json()
+
+
+GOOD_SPECS = [
+    ("json", json.dumps(SCHEMA), False),
+    ("json", json.dumps(SCHEMA), True),
+    ("regex", "[A-Z][a-z]+ [A-Z][a-z]+", False),
+    ("choice", "Ada Lovelace\nCharles Babbage", False),
+    ("grammar", 'start: "Ada" | "Charles"', False),
+]
+
+
+@pytest.mark.parametrize(("kind", "spec", "grounding"), GOOD_SPECS)
+def test_check_accepts_what_the_chat_endpoint_runs(live_server, kind, spec, grounding) -> None:
+    run = {"kind": kind, "spec": spec, "document": DOC, "grounding": grounding, "max_tokens": 40}
+    assert _post(live_server, "/v1/playground/check", run).json() == {"ok": True}
+    body = _post(live_server, "/v1/playground/request", run).json()["body"]
+    out = _post(live_server, "/v1/chat/completions", _unstreamed(body)).json()
+    text = out["choices"][0]["message"]["content"]
+    if kind == "json":
+        import jsonschema
+
+        jsonschema.validate(json.loads(text), SCHEMA)
+    if kind == "choice":
+        assert text in spec.splitlines()
+
+
+def test_a_schema_that_is_not_json(live_server: LiveServer) -> None:
+    r = _post(live_server, "/v1/playground/check", {"kind": "json", "spec": '{"type": "obj'})
+    assert r.status_code == 400
+    assert r.json()["error"]["message"].startswith("the schema is not JSON: Unterminated string")
+    assert "(line 1, column 10)" in r.json()["error"]["message"]
+
+
+BAD_BODIES = [
+    ({"kind": "xml", "spec": "x"}, "kind"),
+    ({"kind": "json", "spec": 3}, "spec"),
+    ({"kind": "json", "spec": "{}", "max_tokens": 0}, "max_tokens"),
+    ({"kind": "json", "spec": "{}", "colour": 1}, "colour"),
+]
+
+
+@pytest.mark.parametrize(("body", "param"), BAD_BODIES)
+def test_bad_run_bodies(live_server: LiveServer, body, param) -> None:
+    r = _post(live_server, "/v1/playground/request", body)
+    assert r.status_code == 400 and r.json()["error"]["param"] == param
+
+
+def test_documents_use_the_extract_readers(live_server: LiveServer) -> None:
+    files = [
+        ("a.html", b"<html><body><h1>Invoice</h1><script>x()</script><p>Total 5</p></body></html>"),
+        ("b.txt", "Grüße aus Köln".encode("utf-16")),
+        ("c.csv", b"name,age\nAda,36\n"),
+        ("d.bin", bytes(range(256)) * 8),
+        ("e.txt", b""),
+    ]
+    payload = {"files": [{"name": n, "data": base64.b64encode(d).decode()} for n, d in files]}
+    docs = _post(live_server, "/v1/playground/documents", payload).json()["documents"]
+    assert [d["name"] for d in docs] == [n for n, _ in files]
+    assert docs[0]["text"] == "Invoice\nTotal 5"
+    assert docs[1]["text"] == "Grüße aus Köln"
+    assert docs[2]["text"] == "name: Ada\nage: 36"
+    assert docs[3]["text"] is None and docs[3]["error"].startswith("binary file")
+    assert docs[4]["error"] == "empty file"
+    bad = _post(live_server, "/v1/playground/documents", {"files": [{"name": "x", "data": "!"}]})
+    assert bad.status_code == 400 and bad.json()["error"]["param"] == "files[0].data"
+
+
+def test_schema_library(live_server: LiveServer) -> None:
+    r = httpx.get(
+        live_server.base_url + "/v1/playground/schemas",
+        headers={"Authorization": f"Bearer {live_server.api_key}"},
+    )
+    names = {s["name"]: s for s in r.json()["schemas"]}
+    assert {"invoice", "person"} <= set(names)
+    assert names["person"]["schema"]["type"] == "object"
+
+
+def test_facts_in_words(live_server: LiveServer) -> None:
+    r = httpx.get(
+        live_server.base_url + "/v1/playground/facts",
+        headers={"Authorization": f"Bearer {live_server.api_key}"},
+    )
+    values, facts = r.json()["values"], dict(r.json()["facts"])
+    assert values["model"] == live_server.model and values["context_length"] > 0
+    assert facts["Family"].startswith("llama")
+    assert facts["Context"].startswith(f"{values['context_length']:,} tokens")
+
+
+NO_PLAYGROUND = """
+import sys
+from stencil.api.app import create_app
+from stencil.api.state import ServerConfig
+from stencil.cli import extra_routes
+settings = ServerConfig(playground=False)
+app = create_app(lambda: None, settings, extra_routes(settings))
+paths = {getattr(r, "path", "") for r in app.routes}
+print(sorted(m for m in sys.modules if m.startswith(("stencil.playground", "stencil.extract"))))
+print("/" in paths)
+"""
+
+
+def test_no_playground_imports_nothing_of_it() -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", NO_PLAYGROUND], capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split("\n")[:2] == ["[]", "False"]
