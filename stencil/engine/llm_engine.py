@@ -167,7 +167,7 @@ class LLMEngine:
             max_len,
             gen,
         )
-        seq.reasoning_done = self.config.reasoning_end is None
+        seq.reasoning_done = (req.params.reasoning_end or self.config.reasoning_end) is None
         seq.trace = ConstraintTrace() if req.params.trace else None
         return seq
 
