@@ -51,6 +51,15 @@ async function checkSpec() {
   }
 }
 
+const SPEC_LABELS = { json: "Schema", regex: "Regular expression", choice: "Choices, one per line", grammar: "Lark grammar" };
+
+function kindChanged() {
+  const kind = $("kind").value;
+  document.querySelector('label[for="spec"]').textContent = SPEC_LABELS[kind];
+  $("grounding").disabled = kind !== "json";
+  $("library").disabled = kind !== "json";
+}
+
 function setStatus(text, cls) {
   const el = $("spec-status");
   el.textContent = text;
@@ -72,7 +81,10 @@ function pickLibrary() {
   const found = state.library.find((s) => s.name === $("library").value);
   if (!found) return;
   $("kind").value = "json";
+  kindChanged();
   $("spec").value = JSON.stringify(found.schema, null, 2);
+  // library schemas mark their strings x-grounded: they need the document as source text
+  if ($("spec").value.includes('"x-grounded"')) $("grounding").checked = true;
   scheduleCheck();
 }
 
@@ -363,7 +375,7 @@ function selectTab(tab) {
 function wire() {
   $("spec").value = JSON.stringify(SAMPLE_SCHEMA, null, 2);
   $("spec").addEventListener("input", scheduleCheck);
-  $("kind").addEventListener("change", scheduleCheck);
+  $("kind").addEventListener("change", () => { kindChanged(); scheduleCheck(); });
   $("grounding").addEventListener("change", scheduleCheck);
   $("library").addEventListener("change", pickLibrary);
   $("run").addEventListener("click", run);
