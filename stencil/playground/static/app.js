@@ -3,7 +3,7 @@
 "use strict";
 
 const $ = (id) => document.getElementById(id);
-const state = { library: [], files: [], results: [], checkTimer: null, checkSeq: 0 };
+const state = { library: [], files: [], results: [], checkTimer: null, checkSeq: 0, factsTimer: null };
 const SAMPLE_SCHEMA = {
   type: "object",
   properties: { name: { type: "string" }, age: { type: "integer" } },
@@ -254,7 +254,11 @@ function selectTab(tab) {
     $(t.getAttribute("aria-controls")).hidden = !on;
   }
   tab.focus();
-  if (tab.id === "tab-facts") loadFacts();
+  clearInterval(state.factsTimer);
+  if (tab.id === "tab-facts") {
+    loadFacts();
+    state.factsTimer = setInterval(loadFacts, 3000);  // KV usage and running requests move
+  }
 }
 
 function wire() {
