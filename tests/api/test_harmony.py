@@ -184,6 +184,7 @@ def client(harmony_dir):
     from stencil.engine.async_engine import AsyncLLMEngine
     from stencil.engine.config import EngineConfig
     from stencil.testing.live_server import serving
+    from stencil.testing.tiny_models import TEST_KV_BYTES
 
     engine = AsyncLLMEngine.from_config(
         EngineConfig(
@@ -193,6 +194,7 @@ def client(harmony_dir):
             device="cpu",
             num_threads=1,
             max_model_len=1024,
+            kv_cache_memory=TEST_KV_BYTES,
         )  # fmt: skip
     )
     with serving(engine) as live:
