@@ -65,6 +65,7 @@ def render_chat(
     for i, m in enumerate(req.messages):
         _check_message(m, i)
     messages = [_message_dict(m, native_calls, fmt) for m in req.messages]
+    _pass_reasoning(messages, req.messages, template)
     kwargs = dict(req.chat_template_kwargs or {})
     clash = sorted(_RESERVED_TEMPLATE_KWARGS & kwargs.keys())
     if clash:
@@ -163,6 +164,17 @@ def content_text(content: Any) -> str:
     if isinstance(content, str):
         return content
     return "".join(getattr(p, "text", None) or getattr(p, "refusal", "") for p in content)
+
+
+def _pass_reasoning(messages: list[dict[str, Any]], sent: list[Any], template: str) -> None:
+    """An assistant message's ``reasoning_content`` (what this server returned) under the name
+    the template reads (GPT-OSS: ``thinking``; Qwen3: ``reasoning_content``); a template that
+    reads neither does not show past reasoning, as the model's own chat format drops it."""
+    for out, msg in zip(messages, sent, strict=True):
+        text = getattr(msg, "reasoning_content", None)
+        for name in ("thinking", "reasoning_content"):
+            if text and (f".{name}" in template or f"'{name}'" in template):
+                out[name] = text
 
 
 def _fold_system(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
