@@ -171,7 +171,13 @@ def test_keyboard_and_the_schema_library(page) -> None:
     page.keyboard.press("ArrowLeft")
     assert page.evaluate("document.activeElement.id") == "tab-facts"
     page.wait_for_function("document.querySelector('#facts').textContent.includes('vocabulary')")
+    page.screenshot(path=str(SHOTS / "server.png"))
+    page.evaluate(  # the file input's click is what opens the chooser: count it instead
+        """() => document.querySelector('#files').addEventListener('click',
+             (e) => { window.chosen = (window.chosen || 0) + 1; e.preventDefault(); })"""
+    )
     page.focus("#drop")
-    with page.expect_file_chooser() as chooser:
-        page.keyboard.press("Enter")
-    assert chooser.value.is_multiple()
+    page.keyboard.press("Enter")
+    page.keyboard.press("Space")
+    assert page.evaluate("window.chosen") == 2
+    assert page.get_attribute("#files", "multiple") is not None

@@ -61,7 +61,11 @@ def test_the_page_and_its_assets(live_server: LiveServer) -> None:
     auth = ("u", live_server.api_key)
     page = httpx.get(live_server.base_url + "/", auth=auth)
     assert page.headers["content-type"].startswith("text/html")
-    for asset, kind in (("app.js", "text/javascript"), ("app.css", "text/css")):
+    for asset, kind in (
+        ("app.js", "text/javascript"),
+        ("views.js", "text/javascript"),
+        ("app.css", "text/css"),
+    ):
         assert f"/playground/{asset}" in page.text
         r = httpx.get(f"{live_server.base_url}/playground/{asset}", auth=auth)
         assert r.status_code == 200 and r.headers["content-type"].startswith(kind)
@@ -132,6 +136,17 @@ def test_trace_endpoint(live_server: LiveServer) -> None:
     assert bad.status_code == 400 and bad.json()["error"]["param"] == "n"
     bad = _post(live_server, "/v1/playground/trace", [1])
     assert bad.status_code == 400
+
+
+def test_deep_nesting_is_a_400(live_server: LiveServer) -> None:
+    deep = "[" * 5000 + "]" * 5000
+    r = _post(live_server, "/v1/playground/check", {"kind": "json", "spec": deep})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "schema"
+    value = json.loads("[" * 900 + "]" * 900)
+    r = _post(live_server, "/v1/playground/spans", {"document": DOC, "value": value})
+    assert r.status_code in (200, 400)  # found nothing, or refused by name; never a 500
+    if r.status_code == 400:
+        assert r.json()["error"]["param"] == "value"
 
 
 BAD_BODIES = [
