@@ -9,7 +9,7 @@ Workloads (greedy, max_tokens 256):
 - ``chat``: free chat answers, one at a time, EOS honoured;
 - ``throughput``: 16 and 64 concurrent chat requests (max_tokens 64), speculation as configured
   (auto-disabled above ``disable_by_batch_size``);
-- ``threshold``: grounded documents at 1, 2, 4, 8 concurrent requests with speculation forced on,
+- ``threshold``: grounded documents at 1, 2, 4, 8, 16 concurrent requests with speculation forced on,
   the measurement behind the ``disable_by_batch_size`` default.
 
     python -m bench.engine.latency_bench [--workloads grounded chat throughput threshold]
@@ -126,6 +126,8 @@ def main() -> None:
     ap.add_argument("--lookup-min", type=int, default=2)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--max-tokens", type=int, default=256)
+    ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 2, 4, 8, 16],
+                    help="threshold: concurrent requests")  # fmt: skip
     args = ap.parse_args()
     spec = {"method": "ngram", "num_speculative_tokens": args.k,
             "prompt_lookup_max": args.lookup_max, "prompt_lookup_min": args.lookup_min}  # fmt: skip
@@ -146,8 +148,8 @@ def main() -> None:
     if "threshold" in args.workloads:
         eng = engines(args, {**spec, "disable_by_batch_size": 1 << 20})
         reqs = grounded_requests(args.max_tokens)
-        for c in (1, 2, 4, 8):
-            runs = alternate(eng, (reqs * 8)[: max(c, len(reqs))], c, args.rounds)
+        for c in args.concurrency:
+            runs = alternate(eng, (reqs * 16)[: max(c, len(reqs))], c, args.rounds)
             rows.append(row(f"grounded, {c} concurrent, speculation forced on", runs, False))
     print(f"speculative_config {spec}, {args.threads} threads, {args.rounds} rounds alternated")
     heads = ["workload", "plain tok/s per run", "speculative tok/s per run", "speculative / plain",

@@ -24,7 +24,7 @@ class SpeculativeConfig:
     num_speculative_tokens: int = 5
     prompt_lookup_max: int = 4
     prompt_lookup_min: int = 2
-    disable_by_batch_size: int = 4
+    disable_by_batch_size: int = 8
 
     def __post_init__(self) -> None:
         if self.method not in _METHODS:
