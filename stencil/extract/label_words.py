@@ -109,7 +109,8 @@ FIELDS: dict[str, tuple[str, ...]] = {
 GATED = frozenset(
     {"subtotal", "tax", "due", "delivery", "number", "buyer", "phone", "subject", "birth"}
 )
-# parties printed at the top of a document when no label names them (letterhead, shop name)
+# fields (by name) of the party a document's head starts with when no label names it (the
+# letterhead); other parties choose among the head's names
 ISSUERS = frozenset({"seller", "sender"})
 PARTIES = frozenset({"seller", "buyer", "sender", "recipient"})
 
