@@ -62,6 +62,8 @@ def chat_response(ctx: Context, choices: dict[int, ChoiceState]) -> dict[str, An
         }
         if st.tool_calls:
             message["tool_calls"] = st.tool_calls
+        if st.reasoning:
+            message["reasoning_content"] = st.reasoning
         out.append(
             {
                 "index": i,
@@ -215,7 +217,7 @@ def _delta_choice(ev: Delta, ctx: Context, offset: int = 0) -> dict[str, Any]:
         lp = chat_logprobs(ev.logprobs) if ctx.logprobs else None
         return {
             "index": ev.index,
-            "delta": {"content": ev.text},
+            "delta": {"reasoning_content" if ev.reasoning else "content": ev.text},
             "logprobs": lp,
             "finish_reason": None,
         }

@@ -125,6 +125,7 @@ async def _merge(streams: list[AsyncIterator[Event]]) -> AsyncIterator[Event]:
 @dataclass(slots=True)
 class ChoiceState:
     text: str = ""
+    reasoning: str = ""
     logprobs: list[PositionLogprobs] = field(default_factory=list)
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
     finish: Finish | None = None
@@ -135,7 +136,9 @@ async def collect(stream: EventStream) -> dict[int, ChoiceState]:
     choices: dict[int, ChoiceState] = {}
     async for ev in stream:
         st = choices.setdefault(ev.index, ChoiceState())
-        if isinstance(ev, Delta):
+        if isinstance(ev, Delta) and ev.reasoning:
+            st.reasoning += ev.text
+        elif isinstance(ev, Delta):
             st.text += ev.text
             st.logprobs += ev.logprobs
         elif isinstance(ev, ToolCalls):

@@ -11,6 +11,7 @@ from typing import Any
 
 from stencil.api.engine_client import Generation
 from stencil.api.openai.convert import ModelInfo, Plan
+from stencil.api.openai.harmony_parser import HarmonyParser
 from stencil.api.openai.tools import openai_calls
 from stencil.engine.outputs import CompletionOutput, PositionLogprobs
 
@@ -20,6 +21,7 @@ class Delta:
     index: int
     text: str
     logprobs: list[PositionLogprobs] = field(default_factory=list)
+    reasoning: bool = False  # the text is reasoning (harmony's analysis channel), not content
 
 
 @dataclass(slots=True)
@@ -43,7 +45,12 @@ async def events(
     plan: Plan, gen: Generation, model: ModelInfo, offset: int = 0
 ) -> AsyncIterator[Event]:
     """Per-choice events for one plan; choice indices are shifted by ``offset``."""
-    stream = _plain_events(gen) if plan.tools is None else _tool_events(plan, gen, model)
+    if plan.harmony:
+        stream = _harmony_events(gen)
+    elif plan.tools is None:
+        stream = _plain_events(gen)
+    else:
+        stream = _tool_events(plan, gen, model)
     async for ev in stream:
         if offset:
             ev.index += offset
@@ -64,6 +71,39 @@ async def _plain_events(gen: Generation) -> AsyncIterator[Event]:
                 sent[c.index], lp_sent[c.index] = len(c.text), len(c.logprobs or [])
             if c.finish_reason is not None:
                 done.add(c.index)
+                yield Finish(c.index, _reason(c), len(c.token_ids), c.error)
+
+
+async def _harmony_events(gen: Generation) -> AsyncIterator[Event]:
+    """A harmony reply (``harmony_parser``): analysis as reasoning, the final channel as
+    content, a call as ``ToolCalls``. A step's new logprobs go with its content."""
+    parsers: dict[int, HarmonyParser] = {}
+    sent: dict[int, tuple[int, int]] = {}  # index -> (chars, logprobs) read
+    done: set[int] = set()
+    async for out in gen:
+        for c in out.outputs:
+            if c.index in done:
+                continue
+            parser = parsers.setdefault(c.index, HarmonyParser())
+            chars, lps = sent.get(c.index, (0, 0))
+            new_lps = list((c.logprobs or [])[lps:])
+            sent[c.index] = (len(c.text), len(c.logprobs or []))
+            pieces = parser.feed(c.text[chars:])
+            if c.finish_reason is not None:
+                done.add(c.index)
+                pieces += parser.finish()
+            for p in pieces:
+                if p.kind == "content":
+                    yield Delta(c.index, p.text, new_lps)
+                    new_lps = []
+                else:
+                    yield Delta(c.index, p.text, reasoning=True)
+            if c.finish_reason is None:
+                continue
+            if parser.calls:
+                yield ToolCalls(c.index, openai_calls(parser.calls))
+                yield Finish(c.index, "tool_calls", len(c.token_ids))
+            else:
                 yield Finish(c.index, _reason(c), len(c.token_ids), c.error)
 
 

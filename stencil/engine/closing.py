@@ -15,6 +15,7 @@ fitting before the model's does; one that does not fit ends in a short valid clo
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from stencil.engine.sequence import SequenceStatus
@@ -61,6 +62,13 @@ def closer_token_ids(tokenizer) -> list[int]:
         if len(enc) == 1 and enc[0] not in ids:
             ids.append(enc[0])
     return ids
+
+
+def grammar_token_ids(constraint) -> list[int]:
+    """The token ids a grammar constraint names as tokens (``<[id]>``), in order of mention."""
+    if constraint is None or constraint.kind != "grammar" or "<[" not in constraint.source:
+        return []
+    return list(dict.fromkeys(int(m) for m in re.findall(r"<\[(\d+)\]>", constraint.source)))
 
 
 @dataclass(slots=True)

@@ -104,8 +104,11 @@ class GuidedDecoding:
         pool = self._compiler.pool if self._compiler is not None else None
         return pool.pids() if pool is not None else []
 
-    def apply(self, logits: torch.Tensor, seqs: list[Sequence], ops) -> None:
-        """Mask ``logits [rows, vocab]`` where each constrained row's matcher forbids a token."""
+    def apply(
+        self, logits: torch.Tensor, seqs: list[Sequence], ops, forward_seconds: float = 0.0
+    ) -> None:
+        """Mask ``logits [rows, vocab]`` where each constrained row's matcher forbids a token;
+        a traced sequence's trace gets its mask (allowed count, fill time) and the forward's time."""
         rows = [i for i, s in enumerate(seqs) if s.matcher is not None and s.reasoning_done]
         if not rows:
             return
@@ -115,7 +118,11 @@ class GuidedDecoding:
         bitmask = allocate_token_bitmask(logits.shape[0], logits.shape[1])
         for i in rows:
             try:
+                traced = seqs[i].trace is not None
+                row_start = time.perf_counter() if traced else 0.0
                 seqs[i].matcher.fill_next_token_bitmask(bitmask, i)
+                if traced:
+                    _trace_mask(seqs[i], bitmask, i, row_start, forward_seconds, self.vocab_size)
             except Exception as e:  # ends this sequence only; its row is not sampled
                 logger.exception("mask fill failed for %s", seqs[i].request_id)
                 seqs[i].finish("error", error=f"constraint mask failed: {type(e).__name__}")
@@ -135,3 +142,14 @@ class GuidedDecoding:
             self._closed = True
             if self._compiler is not None:
                 self._compiler.close()
+
+
+def _trace_mask(
+    seq: Sequence, bitmask: torch.Tensor, row: int, start: float, fwd: float, vocab: int
+) -> None:
+    """Record the row's mask in the sequence's trace (only for traced sequences)."""
+    from stencil.constraints import bitmask_to_bool
+
+    filled = time.perf_counter() - start
+    allowed = int(bitmask_to_bool(bitmask[row : row + 1], vocab)[0].sum())
+    seq.trace.on_mask(allowed, filled, fwd)

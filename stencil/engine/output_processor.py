@@ -3,6 +3,7 @@ matcher, detokenize incrementally, check every stop condition, close structures 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 
@@ -10,6 +11,7 @@ from stencil.engine.closing import (
     CloseSearch,
     Snapshot,
     closer_token_ids,
+    grammar_token_ids,
     in_window,
     shortest_close,
 )
@@ -59,9 +61,10 @@ class OutputProcessor:
                 guided
                 and seq.params.close_on_length
                 and not seq.close_hopeless
-                and in_window(seq, self.close_search)
+                and in_window(seq, self._search(seq))
             )
             snapshot = Snapshot.take(seq) if closing else None
+            start, closed = seq.num_tokens, False
             if lp is not None:
                 seq.logprobs.append(lp)
                 seq.cumulative_logprob += lp.chosen.logprob
@@ -69,7 +72,9 @@ class OutputProcessor:
             if guided:
                 self._jump_forward(seq)
             if closing and (not seq.is_finished or seq.finish_reason == "length"):
-                self._close(seq, snapshot)
+                closed = self._close(seq, snapshot)
+            if seq.trace is not None:
+                seq.trace.on_tokens(seq.token_ids[start:], closed)
         except Exception as e:
             logger.exception("post-processing failed for %s", seq.request_id)
             seq.finish("error", error=f"internal error: {type(e).__name__}")
@@ -90,23 +95,26 @@ class OutputProcessor:
                 if seq.is_finished:
                     return
 
-    def _close(self, seq: Sequence, snapshot: Snapshot) -> None:
+    def _close(self, seq: Sequence, snapshot: Snapshot) -> bool:
         """close_on_length: the model goes on while a closing path fits the budget; once this
         step's tokens leave none (or stopped at the budget mid-structure), undo them and append
         the path that fitted before. When none fits either way (a budget too small for the
-        structure), generate on as plain max_tokens would."""
+        structure), generate on as plain max_tokens would. True when a closing path replaced
+        this step's tokens."""
         left = seq.max_len - seq.num_tokens
-        if not seq.is_finished and shortest_close(seq.matcher, self.close_search, left) is not None:
-            return
+        search = self._search(seq)
+        if not seq.is_finished and shortest_close(seq.matcher, search, left) is not None:
+            return False
         path = self._close_before_step(seq, snapshot)
         if path is None:
             seq.close_hopeless = True
-            return
+            return False
         for token in path:
             self._push(seq, token)
             if seq.is_finished:
-                return
+                return True
         seq.finish("stop")
+        return True
 
     def _close_before_step(self, seq: Sequence, snapshot: Snapshot) -> list[int] | None:
         """A closing path from before this step's tokens, which are then undone; None (and the
@@ -115,7 +123,7 @@ class OutputProcessor:
             len(seq.token_ids) - (seq.matcher.num_tokens - snapshot.matcher_tokens) :
         ]
         seq.matcher.rollback(len(step))
-        path = shortest_close(seq.matcher, self.close_search, seq.max_len - snapshot.num_tokens)
+        path = shortest_close(seq.matcher, self._search(seq), seq.max_len - snapshot.num_tokens)
         if path is None:
             for token in step:
                 seq.matcher.accept_token(token)
@@ -139,7 +147,7 @@ class OutputProcessor:
             return self._finish_on_token(seq, None, keep_text=False)
         old = len(seq.text)
         delta = self.detokenizer.step(seq)
-        if not seq.reasoning_done and self.reasoning_end in seq.text:
+        if not seq.reasoning_done and (p.reasoning_end or self.reasoning_end) in seq.text:
             seq.reasoning_done = True
         if p.stop and delta and (hit := find_stop(seq.text, len(seq.text) - old, p.stop)):
             i, s = hit
@@ -156,6 +164,15 @@ class OutputProcessor:
         self.detokenizer.step(seq, final=True, end=None if keep_text else -1)
         seq.finish("stop", stop_reason=stop_reason)
         seq.text_flushed = True
+
+    def _search(self, seq: Sequence) -> CloseSearch:
+        """The close search for ``seq``: the tokens its grammar names (``<[id]>``) come first,
+        since free text in such a grammar (harmony's analysis) ends only at one of them."""
+        named = grammar_token_ids(seq.params.constraint)
+        if not named:
+            return self.close_search
+        candidates = named + [t for t in self.close_search.candidates if t not in named]
+        return dataclasses.replace(self.close_search, candidates=candidates)
 
     def _allowed(self, matcher) -> list[int]:
         """Token ids the matcher allows next, ascending, EOS excluded."""

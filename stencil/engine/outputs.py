@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(slots=True)
@@ -30,6 +31,7 @@ class CompletionOutput:
     logprobs: list[PositionLogprobs] | None = None
     cumulative_logprob: float = 0.0
     error: str | None = None
+    trace: Any = None  # the ConstraintTrace, once finished, when asked (SamplingParams.trace)
 
     @property
     def finished(self) -> bool:

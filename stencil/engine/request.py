@@ -49,4 +49,5 @@ def _completion(seq: Sequence) -> CompletionOutput:
         logprobs=list(seq.logprobs) if seq.logprobs is not None else None,
         cumulative_logprob=seq.cumulative_logprob,
         error=seq.error,
+        trace=seq.trace if seq.is_finished else None,
     )

@@ -25,6 +25,9 @@ class SamplingParams:
     ``constraint``: a :class:`stencil.Constraint`; the output then always matches it.
     ``close_on_length``: inside a constraint, reserve enough of ``max_tokens`` to close the
     structure validly instead of stopping mid-structure with ``finish_reason="length"``.
+    ``reasoning_end``: the constraint applies only after this text appears in the output (a
+    reasoning model's end marker, e.g. harmony's final channel); None = the engine's
+    ``EngineConfig.reasoning_end``.
     """
 
     n: int = 1
@@ -47,6 +50,8 @@ class SamplingParams:
     include_stop_str_in_output: bool = False
     constraint: Constraint | None = None
     close_on_length: bool = False
+    reasoning_end: str | None = None
+    trace: bool = False  # record a ConstraintTrace (engine/constraint_trace.py) per completion
 
     def __post_init__(self) -> None:
         if isinstance(self.stop, str):

@@ -130,6 +130,7 @@ def family_server(request, tmp_path_factory):
     from stencil.engine.async_engine import AsyncLLMEngine
     from stencil.engine.config import EngineConfig
     from stencil.testing.live_server import serving
+    from stencil.testing.tiny_models import TEST_KV_BYTES
 
     default_dir = Path(stencil.default_model_path())
     if not (default_dir / "config.json").is_file():
@@ -137,7 +138,14 @@ def family_server(request, tmp_path_factory):
     family = request.param
     model_dir = family_model(default_dir, family, tmp_path_factory.mktemp("families"))
     engine = AsyncLLMEngine.from_config(
-        EngineConfig(model=str(model_dir), seed=0, dtype="float32", device="cpu", num_threads=1)
+        EngineConfig(
+            model=str(model_dir),
+            seed=0,
+            dtype="float32",
+            device="cpu",
+            num_threads=1,
+            kv_cache_memory=TEST_KV_BYTES,
+        )
     )
     with serving(engine) as live:
         yield FamilyServer(family, live.openai(), engine.tokenizer)

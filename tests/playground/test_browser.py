@@ -131,3 +131,53 @@ def test_many_files_give_a_table_and_a_csv_row_each(page) -> None:
     for line in lines:
         jsonschema.validate(json.loads(line)["data"], SCHEMA)
     page.screenshot(path=str(SHOTS / "results.png"))
+
+
+def test_the_constraint_view_lists_forced_tokens(page) -> None:
+    fixed = {
+        "type": "object",
+        "properties": {"first_name": {"type": "string"}, "age_in_years": {"type": "integer"}},
+        "required": ["first_name", "age_in_years"],
+    }
+    _paste(page, fixed, DOC)
+    page.click("#tab-constraint")
+    page.click("#trace")
+    page.wait_for_selector("#trace-tokens li", timeout=120_000)
+    tokens = page.eval_on_selector_all(
+        "#trace-tokens .tok", "ts => ts.map(t => [t.dataset.kind, t.dataset.text])"
+    )
+    text = "".join(t for _, t in tokens)
+    value = json.loads(text)
+    jsonschema.validate(value, fixed)
+    forced = "".join(t for kind, t in tokens if kind == "forced")
+    assert "first_name" in forced and "age_in_years" in forced  # the keys: the grammar's
+    assert tokens[0][0] == "sampled"  # a step always starts with the model's choice
+    assert page.locator("#trace-chart svg rect").count() == len(tokens)
+    summary = page.inner_text("#trace-summary")
+    assert f"{len(tokens)} tokens" in summary and "Mask" in summary and "forward" in summary
+    page.screenshot(path=str(SHOTS / "constraint.png"))
+
+
+def test_keyboard_and_the_schema_library(page) -> None:
+    page.select_option("#library", "invoice")  # a library schema fills the editor, checked
+    page.wait_for_selector("#spec-status.ok", timeout=60_000)
+    assert json.loads(page.input_value("#spec"))["title"].lower().startswith("invoice")
+    assert page.is_checked("#grounding")  # its strings are x-grounded: they need the document
+    page.focus("#tab-output")
+    page.keyboard.press("ArrowRight")
+    assert page.evaluate("document.activeElement.id") == "tab-grounding"
+    assert page.is_visible("#view-grounding") and not page.is_visible("#view-output")
+    page.keyboard.press("ArrowLeft")
+    page.keyboard.press("ArrowLeft")
+    assert page.evaluate("document.activeElement.id") == "tab-facts"
+    page.wait_for_function("document.querySelector('#facts').textContent.includes('vocabulary')")
+    page.screenshot(path=str(SHOTS / "server.png"))
+    page.evaluate(  # the file input's click is what opens the chooser: count it instead
+        """() => document.querySelector('#files').addEventListener('click',
+             (e) => { window.chosen = (window.chosen || 0) + 1; e.preventDefault(); })"""
+    )
+    page.focus("#drop")
+    page.keyboard.press("Enter")
+    page.keyboard.press("Space")
+    assert page.evaluate("window.chosen") == 2
+    assert page.get_attribute("#files", "multiple") is not None

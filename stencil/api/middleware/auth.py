@@ -55,6 +55,7 @@ ROUTE_AUTH = MappingProxyType(
         "/v1/playground/request": KEY,
         "/v1/playground/documents": KEY,
         "/v1/playground/spans": KEY,
+        "/v1/playground/trace": KEY,
         "/v1/playground/facts": KEY,
     }
 )

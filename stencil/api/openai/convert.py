@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from stencil.api.errors import bad_request
+from stencil.api.openai.harmony import FINAL_MARKER, harmony_tokens, tool_grammar
 from stencil.api.openai.messages import content_text, render_chat
 from stencil.api.openai.prompt_size import PromptTooLong, tokenize_bounded
 from stencil.api.openai.protocol import (
@@ -20,6 +21,7 @@ from stencil.api.openai.protocol import (
     ChatCompletionRequest,
     CompletionRequest,
     SamplingFields,
+    SystemMessage,
 )
 from stencil.api.openai.structured_output import (
     Grounding,
@@ -50,6 +52,10 @@ class ModelInfo:
     vocab_size: int
     tool_format: ToolCallFormat | None = None  # None: detected from the chat template
     reasoning_end: str | None = None  # a reasoning model's end marker (EngineConfig)
+    harmony: dict[str, int] | None = field(init=False)  # GPT-OSS: its harmony tokens
+
+    def __post_init__(self) -> None:
+        self.harmony = harmony_tokens(self.tokenizer)
 
     @property
     def call_format(self) -> ToolCallFormat:
@@ -67,6 +73,7 @@ class Plan:
     tool_format: ToolCallFormat = SMOLLM2
     echo_text: str = ""
     constraint_param: str | None = None  # the field that named the constraint (for 400s)
+    harmony: bool = False  # the reply is in GPT-OSS's harmony format (``harmony_parser``)
 
 
 # ---- chat -------------------------------------------------------------------------------------
@@ -83,8 +90,11 @@ def convert_chat(req: ChatCompletionRequest, model: ModelInfo) -> Plan:
             "continue_final_message",
         )
     plan = plan_tools(function_tools(req.tools), req.tool_choice, req.parallel_tool_calls)
+    if model.harmony is not None:
+        _check_harmony_messages(req)
     fmt = model.call_format
-    text = render_chat(req, model.tokenizer, plan, model.max_model_len, fmt)
+    harmony = model.harmony is not None
+    text = render_chat(req, model.tokenizer, plan, model.max_model_len, fmt, harmony)
     ids = prompt_ids(model, text, "messages")
     sources = collect_sources(req)
     tokens, special = added_tokens(model.tokenizer, fmt)
@@ -95,12 +105,16 @@ def convert_chat(req: ChatCompletionRequest, model: ModelInfo) -> Plan:
                 "use tool_choice 'none' or 'required'",
                 "tool_choice",
             )
-        sources.append(_tool_source(plan, fmt, tokens))
+        sources.append(_tool_source(plan, fmt, tokens, model.harmony))
     constraint = _single_constraint(req, sources)
     max_tokens = req.max_completion_tokens or req.max_tokens
     params = sampling_params(req, len(ids), max_tokens, constraint, model)
     if plan is not None and special:
         params.skip_special_tokens = False  # the trigger token's text marks where calls begin
+    if model.harmony is not None:
+        params.skip_special_tokens = False  # the channels are parsed from the special tokens
+        if plan is None and constraint is not None:
+            params.reasoning_end = FINAL_MARKER  # the answer channel only; analysis is free
     if req.logprobs:
         params.logprobs = req.top_logprobs or 0
     echo = ""
@@ -108,13 +122,34 @@ def convert_chat(req: ChatCompletionRequest, model: ModelInfo) -> Plan:
     if req.echo and isinstance(last, AssistantMessage):
         echo = content_text(last.content)
     param = sources[0].param if sources else None
-    return Plan(ids, text, params, plan, fmt, echo, param)
+    return Plan(ids, text, params, plan, fmt, echo, param, model.harmony is not None)
 
 
-def _tool_source(plan: ToolPlan, fmt: ToolCallFormat, tokens: dict[str, int]) -> Source:
-    """The tools' constraint: SmolLM2's forced calls are the bare JSON array; every other case
-    is the family's call syntax (``tool_formats``), alone (forced) or after text (auto)."""
+def _check_harmony_messages(req: ChatCompletionRequest) -> None:
+    """GPT-OSS's template takes one system or developer message, the first (its instructions);
+    a later one would be dropped silently, so it is a 400."""
+    for i, m in enumerate(req.messages[1:], start=1):
+        if isinstance(m, SystemMessage):
+            raise bad_request(
+                f"a {m.role} message is only allowed first for this model (GPT-OSS's harmony "
+                "template renders the first system or developer message as its instructions)",
+                f"messages.{i}.role",
+            )
+
+
+def _tool_source(
+    plan: ToolPlan,
+    fmt: ToolCallFormat,
+    tokens: dict[str, int],
+    harmony: dict[str, int] | None = None,
+) -> Source:
+    """The tools' constraint: SmolLM2's forced calls are the bare JSON array; harmony's a
+    grammar over the whole reply (``harmony``); every other case is the family's call syntax
+    (``tool_formats``), alone (forced) or after text (auto)."""
     param = "tool_choice" if plan.mode == "forced" else "tools"
+    if harmony is not None:
+        grammar = tool_grammar(list(plan.tools), auto=plan.mode == "auto", tokens=harmony)
+        return Source(param, "tool_calls", grammar)
     if plan.mode == "forced" and fmt is SMOLLM2:
         return Source(param, "json", plan.schema)
     grammar = fmt.grammar(

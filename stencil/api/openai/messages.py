@@ -44,10 +44,12 @@ def render_chat(
     plan: ToolPlan | None,
     max_len: int | None = None,
     fmt: ToolCallFormat = SMOLLM2,
+    harmony: bool = False,
 ) -> str:
     """Render ``messages`` (and the tools, when they will be used) with the chat template;
     past calls' ids as ``fmt``'s template takes them. More messages than ``max_len`` (each
-    renders to at least one token) is a 400 at once."""
+    renders to at least one token) is a 400 at once. ``harmony``: GPT-OSS's template, which
+    writes every tool's description (an absent one is empty, as openai-harmony renders it)."""
     if max_len is not None and len(req.messages) > max_len:
         raise bad_request(
             f"{len(req.messages)} messages cannot fit in this model's context of {max_len} tokens",
@@ -68,6 +70,8 @@ def render_chat(
     kwargs.update(check_chat_surface(req, template))
     offered = [t for t in function_tools(req.tools) if plan and t.function.name in plan.tool_names]
     tools = [t.model_dump(exclude_none=True) for t in offered] or None
+    if tools and harmony:
+        tools = [t | {"function": {"description": "", **t["function"]}} for t in tools]
     if tools and not native_tools:
         messages = _with_tool_system_prompt(messages, tools_system_prompt(offered))
         tools = None

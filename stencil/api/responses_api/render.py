@@ -41,6 +41,9 @@ class ResponseBuilder:
 
     def add(self, ev: Delta | ToolCalls | Finish) -> tuple[str, str]:
         st = self.state
+        if isinstance(ev, Delta) and ev.reasoning:  # already split (harmony's analysis)
+            self.reasoning += ev.text
+            return ev.text, ""
         if isinstance(ev, Delta):
             reasoning, answer = self.split.feed(ev.text)
             self.reasoning += reasoning
@@ -180,6 +183,8 @@ class ResponseBuilder:
 def response_body(builder: ResponseBuilder, choices: dict[int, ChoiceState]) -> dict[str, Any]:
     """The non-streaming body, from the collected choice (a Responses request has one)."""
     choice = choices.get(0, ChoiceState())
+    if choice.reasoning:
+        builder.add(Delta(0, choice.reasoning, reasoning=True))
     builder.add(Delta(0, choice.text, choice.logprobs))
     if choice.tool_calls:
         builder.add(ToolCalls(0, choice.tool_calls))

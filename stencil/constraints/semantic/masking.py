@@ -30,8 +30,12 @@ def refused_tokens(
         return _string_end(bits, state, history, tracker, plan, table)
     if state.in_string:  # a key, or just after a backslash: only a quote can complete
         candidates = bits & table.has_quote & ~(table.inert_rest & table.clean_quote)
+    elif state.in_number:
+        candidates = bits & table.closes_number
+    elif state.in_literal:
+        candidates = bits  # a literal's last letters (the grammar allows a handful)
     else:
-        candidates = bits & table.structural
+        candidates = bits & table.closes_struct
     return _try_each(np.flatnonzero(candidates), state, history, tracker, table)
 
 

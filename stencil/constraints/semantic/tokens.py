@@ -11,19 +11,56 @@ _QUOTE = 0x22
 _INERT = frozenset(b" \t\r\n:,[{")
 """Bytes after a closing quote that complete nothing more (a key's colon, a separator, the
 start of a container)."""
+_NUMBER = frozenset(b"0123456789+-.eE")
+_LITERAL_LENGTH = {ord("t"): 4, ord("f"): 5, ord("n"): 4}
+
+
+def closes_from_structure(data: bytes) -> bool:
+    """Whether ``data``, read between values (no string, number or literal open), can complete
+    one: a closing bracket, a number followed by a byte outside numbers, a whole literal, or a
+    string opened and closed (a key counts: the reader here has no stack)."""
+    i, n = 0, len(data)
+    while i < n:
+        b = data[i]
+        if b in b"}]":
+            return True
+        if b == _QUOTE:
+            i += 1
+            while i < n and data[i] != _QUOTE:
+                i += 2 if data[i] == 0x5C else 1
+            if i < n:
+                return True
+        elif b in _LITERAL_LENGTH:
+            if n - i >= _LITERAL_LENGTH[b]:
+                return True
+            return False
+        elif b in _NUMBER:
+            while i < n and data[i] in _NUMBER:
+                i += 1
+            return i < n
+        i += 1
+    return False
 
 
 class TokenTable:
     """``bytes`` of every token, and index arrays over token ids."""
 
-    __slots__ = ("bytes", "has_quote", "structural", "clean_quote", "inert_rest")
+    __slots__ = (
+        "bytes",
+        "has_quote",
+        "closes_struct",
+        "closes_number",
+        "clean_quote",
+        "inert_rest",
+    )
 
     def __init__(self, vocab: TokenVocab) -> None:
         size = vocab.tokenizer_size
         raw = [vocab.token_bytes(t) if not vocab.is_special(t) else b"" for t in range(size)]
         self.bytes = raw
         quote = np.zeros(vocab.vocab_size, dtype=bool)
-        structural = np.zeros(vocab.vocab_size, dtype=bool)
+        closes_struct = np.zeros(vocab.vocab_size, dtype=bool)
+        closes_number = np.zeros(vocab.vocab_size, dtype=bool)
         clean = np.zeros(vocab.vocab_size, dtype=bool)
         inert = np.zeros(vocab.vocab_size, dtype=bool)
         for t, data in enumerate(raw):
@@ -34,13 +71,14 @@ class TokenTable:
                 quote[t] = True
                 clean[t] = b"\\" not in data[:q]
                 inert[t] = all(b in _INERT for b in data[q + 1 :])
-            # outside strings a token completes a value only if it does not just open a string
-            stripped = data.lstrip(b" \t\r\n")
-            structural[t] = stripped[:1] != b'"' or data.count(b'"') >= 2
+            closes_struct[t] = closes_from_structure(data)
+            closes_number[t] = any(b not in _NUMBER for b in data)
         self.has_quote = quote
         """Tokens with a double quote (the end of a string can only come with one)."""
-        self.structural = structural
-        """Tokens that can complete a value when read outside a string."""
+        self.closes_struct = closes_struct
+        """Tokens that can complete a value when read between values."""
+        self.closes_number = closes_number
+        """Tokens that end a number being read (a byte no number holds)."""
         self.clean_quote = clean
         """Tokens whose first double quote is not preceded by a backslash in the token."""
         self.inert_rest = inert

@@ -78,6 +78,14 @@ class State:
     def in_string(self) -> bool:
         return self.mode in (_STRING, _ESCAPE)
 
+    @property
+    def in_number(self) -> bool:
+        return self.mode == _NUMBER
+
+    @property
+    def in_literal(self) -> bool:
+        return self.mode == _LITERAL
+
     def armed(self, root_checked: bool) -> bool:
         """Whether some completion from here on may be checked: a location with checks is
         open, or (``root_checked``) the root value is yet to come."""
