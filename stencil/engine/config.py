@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from stencil.engine.errors import ConfigError
@@ -57,7 +57,11 @@ class EngineConfig:
     attention_backend: str = "auto"
     quantization: str | None = None
     cpu_threads_bind: str = "none"
-    speculative_config: dict | str | Any = None
+    speculative_config: dict | str | Any = field(
+        default=None,
+        metadata={"help": 'vLLM\'s speculative_config as JSON, e.g. \'{"method": "ngram", '
+                  '"num_speculative_tokens": 5, "prompt_lookup_max": 4}\'; off when not given'},
+    )  # fmt: skip
 
     def __post_init__(self) -> None:
         if self.dtype not in _DTYPES:
