@@ -7,6 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from stencil.testing.live_server import LiveServer, serving
+from stencil.testing.tiny_models import TEST_KV_BYTES
 
 API_KEY = "sk-stencil-test"
 
@@ -19,7 +20,8 @@ def live_server() -> Iterator[LiveServer]:
     from stencil.engine.async_engine import AsyncLLMEngine
     from stencil.engine.config import EngineConfig
 
-    engine = AsyncLLMEngine.from_config(EngineConfig(model=None, seed=0))
+    config = EngineConfig(model=None, seed=0, kv_cache_memory=4 * TEST_KV_BYTES)
+    engine = AsyncLLMEngine.from_config(config)
     with serving(engine, API_KEY, playground=True) as live:
         yield live
 

@@ -63,6 +63,24 @@ def test_bad_engine_config_exits_2(capsys):
     assert "dtype" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("command", ["generate", "serve", "extract"])
+def test_bad_speculative_config_exits_2(command, capsys, tmp_path):
+    (tmp_path / "a.txt").write_text("Ada Lovelace, 36.")
+    extract = ["extract", "--schema", "person", "--out", str(tmp_path / "r.jsonl")]
+    extract.append(str(tmp_path / "a.txt"))
+    args = {"generate": ["generate", "hi"], "serve": ["serve"], "extract": extract}
+    spec = '{"method": "ngram", "num_speculative_tokens": -1}'
+    assert cli.main([*args[command], "--speculative-config", spec]) == 2
+    assert "speculative_config.num_speculative_tokens" in capsys.readouterr().err
+
+
+def test_generate_with_speculative_config(capsys):
+    spec = '{"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 2}'
+    argv = ["generate", "Say yes or no.", "--choice", "yes,no", "--speculative-config", spec]
+    assert cli.main([*argv, "--max-tokens", "4"]) == 0
+    assert capsys.readouterr().out.strip() in ("yes", "no")
+
+
 def test_extract_hook(monkeypatch, capsys):
     monkeypatch.setattr(cli, "_extract_module", lambda: None)
     assert cli.main(["extract"]) == 2

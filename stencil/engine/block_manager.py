@@ -186,6 +186,16 @@ class BlockManager:
         seq.num_hashed_blocks = 0
         seq.num_computed_tokens = 0
 
+    def release_after(self, seq, num_tokens: int) -> None:
+        """Give back the table's blocks past ``num_tokens`` slots in both pools (the KV of
+        rejected speculative drafts; such blocks never hold a computed full block, so no hash)."""
+        keep = self.blocks_for(num_tokens)
+        for bid in reversed(seq.block_table[keep:]):
+            self._unref(bid)
+        del seq.block_table[keep:]
+        if self.sliding is not None:
+            self.sliding.release_after(seq, keep)
+
     def check_integrity(self, live_seqs) -> None:
         """Every block's ref count equals the number of live tables that hold it; no leaks; no
         sliding-window block kept behind its window."""

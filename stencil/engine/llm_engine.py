@@ -25,6 +25,8 @@ from stencil.engine.sampling_params import SamplingParams
 from stencil.engine.scheduler import Scheduler
 from stencil.engine.sequence import Sequence, SequenceStatus
 from stencil.engine.sliding_blocks import SlidingBlocks
+from stencil.engine.spec_decode.drafter import Drafter
+from stencil.engine.spec_decode.verifier import Verifier, split_rows
 
 logger = logging.getLogger(__name__)
 
@@ -79,6 +81,16 @@ class LLMEngine:
         self._next_seq_id = 0
         self.output = OutputProcessor(
             self.tokenizer, self.vocab_size, self.eos_token_ids, config.reasoning_end, self.metrics
+        )
+        spec = config.speculative_config
+        self.drafter = Drafter(spec) if spec is not None else None
+        self.verifier = Verifier(
+            self.guided,
+            self.sampler,
+            self.output,
+            self.block_manager,
+            self.metrics,
+            self.runner.ops,
         )
 
     # ---- requests ----------------------------------------------------------------------
@@ -189,6 +201,8 @@ class LLMEngine:
     # ---- the step ------------------------------------------------------------------------
     def step(self) -> list[RequestOutput]:
         touched = self._admit_compiled()
+        if self.drafter is not None:
+            self.drafter.propose(self.scheduler.running)
         sched = self.scheduler.schedule()
         if sched.scheduled:
             touched |= self._run(sched)
@@ -199,6 +213,7 @@ class LLMEngine:
             with torch.inference_mode():
                 start = time.perf_counter()
                 logits, seqs = self.runner.execute(sched)
+                logits, seqs, drafting = split_rows(logits, seqs)
                 self.guided.apply(logits, seqs, self.runner.ops, time.perf_counter() - start)
                 rows = self.sampler(logits, seqs)
         except Exception as e:  # a batch-wide failure (the forward): fail the batch, keep serving
@@ -213,6 +228,9 @@ class LLMEngine:
         for seq, row in zip(seqs, rows, strict=True):
             if not row.failed and not seq.is_finished:
                 self.output.append(seq, row.token, row.logprobs)
+        with torch.inference_mode():
+            for seq, seq_logits in drafting:
+                self.verifier.verify(seq, seq_logits)
         return {s.seq.request_id for s in sched.scheduled}
 
     def _admit_compiled(self) -> set[str]:

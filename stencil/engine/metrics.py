@@ -21,6 +21,8 @@ class EngineMetrics:
     constraint_compiles_total: float = 0.0
     guided_mask_seconds_total: float = 0.0
     guided_mask_rows_total: float = 0.0
+    spec_decode_num_draft_tokens_total: float = 0.0
+    spec_decode_num_accepted_tokens_total: float = 0.0
 
     def snapshot(
         self, *, running: int, waiting: int, kv_cache_usage: float, prefix_cache_hits: int

@@ -79,7 +79,8 @@ class ModelRunner:
 
     @torch.inference_mode()
     def execute(self, sched: SchedulerOutput) -> tuple[torch.Tensor, list[Sequence]]:
-        """Run one forward. Returns logits ``[rows, vocab]`` for the sequences that sample."""
+        """Run one forward. Returns logits ``[rows, vocab]`` for the sequences that sample: one
+        row each, k + 1 consecutive rows for one with k speculative drafts."""
         if self.bind and self._bound_thread != threading.get_ident():
             self._bind_threads()
         self._copy_blocks(sched.copies, sliding=False)
@@ -92,7 +93,10 @@ class ModelRunner:
         with flush_denormal():
             hidden = self.model(input_ids, pos, self.kv_caches, meta, self.ops)  # [T, hidden]
         self._pool(computed, hidden, meta.cu_seqlens_q)
-        rows = [row_of[(seq.fork_of or seq).seq_id] for seq in samplers]
+        rows = []  # each sampler's logits row, or its k + 1 rows when it has drafts
+        for seq in samplers:
+            first = row_of[(seq.fork_of or seq).seq_id]
+            rows += range(first, first + 1 + len(seq.spec_token_ids))
         if not rows:
             return torch.empty(0), []
         if rows != list(range(hidden.shape[0])):  # a decode step samples every row, in order
@@ -103,7 +107,8 @@ class ModelRunner:
 
     def _prepare(self, computed) -> tuple[AttentionMetadata, torch.Tensor, torch.Tensor, dict]:
         """The step's metadata: token ids, positions and cache slots (one tensor of three rows),
-        int32 block tables, offsets; and each sequence's last row (its logits row)."""
+        int32 block tables, offsets; and each sequence's first logits row (its last token's,
+        or with drafts the row of the token before them)."""
         ids: list[int] = []
         positions: list[int] = []
         slots: list[int] = []
@@ -113,8 +118,12 @@ class ModelRunner:
         bs = self.block_size
         for s in computed:
             seq, start, n = s.seq, s.seq.num_computed_tokens, s.num_new_tokens
-            table = seq.block_table
-            if n == 1:  # a decode: one token
+            table, drafts = seq.block_table, seq.spec_token_ids
+            if drafts:  # the pending tokens, then the drafts
+                ids += seq.token_ids[start:] + drafts
+                positions += range(start, start + n)
+                slots += [table[p // bs] * bs + p % bs for p in range(start, start + n)]
+            elif n == 1:  # a decode: one token
                 ids.append(seq.token_ids[start])
                 positions.append(start)
                 slots.append(table[start // bs] * bs + start % bs)
@@ -124,7 +133,7 @@ class ModelRunner:
                 slots += [table[p // bs] * bs + p % bs for p in range(start, start + n)]
             cu.append(cu[-1] + n)
             ctx.append(start + n)
-            row_of[seq.seq_id] = cu[-1] - 1
+            row_of[seq.seq_id] = cu[-1] - 1 - len(drafts)
         width = max(len(s.seq.block_table) for s in computed)
         tables = torch.tensor(
             [s.seq.block_table + [0] * (width - len(s.seq.block_table)) for s in computed],

@@ -45,9 +45,9 @@ class Sampler:
                 out.append(SampledRow(greedy[i]))
                 continue
             try:  # one row's failure ends only its own sequence
-                self._process(logits[i], seq)
+                self.process(logits[i], seq)
                 token = self._sample_row(logits[i], seq)
-                lp = self._logprobs(raw[i], token, seq.params.logprobs) if want_lp[i] else None
+                lp = self.logprobs(raw[i], token, seq.params.logprobs) if want_lp[i] else None
                 out.append(SampledRow(token, lp))
             except Exception as e:
                 logger.exception("sampling failed for %s", seq.request_id)
@@ -71,7 +71,7 @@ class Sampler:
         return {i: picked[i] for i in rows}
 
     # ---- processing -------------------------------------------------------------------
-    def _process(self, row: torch.Tensor, seq: Sequence) -> None:
+    def process(self, row: torch.Tensor, seq: Sequence) -> None:
         """Logit bias, penalties and min_tokens, in place on one row."""
         p = seq.params
         if p.logit_bias:
@@ -101,9 +101,14 @@ class Sampler:
     # ---- sampling ---------------------------------------------------------------------
     @staticmethod
     def _sample_row(row: torch.Tensor, seq: Sequence) -> int:
-        p = seq.params
-        if p.greedy:
+        if seq.params.greedy:
             return argmax_rows(row.unsqueeze(0))[0]
+        return race(Sampler.probs(row, seq), seq.generator)
+
+    @staticmethod
+    def probs(row: torch.Tensor, seq: Sequence) -> torch.Tensor:
+        """The distribution a sampled row draws from: temperature, top-k, min-p, top-p."""
+        p = seq.params
         row = row / p.temperature
         if p.top_k > 0 and p.top_k < row.shape[0]:
             kth = torch.topk(row, p.top_k).values[-1]
@@ -115,11 +120,9 @@ class Sampler:
             sorted_p, idx = probs.sort(descending=True)
             drop = sorted_p.cumsum(0) - sorted_p > p.top_p
             probs = probs.scatter(0, idx, sorted_p.masked_fill(drop, 0.0))
-        # exponential race: argmax(p / E) with E ~ Exp(1) is a draw from p (seeded per sequence)
-        noise = torch.empty_like(probs).exponential_(generator=seq.generator)
-        return int((probs / noise).argmax())
+        return probs
 
-    def _logprobs(self, raw: torch.Tensor, token: int, k: int) -> PositionLogprobs:
+    def logprobs(self, raw: torch.Tensor, token: int, k: int) -> PositionLogprobs:
         chosen = Logprob(token, self.decode_token(token), float(raw[token]))
         top = []
         if k:
@@ -129,6 +132,13 @@ class Sampler:
                 for v, i in zip(vals, ids, strict=True)
             ]
         return PositionLogprobs(chosen, top)
+
+
+def race(probs: torch.Tensor, generator: torch.Generator) -> int:
+    """A draw from ``probs [vocab]`` (unnormalized is fine): the exponential race, argmax(p / E)
+    with E ~ Exp(1), seeded per sequence."""
+    noise = torch.empty_like(probs).exponential_(generator=generator)
+    return int((probs / noise).argmax())
 
 
 def argmax_rows(logits: torch.Tensor) -> list[int]:

@@ -88,14 +88,20 @@ class Scheduler:
         i = 0
         while i < len(self.running) and budget > 0:
             seq = self.running[i]
-            n = min(seq.num_tokens - seq.num_computed_tokens, budget)
+            pending = seq.num_tokens - seq.num_computed_tokens
+            n = min(pending + len(seq.spec_token_ids), budget)
             if not _decoding(seq):
                 n = min(n, prefill)
                 if n <= 0:  # over this step's prefill budget: the next step continues it
                     i += 1
                     continue
                 prefill -= n
+            del seq.spec_token_ids[max(n - pending, 0) :]  # drafts cut to the budget
             while not self.bm.can_fit(seq, seq.num_computed_tokens + n):
+                if seq.spec_token_ids:  # drop the drafts before preempting anyone
+                    n -= len(seq.spec_token_ids)
+                    seq.spec_token_ids = []
+                    continue
                 victim = self.running[-1]
                 self._preempt(victim, out)
                 if victim is seq:
@@ -146,19 +152,21 @@ class Scheduler:
     def _preempt(self, seq: Sequence, out: SchedulerOutput) -> None:
         self.running.remove(seq)
         self.bm.free(seq)
+        seq.spec_token_ids = []
         seq.status = SequenceStatus.WAITING
         self.waiting.appendleft(seq)
         self.metrics.num_preemptions_total += 1
         out.preempted.append(seq)
 
     def after_step(self, out: SchedulerOutput) -> None:
-        """Advance computed-token counts and publish newly full blocks to the prefix cache."""
+        """Advance computed-token counts and publish newly full blocks to the prefix cache
+        (speculative drafts count once verified, in ``spec_decode.Verifier``)."""
         for s in out.scheduled:
             if s.seq.fork_of is not None:
                 s.seq.num_computed_tokens = s.seq.fork_of.num_computed_tokens
                 s.seq.fork_of = None
             else:
-                s.seq.num_computed_tokens += s.num_new_tokens
+                s.seq.num_computed_tokens += s.num_new_tokens - len(s.seq.spec_token_ids)
             self.bm.commit(s.seq)
 
     def free_finished(self, seqs: Iterable[Sequence]) -> list[Sequence]:

@@ -43,6 +43,7 @@ class Sequence:
     num_hashed_blocks: int = 0  # leading block_table blocks known to be in the prefix cache
     pending_forks: list[Sequence] = field(default_factory=list)  # siblings that share our prefill
     fork_of: Sequence | None = None  # set for one step: sample from this parent's logits row
+    spec_token_ids: list[int] = field(default_factory=list)  # this step's speculative drafts
     # output state
     text: str = ""
     prefix_offset: int = 0

@@ -115,6 +115,13 @@ class SlidingBlocks:
                 self.pool.unref(bid)
         seq.sliding_table = []
 
+    def release_after(self, seq, num_blocks: int) -> None:
+        """Give back the table's blocks past its first ``num_blocks``."""
+        for bid in reversed(seq.sliding_table[num_blocks:]):
+            if bid != NONE:
+                self.pool.unref(bid)
+        del seq.sliding_table[num_blocks:]
+
     def check_integrity(self, live_seqs) -> None:
         """Ref counts match the live tables, and no table holds a block behind its window."""
         tables = [[b for b in s.sliding_table if b != NONE] for s in live_seqs]

@@ -59,13 +59,15 @@ _ARGTYPES = [
     _P,
     _P,
     ctypes.c_int,
+    ctypes.c_float,
 ]
 
 
 class CpuPagedAttention:
     """Callable with the signature of ``reference.paged_attention``; shapes the kernel's buffers
-    cannot hold (head_dim > 256, block_size > 64, > 64 query heads per kv head), caches that are
-    neither float32 nor bfloat16, and soft-capped scores (Gemma 2) go to the reference path."""
+    cannot hold (head_dim > 256, block_size > 64, > 64 query heads per kv head) and caches that
+    are neither float32 nor bfloat16 go to the reference path. ``softcap`` (Gemma 2): scores
+    become ``softcap * tanh(scores / softcap)`` before the mask, in the kernel."""
 
     def __init__(self, library: ctypes.CDLL) -> None:
         self._kernel = library.paged_attention
@@ -87,11 +89,6 @@ class CpuPagedAttention:
         softcap=None,
     ) -> torch.Tensor:
         plan = {} if plan is None else plan
-        if softcap is not None:
-            return reference.paged_attention(
-                q, k_cache, v_cache, block_tables, cu_seqlens_q, context_lens, scale,
-                sliding_window, plan, sinks, softcap,
-            )  # fmt: skip
         # every layer of a step shares the cache layout: the launch arguments are built once
         key = ("cpu", q.shape[1], k_cache.shape, k_cache.stride(), k_cache.dtype, v_cache.stride())
         key += (v_cache.dtype,)
@@ -111,6 +108,7 @@ class CpuPagedAttention:
                 sliding_window,
                 plan,
                 sinks,
+                softcap,
             )
         qf = q if q.dtype is torch.float32 else q.to(torch.float32)
         if qf.stride()[1:] != launch.q_strides:  # heads contiguous: a view into qkv needs no copy
@@ -128,6 +126,7 @@ class CpuPagedAttention:
             None if sink is None else sink.data_ptr(),
             out.data_ptr(),
             torch.get_num_threads(),
+            softcap or 0.0,
         )
         return out if q.dtype is torch.float32 else out.to(q.dtype)
 

@@ -70,17 +70,28 @@ class CpuLinear:
             )
         return linear(x, weight, bias)
 
-    def grouped(self, x: torch.Tensor, weights: list, counts: list[int], biases=None):
-        """Rows grouped by expert (``reference.grouped_linear``): quantized experts of one format
-        in one C call where the int8-row kernel runs, else one linear per expert."""
+    def grouped(
+        self,
+        x: torch.Tensor,
+        weights: list,
+        counts: list[int],
+        biases=None,
+        rows=None,
+        combine=None,
+    ):
+        """Rows grouped by expert (``reference.grouped_linear``, its ``rows`` gather and
+        ``combine`` included): quantized experts of one format in one C call where the int8-row
+        kernel runs, else one linear per expert."""
         quant = self.quant
         if (
             quant is not None
             and getattr(quant, "takes_grouped", None)
             and quant.takes_grouped(weights)
         ):
-            return quant.grouped(x, weights, counts, biases)
-        return reference.grouped_linear(x, weights, counts, biases, linear=self)
+            return quant.grouped(x, weights, counts, biases, rows, combine)
+        return reference.grouped_linear(
+            x, weights, counts, biases, linear=self, rows=rows, combine=combine
+        )
 
     def pack_weight(self, weight):
         """``weight`` in the layout this linear reads fastest: panels where the C GEMM runs its

@@ -64,7 +64,7 @@ class CpuQuantLinear:
             self._i8.restype = ctypes.c_int
             self._grouped.argtypes = [_P, _P, ctypes.c_int, ctypes.c_int, _I64, ctypes.c_int]
             self._grouped.argtypes += [ctypes.c_int, ctypes.c_int, _P, _P, _P, _P, _P, _P]
-            self._grouped.argtypes += [ctypes.c_int]
+            self._grouped.argtypes += [ctypes.c_int, _P, _I64, ctypes.c_int, _P, _P, _P]
             self._grouped.restype = ctypes.c_int
         self._tables: dict[int, torch.Tensor] = {}
         self._experts: dict[tuple[int, ...], tuple] = {}
@@ -155,19 +155,32 @@ class CpuQuantLinear:
 
     def grouped(
         self,
-        x: torch.Tensor,  # [M, K], rows grouped by expert
+        x: torch.Tensor,  # [T, K], or [M, K] rows grouped by expert when ``rows`` is None
         weights: list[QuantizedWeight],
         counts: list[int],  # rows per expert, sum M
         biases: list[torch.Tensor | None] | None = None,
-    ) -> torch.Tensor:  # [M, N] in x's dtype
-        """Each expert's rows times its weight, every expert in one kernel call (int8 rows)."""
+        rows: torch.Tensor | None = None,  # [M] the x row of each grouped row (the gather)
+        combine: tuple | None = None,  # (tokens [M], scale [M], T): token of each row, weight
+    ) -> torch.Tensor:  # [M, N], or [T, N] combined; x's dtype
+        """Each expert's rows times its weight, every expert in one kernel call (int8 rows).
+        ``rows`` gathers the input rows, ``combine`` sums each token's weighted rows back
+        (``reference.grouped_linear``), inside the same call."""
         first = weights[0]
         n, k = first.shape
         pointers = self._pointers(weights, biases)
         xf = x.float().contiguous()
         offsets = torch.tensor([0, *counts], dtype=torch.int64).cumsum(0)
-        out = torch.empty(x.shape[0], n, dtype=torch.float32)
-        if x.shape[0]:
+        m = int(offsets[-1])
+        out = torch.empty(m, n, dtype=torch.float32)
+        num_tokens, top, pos, w, combined = 0, 0, None, None, None
+        if combine is not None:
+            tokens, scale, num_tokens = combine
+            top = m // max(num_tokens, 1)
+            pos = torch.argsort(tokens, stable=True).contiguous()  # [T * top] by token, in order
+            w = scale.float().flatten()[pos].contiguous()
+            combined = torch.zeros(num_tokens, n, dtype=torch.float32)
+        if m:
+            rows_c = None if rows is None else rows.to(torch.int64).contiguous()
             status = self._grouped(
                 xf.data_ptr(),
                 offsets.data_ptr(),
@@ -180,10 +193,16 @@ class CpuQuantLinear:
                 *(ctypes.addressof(p) for p in pointers[:5]),
                 out.data_ptr(),
                 torch.get_num_threads(),
+                None if rows_c is None else rows_c.data_ptr(),
+                num_tokens,
+                top,
+                None if pos is None else pos.data_ptr(),
+                None if w is None else w.data_ptr(),
+                None if combined is None else combined.data_ptr(),
             )
             if status:
-                raise MemoryError(f"grouped quantized linear: no scratch for {x.shape[0]}x{k}")
-        return out.to(x.dtype)
+                raise MemoryError(f"grouped quantized linear: no scratch for {m}x{k}")
+        return (out if combined is None else combined).to(x.dtype)
 
     def _pointers(self, weights, biases) -> tuple:
         """ctypes arrays of the experts' codes, planes, scales, mins and biases (built once)."""

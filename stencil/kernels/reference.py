@@ -21,14 +21,19 @@ def linear(x: torch.Tensor, weight, bias: torch.Tensor | None = None) -> torch.T
 
 
 def grouped_linear(
-    x: torch.Tensor,  # [M, K], rows grouped by expert
+    x: torch.Tensor,  # [M, K] rows grouped by expert; [T, K] with ``rows``
     weights: list,
     counts: list[int],  # rows of each expert, sum M
     biases: list[torch.Tensor | None] | None = None,
     linear=linear,
-) -> torch.Tensor:  # [M, N]
+    rows: torch.Tensor | None = None,  # [M] the x row of each grouped row (the gather)
+    combine: tuple | None = None,  # (tokens [M], scale [M], T): each row's token and weight
+) -> torch.Tensor:  # [M, N]; [T, N] with ``combine``
     """Mixture-of-experts: expert e's ``counts[e]`` rows through ``linear`` with its weight (and
-    bias); experts without rows are skipped."""
+    bias); experts without rows are skipped. ``combine`` adds each row, times its weight, into
+    its token's output row, in row order."""
+    if rows is not None:
+        x = x[rows]
     outs, start = [], 0
     for e, n in enumerate(counts):
         if n:
@@ -36,9 +41,12 @@ def grouped_linear(
                 linear(x[start : start + n], weights[e], None if biases is None else biases[e])
             )
             start += n
-    if not outs:
-        return x.new_empty(0, weights[0].shape[0])
-    return torch.cat(outs)
+    h = torch.cat(outs) if outs else x.new_empty(0, weights[0].shape[0])
+    if combine is None:
+        return h
+    tokens, scale, num_tokens = combine
+    out = h.new_zeros(num_tokens, h.shape[1])
+    return out.index_add_(0, tokens, h * scale.reshape(-1, 1).to(h.dtype))
 
 
 def quant_linear(x: torch.Tensor, weight, bias: torch.Tensor | None = None) -> torch.Tensor:

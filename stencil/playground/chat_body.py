@@ -101,6 +101,8 @@ def parse_schema(text: str) -> Any:
         raise bad_request(
             f"the schema is not JSON: {e.msg} (line {e.lineno}, column {e.colno})", "schema"
         ) from None
+    except RecursionError:
+        raise bad_request("the schema is nested too deeply to read", "schema") from None
 
 
 def _constraint(spec: RunSpec, schema: Any, document: str) -> dict[str, Any]:

@@ -21,14 +21,21 @@ from fastapi.responses import Response
 from stencil.api.errors import APIError, bad_request
 from stencil.api.openai.convert import convert_chat
 from stencil.api.openai.protocol import ChatCompletionRequest
-from stencil.api.request_io import check_model, json_body, parse, ready
+from stencil.api.request_io import (
+    ClientGone,
+    check_model,
+    json_body,
+    parse,
+    ready,
+    unless_disconnected,
+)
 from stencil.api.state import AppState
 from stencil.playground.chat_body import RunSpec, chat_body
 from stencil.playground.facts import server_facts
 from stencil.playground.spans import locate
 from stencil.playground.trace import traced_completion
 
-ASSETS = {"app.js": "text/javascript", "app.css": "text/css"}
+ASSETS = {"app.js": "text/javascript", "views.js": "text/javascript", "app.css": "text/css"}
 MAX_FILES = 200
 
 
@@ -86,12 +93,19 @@ def playground_routes(state: AppState) -> APIRouter:
         document = payload.get("document") if isinstance(payload, dict) else None
         if not isinstance(document, str) or "value" not in payload:
             raise bad_request("give document (a string) and value (the extracted JSON)")
-        return {"spans": await asyncio.to_thread(locate, document, payload["value"])}
+        try:
+            return {"spans": await asyncio.to_thread(locate, document, payload["value"])}
+        except RecursionError:
+            raise bad_request("value is nested too deeply", "value") from None
 
     @router.post("/v1/playground/trace")
-    async def trace(request: Request) -> dict[str, Any]:
+    async def trace(request: Request) -> Any:
         st = ready(state)
-        return await traced_completion(st, await json_body(request, st))
+        body = await json_body(request, st)
+        try:
+            return await unless_disconnected(request, st, traced_completion(st, body))
+        except ClientGone:  # the generation was aborted with the request
+            return Response(status_code=499)
 
     @router.get("/v1/playground/facts")
     async def facts() -> dict[str, Any]:

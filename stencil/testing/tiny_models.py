@@ -129,6 +129,11 @@ def build_tiny_model(name: str, out: Path, tokenizer_src: Path, config=None) -> 
     return out
 
 
+TEST_KV_BYTES = 64 << 20
+"""KV budget of a test engine: the KV cache is zero-filled, so resident, when the engine starts;
+the 1 GiB default per engine is what pushed the test process past its memory budget."""
+
+
 def make_llm(model_dir, **kw):
     from stencil import LLM
 
@@ -136,6 +141,7 @@ def make_llm(model_dir, **kw):
     kw.setdefault("dtype", "float32")
     kw.setdefault("device", "cpu")
     kw.setdefault("seed", 0)
+    kw.setdefault("kv_cache_memory", TEST_KV_BYTES)
     return LLM(model=str(model_dir), **kw)
 
 

@@ -133,6 +133,25 @@ def test_template_renders_what_openai_harmony_renders(tokenizer, encoding):
     assert tokenizer(text, add_special_tokens=False).input_ids == expected
 
 
+def test_past_reasoning_goes_back_as_thinking(tokenizer):
+    """An assistant message sent back with this server's ``reasoning_content`` (the SDK keeps
+    it on the message): GPT-OSS's template shows it as the analysis before that turn's call."""
+    from stencil.api.openai.convert import ModelInfo, convert_chat
+    from stencil.api.openai.protocol import ChatCompletionRequest
+
+    call = {"id": "call_1", "type": "function"}
+    call["function"] = {"name": "add", "arguments": '{"a": 2, "b": 3}'}
+    history = [
+        *USER,
+        {"role": "assistant", "content": None, "reasoning_content": "I add.", "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "5"},
+    ]
+    req = ChatCompletionRequest(model="m", messages=history, tools=TOOLS)
+    text = convert_chat(req, ModelInfo(tokenizer, 4096, len(tokenizer))).prompt_text
+    assert "<|channel|>analysis<|message|>I add.<|end|><|start|>assistant to=functions.add" in text
+    assert text.endswith("<|start|>assistant")
+
+
 # ---- the reply: the parser against openai-harmony ----------------------------------------------
 
 REPLIES = {
@@ -184,6 +203,7 @@ def client(harmony_dir):
     from stencil.engine.async_engine import AsyncLLMEngine
     from stencil.engine.config import EngineConfig
     from stencil.testing.live_server import serving
+    from stencil.testing.tiny_models import TEST_KV_BYTES
 
     engine = AsyncLLMEngine.from_config(
         EngineConfig(
@@ -193,6 +213,7 @@ def client(harmony_dir):
             device="cpu",
             num_threads=1,
             max_model_len=1024,
+            kv_cache_memory=TEST_KV_BYTES,
         )  # fmt: skip
     )
     with serving(engine) as live:

@@ -4,6 +4,8 @@ as it is, a system message and a prompt-based tool system prompt included."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from transformers import AutoTokenizer
 
@@ -34,10 +36,15 @@ TOOL = {
 }
 
 
-@pytest.fixture(scope="module")
-def model() -> ModelInfo:
+GEMMA2 = Path(__file__).parent / "chat_templates" / "gemma-2-2b-it.jinja"
+
+
+@pytest.fixture(scope="module", params=["written", "gemma-2-2b-it"])
+def model(request) -> ModelInfo:
+    """The rule above, and Gemma 2's own template, which raises on a system message (the
+    server folds it into the first user turn itself, as Gemma 3's template does)."""
     tok = AutoTokenizer.from_pretrained(str(default_model_path()))
-    tok.chat_template = FOLDING_TEMPLATE
+    tok.chat_template = FOLDING_TEMPLATE if request.param == "written" else GEMMA2.read_text()
     return ModelInfo(tok, 8192, 49152)
 
 

@@ -18,7 +18,7 @@ def test_grounded_invoice_values_are_spans_of_the_document(tmp_path):
     doc = EXAMPLES / "invoice.txt"
     out = tmp_path / "out.jsonl"
     argv = ["extract", "--schema", "invoice", str(doc), "--out", str(out), "--grounded",
-            "--max-tokens", "160", "--num-threads", "1"]  # fmt: skip
+            "--max-tokens", "160", "--num-threads", "1", "--kv-cache-memory", "67108864"]  # fmt: skip
     assert cli.main(argv) == 0
     (record,) = [json.loads(line) for line in out.read_text().splitlines()]
     assert record["ok"], record

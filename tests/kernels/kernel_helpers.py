@@ -106,6 +106,7 @@ def naive_attention(
     scale: float,
     sliding_window: int | None,
     sinks: torch.Tensor | None = None,  # [heads]: one more logit per head, no value
+    softcap: float | None = None,  # Gemma 2: scores = softcap * tanh(scores / softcap)
 ) -> torch.Tensor:  # [T, heads, dim] float64
     """Dense fp64 attention, one query at a time, keys fetched slot by slot."""
     out = torch.zeros(q.shape, dtype=torch.float64)
@@ -120,6 +121,8 @@ def naive_attention(
             pos, row = ctx - n + i, cu_seqlens_q[b] + i
             lo = 0 if sliding_window is None else max(0, pos - sliding_window + 1)
             s = torch.einsum("hd,lhd->hl", q[row].double(), keys[lo : pos + 1]) * scale
+            if softcap is not None:
+                s = softcap * torch.tanh(s / softcap)
             if sinks is not None:
                 s = torch.cat((s, sinks.double().view(-1, 1)), dim=1)
             p = s.softmax(-1)[:, : pos + 1 - lo]

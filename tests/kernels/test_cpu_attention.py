@@ -58,6 +58,22 @@ def test_attention_sinks_match_naive(kernel, name: str) -> None:
     assert (expect - without).abs().max() > 1e-2  # the sinks change the result
 
 
+@pytest.mark.parametrize("name", ["gqa2-bs4-window5", "gqa3-bs16-dim64", "decode-only", "mha-bs4"])
+def test_attention_softcap_matches_naive(kernel, name: str) -> None:
+    """Gemma 2's soft-capped scores (a cap below the largest scores, so it bites), in the C
+    kernel and the reference against the fp64 oracle."""
+    args = make_attn_inputs(ATTN_CASES[name], torch.float32)
+    args["q"] = args["q"] * 8  # scores well past the cap
+    args["softcap"] = 2.0
+    expect = naive_attention(**args)
+    torch.testing.assert_close(kernel(**args).double(), expect, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(
+        reference.paged_attention(**args).double(), expect, atol=1e-5, rtol=1e-5
+    )
+    without = naive_attention(**{**args, "softcap": None})
+    assert (expect - without).abs().max() > 1e-2  # the cap changes the result
+
+
 @pytest.mark.parametrize("name", ["gqa2-bs16", "gqa3-bs16-dim64", "gqa2-bs16-dim32-window7"])
 def test_cpu_attention_bfloat16(kernel, name: str) -> None:
     """bf16 caches (dims that are multiples of 32 take the AVX512-BF16 dot products where the

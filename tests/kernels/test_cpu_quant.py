@@ -128,3 +128,28 @@ def test_grouped_experts_match_one_call_per_expert(fmt, counts, with_bias):
     assert got.shape == (sum(counts), 48)
     if sum(counts):
         torch.testing.assert_close(got, want, rtol=0, atol=0)
+
+
+@pytest.mark.skipif(not INT8, reason="no C compiler or no AVX512-VNNI")
+@pytest.mark.parametrize("fmt", [FORMATS[0], FORMATS[5]])
+@pytest.mark.parametrize(("tokens", "top"), [(1, 2), (7, 3), (40, 2)])
+def test_grouped_gather_and_combine_in_the_call(fmt, tokens, top):
+    """The MoE call with the gather of its rows (``rows``) and the weighted sum back into each
+    token's row (``combine``) inside the kernel, bit for bit as the reference's ``x[rows]`` and
+    ``index_add_`` around the same kernel."""
+    experts = [random_weight(*fmt, 256, 256, seed=e)[0] for e in range(6)]
+    down = [random_weight(*fmt, 128, 256, seed=10 + e)[0] for e in range(6)]
+    gen = torch.Generator().manual_seed(tokens * top)
+    x = torch.randn(tokens, 256, generator=gen)
+    ids = torch.stack([torch.randperm(6, generator=gen)[:top] for _ in range(tokens)])
+    flat = ids.flatten()
+    order = torch.argsort(flat, stable=True)
+    counts = torch.bincount(flat, minlength=6).tolist()
+    rows = order // top
+    scale = torch.rand(tokens * top, 1, generator=gen)
+    h = KERNEL.grouped(x, experts, counts, rows=rows)
+    torch.testing.assert_close(h, KERNEL.grouped(x[rows], experts, counts), rtol=0, atol=0)
+    got = KERNEL.grouped(h, down, counts, combine=(rows, scale, tokens))
+    want = reference.grouped_linear(h, down, counts, linear=KERNEL, combine=(rows, scale, tokens))
+    assert got.shape == (tokens, 128)
+    torch.testing.assert_close(got, want, rtol=0, atol=0)

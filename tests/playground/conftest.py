@@ -20,7 +20,7 @@ def _missing(reason: str) -> None:
     pytest.skip(reason)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def chromium() -> Iterator[object]:
     path = os.environ.get("STENCIL_CHROMIUM") or shutil.which("chromium")
     if path is None:

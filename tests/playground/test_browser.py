@@ -156,3 +156,28 @@ def test_the_constraint_view_lists_forced_tokens(page) -> None:
     summary = page.inner_text("#trace-summary")
     assert f"{len(tokens)} tokens" in summary and "Mask" in summary and "forward" in summary
     page.screenshot(path=str(SHOTS / "constraint.png"))
+
+
+def test_keyboard_and_the_schema_library(page) -> None:
+    page.select_option("#library", "invoice")  # a library schema fills the editor, checked
+    page.wait_for_selector("#spec-status.ok", timeout=60_000)
+    assert json.loads(page.input_value("#spec"))["title"].lower().startswith("invoice")
+    assert page.is_checked("#grounding")  # its strings are x-grounded: they need the document
+    page.focus("#tab-output")
+    page.keyboard.press("ArrowRight")
+    assert page.evaluate("document.activeElement.id") == "tab-grounding"
+    assert page.is_visible("#view-grounding") and not page.is_visible("#view-output")
+    page.keyboard.press("ArrowLeft")
+    page.keyboard.press("ArrowLeft")
+    assert page.evaluate("document.activeElement.id") == "tab-facts"
+    page.wait_for_function("document.querySelector('#facts').textContent.includes('vocabulary')")
+    page.screenshot(path=str(SHOTS / "server.png"))
+    page.evaluate(  # the file input's click is what opens the chooser: count it instead
+        """() => document.querySelector('#files').addEventListener('click',
+             (e) => { window.chosen = (window.chosen || 0) + 1; e.preventDefault(); })"""
+    )
+    page.focus("#drop")
+    page.keyboard.press("Enter")
+    page.keyboard.press("Space")
+    assert page.evaluate("window.chosen") == 2
+    assert page.get_attribute("#files", "multiple") is not None

@@ -61,7 +61,11 @@ def test_the_page_and_its_assets(live_server: LiveServer) -> None:
     auth = ("u", live_server.api_key)
     page = httpx.get(live_server.base_url + "/", auth=auth)
     assert page.headers["content-type"].startswith("text/html")
-    for asset, kind in (("app.js", "text/javascript"), ("app.css", "text/css")):
+    for asset, kind in (
+        ("app.js", "text/javascript"),
+        ("views.js", "text/javascript"),
+        ("app.css", "text/css"),
+    ):
         assert f"/playground/{asset}" in page.text
         r = httpx.get(f"{live_server.base_url}/playground/{asset}", auth=auth)
         assert r.status_code == 200 and r.headers["content-type"].startswith(kind)
@@ -117,6 +121,32 @@ def test_a_schema_that_is_not_json(live_server: LiveServer) -> None:
     assert r.status_code == 400
     assert r.json()["error"]["message"].startswith("the schema is not JSON: Unterminated string")
     assert "(line 1, column 10)" in r.json()["error"]["message"]
+
+
+def test_trace_endpoint(live_server: LiveServer) -> None:
+    run = {"kind": "choice", "spec": "Ada Lovelace\nCharles Babbage", "document": DOC}
+    body = _post(live_server, "/v1/playground/request", run).json()["body"]
+    trace = _post(live_server, "/v1/playground/trace", body).json()
+    assert trace["text"] in ("Ada Lovelace", "Charles Babbage")
+    assert "".join(t["text"] for t in trace["tokens"]) == trace["text"]
+    first = trace["tokens"][0]
+    assert first["kind"] == "sampled" and first["allowed"] >= 2  # two choices, maybe more starts
+    assert trace["mask_seconds"] > 0 and trace["forward_seconds"] > 0
+    bad = _post(live_server, "/v1/playground/trace", {**body, "n": 2})
+    assert bad.status_code == 400 and bad.json()["error"]["param"] == "n"
+    bad = _post(live_server, "/v1/playground/trace", [1])
+    assert bad.status_code == 400
+
+
+def test_deep_nesting_is_a_400(live_server: LiveServer) -> None:
+    deep = "[" * 5000 + "]" * 5000
+    r = _post(live_server, "/v1/playground/check", {"kind": "json", "spec": deep})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "schema"
+    value = json.loads("[" * 900 + "]" * 900)
+    r = _post(live_server, "/v1/playground/spans", {"document": DOC, "value": value})
+    assert r.status_code in (200, 400)  # found nothing, or refused by name; never a 500
+    if r.status_code == 400:
+        assert r.json()["error"]["param"] == "value"
 
 
 BAD_BODIES = [
@@ -185,6 +215,38 @@ paths = {getattr(r, "path", "") for r in app.routes}
 print(sorted(m for m in sys.modules if m.startswith(("stencil.playground", "stencil.extract"))))
 print("/" in paths)
 """
+
+
+def test_the_flag() -> None:
+    from stencil.cli import build_parser, server_config
+
+    for argv, on in ((["serve"], True), (["serve", "--no-playground"], False)):
+        assert server_config(build_parser().parse_args(argv)).playground is on
+
+
+def test_the_page_and_facts_answer_while_the_engine_generates(live_server: LiveServer) -> None:
+    """A long stream runs; meanwhile ``/`` and the facts answer, and the facts see it running."""
+    headers = {"Authorization": f"Bearer {live_server.api_key}"}
+    body = {
+        "messages": [{"role": "user", "content": "Count to one thousand."}],
+        "max_tokens": 400,
+        "stream": True,
+        "ignore_eos": True,
+    }
+    with httpx.stream(
+        "POST", live_server.v1 + "/chat/completions", json=body, headers=headers, timeout=120
+    ) as stream:
+        lines = stream.iter_lines()
+        next(line for line in lines if line.startswith("data: "))  # it is generating
+        for _ in range(5):
+            page = httpx.get(live_server.base_url + "/", headers=headers, timeout=10)
+            assert page.status_code == 200 and b"playground" in page.content
+        facts = httpx.get(live_server.base_url + "/v1/playground/facts", headers=headers).json()
+        assert facts["values"]["requests_running"] >= 1
+        assert facts["values"]["kv_cache_usage"] > 0
+        assert dict(facts["facts"])["Requests"].startswith(
+            f"{facts['values']['requests_running']} running"
+        )
 
 
 def test_no_playground_imports_nothing_of_it() -> None:

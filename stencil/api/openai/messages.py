@@ -7,6 +7,7 @@ when the template reads ``tools``, else as a system prompt in SmolLM2's / Hermes
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from stencil.api.errors import bad_request
@@ -27,6 +28,7 @@ from stencil.api.openai.tools import (
     tools_system_prompt,
 )
 
+_NO_SYSTEM_ROLE = "System role not supported"  # Gemma 2's template raises this
 _RESERVED_TEMPLATE_KWARGS = {
     "messages",
     "conversation",
@@ -63,6 +65,7 @@ def render_chat(
     for i, m in enumerate(req.messages):
         _check_message(m, i)
     messages = [_message_dict(m, native_calls, fmt) for m in req.messages]
+    _pass_reasoning(messages, req.messages, template)
     kwargs = dict(req.chat_template_kwargs or {})
     clash = sorted(_RESERVED_TEMPLATE_KWARGS & kwargs.keys())
     if clash:
@@ -72,9 +75,15 @@ def render_chat(
     tools = [t.model_dump(exclude_none=True) for t in offered] or None
     if tools and harmony:
         tools = [t | {"function": {"description": "", **t["function"]}} for t in tools]
-    if tools and not native_tools:
+    if tools and fmt.system_tools:  # Phi-4-mini: a JSON string in the system message
+        specs = [t.function.model_dump(exclude_none=True) for t in offered]
+        messages = _with_system_tools(messages, json.dumps(specs, ensure_ascii=False))
+        tools = None
+    elif tools and not native_tools:
         messages = _with_tool_system_prompt(messages, tools_system_prompt(offered))
         tools = None
+    if _NO_SYSTEM_ROLE in template:
+        messages = _fold_system(messages)
     try:
         return tokenizer.apply_chat_template(
             messages,
@@ -120,7 +129,7 @@ def _message_body(msg: Any, native_calls: bool, fmt: ToolCallFormat) -> dict[str
             ]
             return {"role": "assistant", "content": text, "tool_calls": calls}
         if msg.tool_calls:
-            text = (text + "\n" if text else "") + render_tool_calls(msg)
+            text = (text + "\n" if text else "") + render_tool_calls(msg, fmt)
         return {"role": "assistant", "content": text}
     return {"role": msg.role, "content": content_text(msg.content)}
 
@@ -155,6 +164,32 @@ def content_text(content: Any) -> str:
     if isinstance(content, str):
         return content
     return "".join(getattr(p, "text", None) or getattr(p, "refusal", "") for p in content)
+
+
+def _pass_reasoning(messages: list[dict[str, Any]], sent: list[Any], template: str) -> None:
+    """An assistant message's ``reasoning_content`` (what this server returned) under the name
+    the template reads (GPT-OSS: ``thinking``; Qwen3: ``reasoning_content``); a template that
+    reads neither does not show past reasoning, as the model's own chat format drops it."""
+    for out, msg in zip(messages, sent, strict=True):
+        text = getattr(msg, "reasoning_content", None)
+        for name in ("thinking", "reasoning_content"):
+            if text and (f".{name}" in template or f"'{name}'" in template):
+                out[name] = text
+
+
+def _fold_system(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A leading system message as the start of the first user turn (Gemma 3's template does
+    this itself; Gemma 2's refuses a system message)."""
+    if len(messages) < 2 or messages[0]["role"] != "system" or messages[1]["role"] != "user":
+        return messages
+    first = dict(messages[1], content=f"{messages[0]['content']}\n\n{messages[1]['content']}")
+    return [first, *messages[2:]]
+
+
+def _with_system_tools(messages: list[dict[str, Any]], tools: str) -> list[dict[str, Any]]:
+    if messages and messages[0]["role"] == "system":
+        return [dict(messages[0], tools=tools), *messages[1:]]
+    return [{"role": "system", "content": "", "tools": tools}, *messages]
 
 
 def _with_tool_system_prompt(messages: list[dict[str, Any]], prompt: str) -> list[dict[str, Any]]:

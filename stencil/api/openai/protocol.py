@@ -70,6 +70,8 @@ class AssistantMessage(Strict):
     tool_calls: list[ToolCall] | None = None
     refusal: str | None = None
     name: str | None = None
+    # this server's reasoning (harmony's analysis), sent back with the message as history
+    reasoning_content: str | None = None
     # Null when a client sends back the SDK's response message object as history; a value is
     # refused by ``surface`` (the deprecated function-calling API, audio output).
     function_call: Any = None

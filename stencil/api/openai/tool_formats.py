@@ -8,7 +8,10 @@ The families and their names follow vLLM's tool parsers:
 - ``llama3_json`` (Llama 3.1+): the output *is* ``{"name": .., "parameters": {..}}`` (calls joined
   by ``"; "``; a leading ``<|python_tag|>`` is accepted when parsing);
 - ``mistral``: ``[TOOL_CALLS][{"name": .., "arguments": {..}}, ..]``;
-- ``smollm2`` (templates that do not render tools, SmolLM2's own convention):
+- ``granite`` (Granite 3.x): ``<|tool_call|>[{"name": .., "arguments": {..}}, ..]``;
+- ``phi4_mini`` (Phi-4-mini): ``functools[{"name": .., "arguments": {..}}, ..]``; its template
+  takes the tools as a JSON string in the system message's ``tools`` field;
+- ``smollm2`` (templates that do not render tools, SmolLM2's own convention; Gemma's too):
   ``<tool_call>[{"name": .., "arguments": {..}}, ..]</tool_call>``.
 """
 
@@ -36,6 +39,20 @@ class ToolCallFormat:
     separator: str = ""  # between blocks (one-object formats)
     calls_first: bool = False  # auto: a call can only open the output (else after any text)
     call_id_chars: int = 0  # templates that take call ids of exactly this length (0: any)
+    system_tools: bool = False  # the template reads the tools from the system message
+
+    def render_calls(self, calls: list[dict[str, Any]]) -> str:
+        """Past ``{"name", "arguments"}`` calls as the model writes them (for templates that
+        show an assistant's calls only as its text)."""
+        if self.array:
+            calls = [{"name": c["name"], self.args_key: c["arguments"]} for c in calls]
+            return f"{self.open}{json.dumps(calls, ensure_ascii=False)}{self.close}"
+        blocks = [
+            f"{self.open}{json.dumps({'name': c['name'], self.args_key: c['arguments']})}"
+            f"{self.close}"
+            for c in calls
+        ]
+        return self.separator.join(blocks)
 
     def history_call_id(self, call_id: str) -> str:
         """A past call's id as the template takes it: Mistral's are 9 characters, so longer ids
@@ -178,7 +195,9 @@ SMOLLM2 = ToolCallFormat("smollm2", "<tool_call>", "</tool_call>", "arguments", 
 HERMES = ToolCallFormat("hermes", "<tool_call>\n", "\n</tool_call>", "arguments", False, "\n")
 LLAMA3_JSON = ToolCallFormat("llama3_json", "", "", "parameters", False, "; ", calls_first=True)
 MISTRAL = ToolCallFormat("mistral", "[TOOL_CALLS]", "", "arguments", array=True, call_id_chars=9)
-FORMATS = {f.name: f for f in (SMOLLM2, HERMES, LLAMA3_JSON, MISTRAL)}
+GRANITE = ToolCallFormat("granite", "<|tool_call|>", "", "arguments", array=True)
+PHI4_MINI = ToolCallFormat("phi4_mini", "functools", "", "arguments", True, system_tools=True)
+FORMATS = {f.name: f for f in (SMOLLM2, HERMES, LLAMA3_JSON, MISTRAL, GRANITE, PHI4_MINI)}
 
 
 def detect_format(tokenizer: Any) -> ToolCallFormat:
@@ -187,6 +206,10 @@ def detect_format(tokenizer: Any) -> ToolCallFormat:
     template = template if isinstance(template, str) else ""
     if "[TOOL_CALLS]" in template:
         return MISTRAL
+    if "<|tool_call|>" in template:
+        return GRANITE
+    if "<|tool|>" in template and "message['tools']" in template:
+        return PHI4_MINI
     if "<tool_call>" in template and "tools" in template:
         return HERMES
     if "<|python_tag|>" in template or '"parameters"' in template:

@@ -21,9 +21,6 @@ from stencil.api.openai.protocol import (
 )
 from stencil.api.openai.tool_schema import calls_schema
 
-TOOL_CALL_OPEN = "<tool_call>"
-TOOL_CALL_CLOSE = "</tool_call>"
-
 
 @dataclass(slots=True, frozen=True)
 class ToolPlan:
@@ -118,13 +115,14 @@ def tools_system_prompt(tools: list[Tool]) -> str:
     return _SYSTEM_TOOLS.format(tools=json.dumps(specs, ensure_ascii=False))
 
 
-def render_tool_calls(msg: AssistantMessage) -> str:
-    """An assistant message's past tool calls as the text the model would have written."""
+def render_tool_calls(msg: AssistantMessage, fmt: Any) -> str:
+    """An assistant message's past tool calls as the text the model would have written in
+    ``fmt`` (a ``tool_formats.ToolCallFormat``)."""
     calls = [
         {"name": tc.function.name, "arguments": call_arguments(tc.function.arguments)}
         for tc in msg.tool_calls or []
     ]
-    return f"{TOOL_CALL_OPEN}{json.dumps(calls, ensure_ascii=False)}{TOOL_CALL_CLOSE}"
+    return fmt.render_calls(calls)
 
 
 def openai_calls(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -144,7 +144,8 @@ class SparseMoeBlock(nn.Module):
         self, x: torch.Tensor, weights: torch.Tensor, ids: torch.Tensor, ops: Kernels
     ) -> torch.Tensor:
         """Rows grouped by expert; each expert's two linears run once over its rows (one call
-        for all experts where the kernel set has ``grouped_linear``); experts without rows skip."""
+        for all experts where the kernel set has ``grouped_linear``, the gather of the rows and
+        the weighted sum back into each token's row inside it); experts without rows skip."""
         k = ids.shape[1]
         flat = ids.flatten()  # [T * k]
         order = torch.argsort(flat, stable=True)  # assignments grouped by expert
@@ -156,16 +157,21 @@ class SparseMoeBlock(nn.Module):
         down = [e.down_proj for e in self.experts]
         bias = self.spec.bias
         h = grouped(
-            x[tokens],
+            x,
             [m.weight for m in gate_up],
             counts,
             [m.bias for m in gate_up] if bias else None,
-        )  # [T * k, 2I]
+            rows=tokens,
+        )  # [T * k, 2I], x's rows gathered in the call
         act = self.experts[0].activation(h, ops)  # [T * k, I]
-        h = grouped(act, [m.weight for m in down], counts, [m.bias for m in down] if bias else None)
-        out = torch.zeros_like(x)
-        out.index_add_(0, tokens, h * scale)
-        return out
+        combine = (tokens, scale, x.shape[0])  # weighted back into each token's row in the call
+        return grouped(
+            act,
+            [m.weight for m in down],
+            counts,
+            [m.bias for m in down] if bias else None,
+            combine=combine,
+        )  # [T, hidden]
 
 
 def map_moe_weight(name: str, tensor: torch.Tensor, config) -> list[tuple] | None:

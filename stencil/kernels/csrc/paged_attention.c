@@ -181,6 +181,7 @@ typedef struct {
     float scale;
     const float *sinks; /* [heads] or NULL: a logit per head in every softmax denominator */
     float *out;
+    float softcap; /* > 0 (Gemma 2): scores become softcap * tanh(scores / softcap) */
 } Args;
 
 /* Bytes of one cache row (one token's keys or values of one head). */
@@ -288,7 +289,15 @@ static void unit(const Args *a, int b, int h, int p0, int np) {
         int all_visible = k1 - 1 <= qpos[0] && (a->window <= 0 || k0 > qpos[rows - 1] - a->window);
         for (int r = 0; r < rows; r++) {
             float mx = m[r], sum = 0.f;
-            if (all_visible) {
+            if (a->softcap > 0.f) { /* before the mask, as the reference */
+                const float cap = a->softcap;
+                for (int i = 0; i < nk; i++) s[r][i] = cap * tanhf(s[r][i] * a->scale / cap);
+                for (int i = 0; !all_visible && i < nk; i++) {
+                    int key = k0 + i;
+                    int visible = key <= qpos[r] && (a->window <= 0 || key > qpos[r] - a->window);
+                    if (!visible) s[r][i] = -INFINITY;
+                }
+            } else if (all_visible) {
 #pragma omp simd
                 for (int i = 0; i < nk; i++) s[r][i] *= a->scale;
             } else {
@@ -368,9 +377,10 @@ void paged_attention(const float *q, int64_t q_stride, const void *k, const void
                      int64_t sb, int64_t ss, int64_t sh, const int32_t *tables, int width,
                      const int32_t *cu_q, const int32_t *ctx, const int32_t *units, int num_units,
                      int heads, int kv_heads, int dim, int block_size, float scale, int window,
-                     const float *sinks, float *out, int threads) {
+                     const float *sinks, float *out, int threads, float softcap) {
     Args a = {q,    q_stride, k,     v,        bf16, sb,         ss,     sh,    tables, width,
-              cu_q, ctx,      heads, kv_heads, dim, block_size, window, scale, sinks, out};
+              cu_q, ctx,      heads, kv_heads, dim, block_size, window, scale, sinks, out,
+              softcap};
     /* dynamic scheduling, one unit at a time, each thread claiming its next unit before it runs
      * the current one so that the next unit's first block is on its way meanwhile */
     int next = 0;

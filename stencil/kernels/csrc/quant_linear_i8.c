@@ -228,10 +228,25 @@ int qlinear_i8(const float *x, int64_t M, int K, int64_t N, int bits, int G, int
  * (and bias, or NULL) into the same rows of out [M, N]. One parallel region for every expert: the
  * work units are (expert, row tile, strip), so a step's routed rows cost one fork-join per
  * projection instead of one per expert. Returns 0, or -1 when scratch memory is short. */
+/* dst = sum_j w[j] * rows[pos[j]], each product rounded before its add (no fused multiply-add:
+ * the same sums as torch's index_add_ of h * w). */
+__attribute__((optimize("fp-contract=off"))) static void combine_row(
+    const float *rows, int64_t N, const int64_t *pos, const float *w, int top, float *dst) {
+    for (int64_t n = 0; n < N; n++) dst[n] = 0.0f;
+    for (int j = 0; j < top; j++) {
+        const float *src = rows + pos[j] * N, wj = w[j];
+        for (int64_t n = 0; n < N; n++) dst[n] += src[n] * wj;
+    }
+}
+
+/* MoE experts in one call. rows (or NULL): grouped row m reads x[rows[m]] (the gather).
+ * pos/w (or NULL): the combine: token t's output is sum_j w[t*top+j] * out[pos[t*top+j]] over its
+ * top assignments, in order (pos ascending: index_add_'s order), written to combined [T, N]. */
 int qlinear_i8_grouped(const float *x, const int64_t *offsets, int E, int K, int64_t N, int bits,
                        int G, int zero, const void *const *codes, const uint32_t *const *planes,
                        const uint16_t *const *scales, const uint16_t *const *mins,
-                       const float *const *bias, float *out, int nthreads) {
+                       const float *const *bias, float *out, int nthreads, const int64_t *rows,
+                       int64_t T, int top, const int64_t *pos, const float *w, float *combined) {
 #ifdef HAVE_KERNEL
     const int64_t M = offsets[E], strips = N / 16, blocks = K / BLOCK, groups = K / G;
     int8_t *q = malloc(M * K + 64);
@@ -251,7 +266,8 @@ int qlinear_i8_grouped(const float *x, const int64_t *offsets, int E, int K, int
     {
 #pragma omp for schedule(static)
         for (int64_t m = 0; m < M; m++)
-            quantize_row(x + m * K, K, G, q + m * K, d + m * blocks, sq + m * groups);
+            quantize_row(x + (rows ? rows[m] : m) * K, K, G, q + m * K, d + m * blocks,
+                         sq + m * groups);
 #pragma omp for schedule(static)
         for (int64_t u = 0; u < first[E]; u++) {
             int lo = 0, hi = E - 1; /* the expert whose units hold u: first[e] <= u < first[e + 1] */
@@ -268,12 +284,18 @@ int qlinear_i8_grouped(const float *x, const int64_t *offsets, int E, int K, int
             strip_tile(&w, s, q + m0 * K, d + m0 * blocks, sq + m0 * groups, rows, bias[e],
                        out + m0 * N, N);
         }
+        if (pos) { /* after the loop's barrier: every expert row is written */
+#pragma omp for schedule(static)
+            for (int64_t t = 0; t < T; t++)
+                combine_row(out, N, pos + t * top, w + t * top, top, combined + t * N);
+        }
     }
     free(q); free(d); free(sq); free(first);
     return 0;
 #else
     (void)x; (void)offsets; (void)E; (void)K; (void)N; (void)bits; (void)G; (void)zero;
     (void)codes; (void)planes; (void)scales; (void)mins; (void)bias; (void)out; (void)nthreads;
+    (void)rows; (void)T; (void)top; (void)pos; (void)w; (void)combined;
     return -1;
 #endif
 }

@@ -1,0 +1,159 @@
+"""Single-stream latency with and without speculative decoding (``speculative_config`` ngram),
+one engine of each in this process, same model, both warmed on a prompt outside the workload,
+prefix caching on for both, runs alternated (plain, speculative, plain, ...), medians.
+
+Workloads (greedy, max_tokens 256):
+- ``grounded``: one request at a time per document of ``examples/`` with its library schema,
+  strings / numbers / dates grounded in the document (what ``stencil extract`` asks); outputs must
+  be identical with and without speculation; the acceptance rate is reported;
+- ``chat``: free chat answers, one at a time, EOS honoured;
+- ``throughput``: 16 and 64 concurrent chat requests (max_tokens 64), speculation as configured
+  (auto-disabled above ``disable_by_batch_size``);
+- ``threshold``: grounded documents at 1, 2, 4, 8 concurrent requests with speculation forced on,
+  the measurement behind the ``disable_by_batch_size`` default.
+
+    python -m bench.engine.latency_bench [--workloads grounded chat throughput threshold]
+        [--rounds 3] [--k 5] [--threads 2] [--model PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from pathlib import Path
+
+from bench.common import median, table
+from stencil import LLM, SamplingParams
+from stencil.constraints import Constraint
+from stencil.extract.prompt import field_list
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = ["invoice", "contact", "person", "receipt", "purchase_order", "event", "support_ticket"]
+CHATS = [
+    "Tell me about the history of the bicycle.",
+    "How do I make a good cup of tea?",
+    "Why is the sky blue? Explain it simply.",
+    "Give me some tips for learning a new language.",
+]
+OUTSIDE = "Describe a quiet morning in a small harbour town."
+
+
+def grounded_requests(max_tokens: int) -> list[tuple[list[dict], SamplingParams]]:
+    out = []
+    for name in DOCS:
+        doc = next((ROOT / "examples").glob(f"{name}.*")).read_text()
+        schema = json.loads((ROOT / "stencil/extract/schemas" / f"{name}.json").read_text())
+        ask = f"Extract the {name.replace('_', ' ')} as JSON with these fields:\n"
+        msgs = [{"role": "user", "content": f"{ask}{field_list(schema)}\n\nDocument:\n{doc}"}]
+        c = Constraint.json_schema(
+            schema,
+            whitespace="compact",
+            source_text=doc,
+            ground_strings=True,
+            ground_numbers=True,
+            ground_dates=True,
+        )
+        out.append((msgs, SamplingParams(temperature=0, max_tokens=max_tokens, constraint=c)))
+    return out
+
+
+def chat_requests(max_tokens: int, n: int) -> list[tuple[list[dict], SamplingParams]]:
+    return [
+        ([{"role": "user", "content": CHATS[i % len(CHATS)] + f" (Answer {i})"}],
+         SamplingParams(temperature=0, max_tokens=max_tokens))
+        for i in range(n)
+    ]  # fmt: skip
+
+
+def run(llm: LLM, reqs, concurrent: int) -> dict:
+    """Time ``reqs`` in groups of ``concurrent`` (1: one at a time)."""
+    m0 = llm.get_metrics()
+    tokens, outs = 0, []
+    t = time.perf_counter()
+    for lo in range(0, len(reqs), concurrent):
+        group = reqs[lo : lo + concurrent]
+        res = llm.chat([g[0] for g in group], [g[1] for g in group], use_tqdm=False)
+        outs += [r.outputs[0].token_ids for r in res]
+        tokens += sum(len(r.outputs[0].token_ids) for r in res)
+    dt = time.perf_counter() - t
+    m1 = llm.get_metrics()
+    drafted = m1["spec_decode_num_draft_tokens_total"] - m0["spec_decode_num_draft_tokens_total"]
+    acc = m1["spec_decode_num_accepted_tokens_total"] - m0["spec_decode_num_accepted_tokens_total"]
+    return {"tok_s": tokens / dt, "outs": outs, "drafted": drafted, "accepted": acc,
+            "load": os.getloadavg()[0]}  # fmt: skip
+
+
+def alternate(engines: dict[str, LLM], reqs, concurrent: int, rounds: int) -> dict[str, list]:
+    runs: dict[str, list] = {name: [] for name in engines}
+    for _ in range(rounds):
+        for name, llm in engines.items():
+            runs[name].append(run(llm, reqs, concurrent))
+    return runs
+
+
+def row(label: str, runs: dict[str, list], check_identical: bool) -> list:
+    plain, spec = runs["plain"], runs["spec"]
+    a, b = median([r["tok_s"] for r in plain]), median([r["tok_s"] for r in spec])
+    drafted = sum(r["drafted"] for r in spec)
+    rate = sum(r["accepted"] for r in spec) / drafted if drafted else 0.0
+    same = "-"
+    if check_identical:
+        same = "yes" if all(r["outs"] == plain[0]["outs"] for r in plain + spec) else "NO"
+    loads = [r["load"] for r in plain + spec]
+    return [label, " / ".join(f"{r['tok_s']:.1f}" for r in plain),
+            " / ".join(f"{r['tok_s']:.1f}" for r in spec), f"{b / a:.2f}x", f"{rate:.0%}", same,
+            f"{min(loads):.1f}-{max(loads):.1f}"]  # fmt: skip
+
+
+def engines(args, spec: dict) -> dict[str, LLM]:
+    kw = dict(num_threads=args.threads, max_model_len=2048, kv_cache_memory=512 << 20)
+    out = {"plain": LLM(args.model, **kw), "spec": LLM(args.model, speculative_config=spec, **kw)}
+    warm = [([{"role": "user", "content": OUTSIDE}], SamplingParams(temperature=0, max_tokens=32))]
+    for llm in out.values():
+        run(llm, warm, 1)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", default=None, help="model path (default: the embedded SmolLM2)")
+    ap.add_argument("--workloads", nargs="+", default=["grounded", "chat", "throughput"])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--k", type=int, default=5, help="num_speculative_tokens")
+    ap.add_argument("--lookup-max", type=int, default=4)
+    ap.add_argument("--lookup-min", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--max-tokens", type=int, default=256)
+    args = ap.parse_args()
+    spec = {"method": "ngram", "num_speculative_tokens": args.k,
+            "prompt_lookup_max": args.lookup_max, "prompt_lookup_min": args.lookup_min}  # fmt: skip
+    rows = []
+    if set(args.workloads) - {"threshold"}:
+        eng = engines(args, spec)
+        if "grounded" in args.workloads:
+            runs = alternate(eng, grounded_requests(args.max_tokens), 1, args.rounds)
+            rows.append(row(f"grounded extraction, {len(DOCS)} docs, 1 at a time", runs, True))
+        if "chat" in args.workloads:
+            runs = alternate(eng, chat_requests(args.max_tokens, 2), 1, args.rounds)
+            rows.append(row("free chat, 2 answers, 1 at a time", runs, True))
+        if "throughput" in args.workloads:
+            for n in (16, 64):
+                runs = alternate(eng, chat_requests(64, n), n, args.rounds)
+                rows.append(row(f"{n} concurrent chat requests", runs, False))
+        del eng
+    if "threshold" in args.workloads:
+        eng = engines(args, {**spec, "disable_by_batch_size": 1 << 20})
+        reqs = grounded_requests(args.max_tokens)
+        for c in (1, 2, 4, 8):
+            runs = alternate(eng, (reqs * 8)[: max(c, len(reqs))], c, args.rounds)
+            rows.append(row(f"grounded, {c} concurrent, speculation forced on", runs, False))
+    print(f"speculative_config {spec}, {args.threads} threads, {args.rounds} rounds alternated")
+    heads = ["workload", "plain tok/s per run", "speculative tok/s per run", "speculative / plain",
+             "acceptance", "outputs identical", "load (1 min)"]  # fmt: skip
+    print(table(heads, rows))
+
+
+if __name__ == "__main__":
+    main()

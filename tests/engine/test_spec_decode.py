@@ -1,0 +1,153 @@
+"""Speculative decoding (``speculative_config``): greedy output identical to decoding without it
+across constraint kinds, under preemption and prefix caching; config errors; KV released."""
+
+from __future__ import annotations
+
+import pytest
+
+from stencil import SamplingParams
+from stencil.constraints import Constraint
+from stencil.engine.errors import ConfigError
+from stencil.testing.tiny_models import make_llm
+
+SPEC = {
+    "method": "ngram",
+    "num_speculative_tokens": 4,
+    "prompt_lookup_max": 3,
+    "prompt_lookup_min": 1,
+}
+DOC = (
+    "Invoice 4471 from Acme Tools Ltd, 12 Harbour Road, Leeds. Date 2024-03-05. Total due: "
+    "1250.00 GBP. Contact: Maria Lopez, maria.lopez@acme-tools.example. Acme Tools Ltd thanks you."
+)
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "vendor": {"type": "string"},
+        "contact": {"type": "string"},
+        "email": {"type": "string"},
+        "total": {"type": "number"},
+    },
+    "required": ["vendor", "contact", "email", "total"],
+}
+GRAMMAR = r"""
+start: item ("," item)*
+item: WORD "=" NUMBER
+WORD: /[a-z]{1,6}/
+NUMBER: /[0-9]{1,3}/
+"""
+CONSTRAINTS = {
+    "unconstrained": None,
+    "json_schema": Constraint.json_schema(SCHEMA),
+    "regex": Constraint.regex(r"(Acme|Tools|Ltd| |[0-9]{1,4}){4,24}"),
+    "grammar": Constraint.grammar(GRAMMAR),
+    "grounded": Constraint.json_schema(SCHEMA, source_text=DOC, ground_strings=True),
+}
+PROMPTS = [f"Extract the invoice: {DOC}", "a b a b a b a b", "Acme Tools Ltd, Acme Tools Ltd, Acme"]
+
+
+def _requests():
+    return [
+        SamplingParams(temperature=0, max_tokens=48, constraint=c, ignore_eos=c is None)
+        for c in CONSTRAINTS.values()
+        for _ in PROMPTS
+    ], [p for _ in CONSTRAINTS for p in PROMPTS]
+
+
+@pytest.fixture(scope="module")
+def pair(tiny_models):
+    """(plain, speculative) engines over the same tiny random-weight model."""
+    kw = dict(block_size=4, num_kv_blocks=512, max_model_len=256)
+    return (
+        make_llm(tiny_models["llama-tied"], **kw),
+        make_llm(tiny_models["llama-tied"], speculative_config=SPEC, **kw),
+    )
+
+
+def _tokens(llm, prompts, params):
+    return [o.outputs[0].token_ids for o in llm.generate(prompts, params, use_tqdm=False)]
+
+
+def test_greedy_identity_one_at_a_time(pair):
+    plain, spec = pair
+    params, prompts = _requests()
+    for p, prompt in zip(params, prompts, strict=True):
+        assert _tokens(spec, [prompt], [p]) == _tokens(plain, [prompt], [p]), p.constraint
+    m = spec.get_metrics()
+    assert m["spec_decode_num_draft_tokens_total"] > 0
+    assert m["spec_decode_num_accepted_tokens_total"] > 0
+    spec.engine.block_manager.check_integrity([])
+
+
+def test_greedy_identity_batched_with_prefix_cache(pair):
+    """A batch under the auto-disable size drafts; one over it does not; both equal plain."""
+    plain, spec = pair
+    params, prompts = _requests()
+    for lo in range(0, len(params), 3):  # 3 at a time: drafting
+        want = _tokens(plain, prompts[lo : lo + 3], params[lo : lo + 3])
+        assert _tokens(spec, prompts[lo : lo + 3], params[lo : lo + 3]) == want
+    assert _tokens(spec, prompts, params) == _tokens(plain, prompts, params)  # 15: off
+    assert spec.get_metrics()["prefix_cache_hits_total"] > 0
+    spec.engine.block_manager.check_integrity([])
+
+
+def test_greedy_identity_under_preemption(tiny_models):
+    """A KV cache too small for the batch preempts (and drops drafts); output stays the same."""
+    kw = dict(block_size=4, num_kv_blocks=24, max_model_len=128)
+    spec_cfg = {**SPEC, "disable_by_batch_size": 8}
+    plain = make_llm(tiny_models["llama-tied"], **kw)
+    spec = make_llm(tiny_models["llama-tied"], speculative_config=spec_cfg, **kw)
+    params = [
+        SamplingParams(temperature=0, max_tokens=40, ignore_eos=True, constraint=c)
+        for c in (None, CONSTRAINTS["regex"], None, CONSTRAINTS["grammar"])
+    ]
+    prompts = [PROMPTS[1], PROMPTS[2], PROMPTS[2], PROMPTS[1]]
+    assert _tokens(spec, prompts, params) == _tokens(plain, prompts, params)
+    assert spec.get_metrics()["num_preemptions_total"] > 0
+    assert spec.get_metrics()["spec_decode_num_draft_tokens_total"] > 0
+    spec.engine.block_manager.check_integrity([])
+
+
+def test_embedded_model_grounded_extraction_identical(default_model_dir):
+    """The embedded SmolLM2 copies document spans into a grounded schema: drafts are accepted,
+    and the output is the non-speculative output token for token."""
+    plain = make_llm(default_model_dir, max_model_len=512)
+    spec = make_llm(default_model_dir, max_model_len=512, speculative_config=SPEC)
+    msgs = [{"role": "user", "content": f"Extract the invoice fields as JSON.\n\n{DOC}"}]
+    p = SamplingParams(temperature=0, max_tokens=64, constraint=CONSTRAINTS["grounded"])
+    want = plain.chat(msgs, p, use_tqdm=False)[0].outputs[0]
+    got = spec.chat(msgs, p, use_tqdm=False)[0].outputs[0]
+    assert got.token_ids == want.token_ids and got.text == want.text
+    m = spec.get_metrics()
+    assert (
+        m["spec_decode_num_accepted_tokens_total"] >= 0.3 * m["spec_decode_num_draft_tokens_total"]
+    )
+
+
+@pytest.mark.parametrize(
+    ("value", "field"),
+    [
+        ({"method": "medusa"}, "method"),
+        ({"num_speculative_tokens": 3}, "method"),
+        ({"method": "ngram", "num_speculative_tokens": 0}, "num_speculative_tokens"),
+        ({"method": "ngram", "prompt_lookup_max": "4"}, "prompt_lookup_max"),
+        ({"method": "ngram", "prompt_lookup_min": 5, "prompt_lookup_max": 2}, "prompt_lookup_min"),
+        ({"method": "ngram", "disable_by_batch_size": 0}, "disable_by_batch_size"),
+        ({"method": "ngram", "lookahead": 2}, "lookahead"),
+        ("{not json", "JSON"),
+        ([1, 2], "JSON object"),
+    ],
+)
+def test_bad_config_names_the_field(value, field):
+    from stencil import EngineConfig
+
+    with pytest.raises(ConfigError, match=field):
+        EngineConfig(speculative_config=value)
+
+
+def test_config_from_json_string():
+    from stencil import EngineConfig
+
+    cfg = EngineConfig(speculative_config='{"method": "ngram", "num_speculative_tokens": 3}')
+    assert cfg.speculative_config.num_speculative_tokens == 3
+    assert EngineConfig().speculative_config is None
