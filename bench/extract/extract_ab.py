@@ -1,6 +1,8 @@
 """``stencil extract`` throughput, two source trees (or two flag sets) alternated: each run a fresh
 process (model load excluded from the timing), warmed on documents outside the workload, over
-the same ``--docs`` payment documents of ``extract_data`` (the workload of ``extract_bench``).
+the same ``--docs`` payment documents of ``extract_data`` (the workload of ``extract_bench``), or
+with ``--workload KIND`` documents of one kind from the evaluation corpus's tuning half (the
+older tree needs ``bench/extract/corpus.py``).
 
     python -m bench.extract.extract_ab --tree OLD_CHECKOUT --tree . --tree . --flags= --flags= \\
         --flags=--no-per-field --rounds 3 --docs 40 --threads 1
@@ -22,12 +24,21 @@ from pathlib import Path
 CHILD = r"""
 import json, sys, tempfile, time
 from pathlib import Path
-from bench.extract.extract_data import SCHEMA, make_documents
 from stencil import LLM
 from stencil.cli import build_parser
 from stencil.extract.command import run
 
-docs, threads, max_tokens, flags = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4:]
+docs, threads, max_tokens, workload = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
+flags = sys.argv[5:]
+if workload == "payments":
+    from bench.extract.extract_data import SCHEMA, make_documents
+    warm, work = [d.text for d in make_documents(8, seed=99)], [d.text for d in make_documents(docs)]
+else:  # the evaluation corpus's tuning half, one kind, its library schema
+    from bench.extract.corpus import make_corpus
+    from stencil.extract.schema_library import resolve_schema
+    texts = [d.text for d in make_corpus() if d.kind == workload and d.split == "tune"]
+    SCHEMA, warm, work = resolve_schema(workload)[1], texts[-8:], texts[:docs]
+    assert len(work) == docs and docs + 8 <= len(texts), "not enough documents of that kind"
 llm = LLM(num_threads=threads)
 
 def once(texts):
@@ -45,8 +56,8 @@ def once(texts):
         records = [json.loads(x) for x in (root / "out.jsonl").read_text().splitlines()]
     return seconds, sum(r["ok"] for r in records)
 
-once([d.text for d in make_documents(8, seed=99)])  # warm-up, outside the workload
-seconds, ok = once([d.text for d in make_documents(docs)])
+once(warm)  # warm-up, outside the workload
+seconds, ok = once(work)
 print(json.dumps({"seconds": seconds, "ok": ok}))
 """
 
@@ -59,6 +70,8 @@ def main() -> int:
     ap.add_argument("--docs", type=int, default=100)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--max-tokens", type=int, default=64)
+    ap.add_argument("--workload", default="payments",
+                    help="payments (extract_data) or a corpus kind: invoice, receipt, ...")  # fmt: skip
     args = ap.parse_args()
     flags = args.flags or [""]
     n = max(len(args.tree), len(flags))
@@ -70,7 +83,7 @@ def main() -> int:
             root = str(Path(tree).resolve())
             env = {**os.environ, "PYTHONPATH": root}
             cmd = [sys.executable, "-c", CHILD, str(args.docs), str(args.threads),
-                   str(args.max_tokens), *extra.split()]  # fmt: skip
+                   str(args.max_tokens), args.workload, *extra.split()]  # fmt: skip
             done = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True)
             if done.returncode != 0:
                 print(done.stderr[-2000:], file=sys.stderr)

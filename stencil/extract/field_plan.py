@@ -11,9 +11,9 @@ by ``ValuePool`` (numbers and dates the answers before it left), then by the doc
   after ``Invoice`` / ``Rechnung Nr.``; a buyer the name after ``Bill to:`` / ``Kunde:``;
 - an optional field of a labelled kind (tax, due date, buyer, phone, subject, ...) whose labels
   the document does not print is not asked (left out);
-- with no label: a total is the largest amount of money the document states; a seller, merchant
-  or sender the name its head starts with (the letterhead); another party one of the names that
-  start its head's blocks, not one an earlier field took;
+- with no label: a total is the largest amount of money the document states; a seller or sender
+  the name its head starts with (the letterhead); another party (a merchant, supplier,
+  recipient) one of the names that start its head's blocks, not one an earlier field took;
 - an enum field with words for its values (a payment method: cash, Karte, espèces, ...) takes
   only the values the document names; none: an optional one is not asked.
 """

@@ -4,342 +4,91 @@ words that are also prepositions), and which schema fields each concept fills (b
 
 from __future__ import annotations
 
+
+def _words(text: str) -> tuple[str, ...]:
+    return tuple(w.strip() for w in text.split(","))
+
+
 LABELS: dict[str, tuple[str, ...]] = {
-    "total": (
-        "total",
-        "total due",
-        "amount due",
-        "total amount",
-        "grand total",
-        "balance due",
-        "amount payable",
-        "total to pay",
-        "total payable",
-        "gesamt",
-        "gesamtbetrag",
-        "gesamtsumme",
-        "endbetrag",
-        "rechnungsbetrag",
-        "zu zahlen",
-        "zahlbetrag",
-        "summe",
-        "total ttc",
-        "montant total",
-        "montant ttc",
-        "net à payer",
-        "total à payer",
-        "montant à payer",
-        "montant dû",
-        "importe total",
-        "total a pagar",
-        "total factura",
-        "totale",
-        "totale da pagare",
-        "importo totale",
-        "totale fattura",
-        "importo dovuto",
-        "totale documento",
-    ),  # fmt: skip
-    "subtotal": (
-        "subtotal",
-        "sub-total",
-        "sub total",
-        "net",
-        "net amount",
-        "total net",
-        "zwischensumme",
-        "netto",
-        "nettobetrag",
-        "summe netto",
-        "sous-total",
-        "total ht",
-        "montant ht",
-        "base imponible",
-        "subtotale",
-        "imponibile",
-        "totale imponibile",
-    ),  # fmt: skip
-    "tax": (
-        "tax",
-        "vat",
-        "sales tax",
-        "gst",
-        "tax amount",
-        "mwst",
-        "mwst.",
-        "ust",
-        "ust.",
-        "umsatzsteuer",
-        "mehrwertsteuer",
-        "tva",
-        "montant tva",
-        "iva",
-        "i.v.a.",
-        "igic",
-    ),  # fmt: skip
-    "due": (
-        "due",
-        "due date",
-        "due on",
-        "payable by",
-        "payable on",
-        "pay by",
-        "payment due",
-        "fällig",
-        "fällig am",
-        "fällig bis",
-        "zahlbar bis",
-        "fälligkeit",
-        "fälligkeitsdatum",
-        "zahlungsziel",
-        "échéance",
-        "date d'échéance",
-        "à payer avant le",
-        "payable avant le",
-        "à régler avant le",
-        "vencimiento",
-        "fecha de vencimiento",
-        "pagadero antes del",
-        "a pagar antes del",
-        "scadenza",
-        "data di scadenza",
-        "da pagare entro il",
-        "pagabile entro il",
-    ),  # fmt: skip
-    "delivery": (
-        "delivery",
-        "delivery date",
-        "deliver by",
-        "ship date",
-        "lieferdatum",
-        "liefertermin",
-        "lieferung",
-        "lieferung bis",
-        "livraison",
-        "date de livraison",
-        "livrer avant le",
-        "entrega",
-        "fecha de entrega",
-        "consegna",
-        "data di consegna",
-        "consegna entro il",
-    ),  # fmt: skip
-    "issued": (
-        "invoice date",
-        "date of issue",
-        "issue date",
-        "issued on",
-        "dated",
-        "rechnungsdatum",
-        "ausgestellt am",
-        "date de facture",
-        "date d'émission",
-        "émise le",
-        "fecha de factura",
-        "fecha de emisión",
-        "data fattura",
-        "data di emissione",
-    ),  # fmt: skip
-    "ordered": (
-        "order date",
-        "date of order",
-        "bestelldatum",
-        "date de commande",
-        "fecha de pedido",
-        "fecha del pedido",
-        "data ordine",
-        "data dell'ordine",
-    ),  # fmt: skip
-    "date": ("date", "datum", "fecha", "data"),
-    "number": (
-        "invoice",
-        "invoice no",
-        "invoice number",
-        "invoice #",
-        "rechnung",
-        "rechnung nr",
-        "rechnungsnummer",
-        "rechnungs-nr",
-        "facture",
-        "facture n°",
-        "numéro de facture",
-        "factura",
-        "factura n.º",
-        "factura nº",
-        "número de factura",
-        "fattura",
-        "fattura n.",
-        "numero fattura",
-        "purchase order",
-        "po",
-        "po number",
-        "po no",
-        "order no",
-        "order number",
-        "bestellung",
-        "bestellnummer",
-        "bestell-nr",
-        "auftragsnummer",
-        "bon de commande",
-        "commande n°",
-        "numéro de commande",
-        "pedido",
-        "pedido n.º",
-        "número de pedido",
-        "orden de compra",
-        "ordine",
-        "numero ordine",
-        "ordine n.",
-        "nr",
-        "no",
-        "n°",
-        "nº",
-    ),  # fmt: skip
-    "seller": (
-        "from:",
-        "seller",
-        "vendor",
-        "supplier",
-        "issued by",
-        "bill from",
-        "verkäufer",
-        "lieferant",
-        "anbieter",
-        "rechnungssteller",
-        "von:",
-        "vendeur",
-        "fournisseur",
-        "émetteur",
-        "de:",
-        "vendedor",
-        "proveedor",
-        "emisor",
-        "venditore",
-        "fornitore",
-        "emittente",
-        "da:",
-    ),  # fmt: skip
-    "buyer": (
-        "bill to",
-        "billed to",
-        "invoice to",
-        "sold to",
-        "ship to",
-        "buyer",
-        "customer",
-        "client",
-        "ordered by",
-        "to:",
-        "kunde",
-        "käufer",
-        "rechnungsempfänger",
-        "auftraggeber",
-        "besteller",
-        "an:",
-        "acheteur",
-        "facturé à",
-        "commandé par",
-        "cliente",
-        "comprador",
-        "facturar a",
-        "facturado a",
-        "acquirente",
-        "committente",
-        "intestata a",
-        "intestato a",
-        "ordinato da",
-        "spett.le",
-    ),  # fmt: skip
-    "recipient": (
-        "to:",
-        "recipient",
-        "an:",
-        "empfänger",
-        "à:",
-        "destinataire",
-        "para:",
-        "destinatario",
-        "a:",
-    ),  # fmt: skip
-    "sender": (
-        "from:",
-        "sender",
-        "von:",
-        "absender",
-        "de:",
-        "expéditeur",
-        "remitente",
-        "da:",
-        "mittente",
-    ),  # fmt: skip
-    "phone": (
-        "phone",
-        "tel",
-        "tel.",
-        "telephone",
-        "mobile",
-        "cell",
-        "telefon",
-        "handy",
-        "mobil",
-        "téléphone",
-        "tél",
-        "tél.",
-        "portable",
-        "teléfono",
-        "tfno",
-        "móvil",
-        "telefono",
-        "cellulare",
-        "cell.",
-    ),  # fmt: skip
-    "subject": (
-        "subject",
-        "re:",
-        "regarding",
-        "betreff",
-        "betr.",
-        "objet",
-        "asunto",
-        "ref.",
-        "oggetto",
-        "ogg.",
-    ),  # fmt: skip
-    "birth": (
-        "date of birth",
-        "born",
-        "birth date",
-        "dob",
-        "geboren",
-        "geboren am",
-        "geburtsdatum",
-        "geb.",
-        "né le",
-        "née le",
-        "date de naissance",
-        "fecha de nacimiento",
-        "nacido el",
-        "nacida el",
-        "nato il",
-        "nata il",
-        "data di nascita",
-    ),  # fmt: skip
-    "title": (
-        "receipt",
-        "kassenbon",
-        "quittung",
-        "beleg",
-        "reçu",
-        "ticket",
-        "recibo",
-        "scontrino",
-        "ricevuta",
-        "curriculum vitae",
-        "cv",
-        "lebenslauf",
-        "resume",
-        "résumé",
-    ),  # fmt: skip
+    "total": _words(
+        "total, total due, amount due, total amount, grand total, balance due, amount "
+        "payable, total to pay, total payable, gesamt, gesamtbetrag, gesamtsumme, endbetrag, "
+        "rechnungsbetrag, zu zahlen, zahlbetrag, summe, total ttc, montant total, montant "
+        "ttc, net à payer, total à payer, montant à payer, montant dû, importe total, total a "
+        "pagar, total factura, totale, totale da pagare, importo totale, totale fattura, "
+        "importo dovuto, totale documento"
+    ),
+    "subtotal": _words(
+        "subtotal, sub-total, sub total, net, net amount, total net, zwischensumme, netto, "
+        "nettobetrag, summe netto, sous-total, total ht, montant ht, base imponible, "
+        "subtotale, imponibile, totale imponibile"
+    ),
+    "tax": _words(
+        "tax, vat, sales tax, gst, tax amount, mwst, mwst., ust, ust., umsatzsteuer, "
+        "mehrwertsteuer, tva, montant tva, iva, i.v.a., igic"
+    ),
+    "due": _words(
+        "due, due date, due on, payable by, payable on, pay by, payment due, fällig, fällig "
+        "am, fällig bis, zahlbar bis, fälligkeit, fälligkeitsdatum, zahlungsziel, échéance, "
+        "date d'échéance, à payer avant le, payable avant le, à régler avant le, vencimiento, "
+        "fecha de vencimiento, pagadero antes del, a pagar antes del, scadenza, data di "
+        "scadenza, da pagare entro il, pagabile entro il"
+    ),
+    "delivery": _words(
+        "delivery, delivery date, deliver by, ship date, lieferdatum, liefertermin, "
+        "lieferung, lieferung bis, livraison, date de livraison, livrer avant le, entrega, "
+        "fecha de entrega, consegna, data di consegna, consegna entro il"
+    ),
+    "issued": _words(
+        "invoice date, date of issue, issue date, issued, issued on, dated, rechnungsdatum, "
+        "ausgestellt am, date de facture, date d'émission, émise le, fecha de factura, fecha "
+        "de emisión, data fattura, data di emissione"
+    ),
+    "ordered": _words(
+        "order date, date of order, bestelldatum, date de commande, fecha de pedido, fecha "
+        "del pedido, data ordine, data dell'ordine"
+    ),
+    "date": _words("date, datum, fecha, data"),
+    "number": _words(
+        "invoice, invoice no, invoice number, invoice #, rechnung, rechnung nr, "
+        "rechnungsnummer, rechnungs-nr, facture, facture n°, numéro de facture, factura, "
+        "factura n.º, factura nº, número de factura, fattura, fattura n., numero fattura, "
+        "purchase order, po, po number, po no, order no, order number, bestellung, "
+        "bestellnummer, bestell-nr, auftragsnummer, bon de commande, commande n°, numéro de "
+        "commande, pedido, pedido n.º, número de pedido, orden de compra, ordine, numero "
+        "ordine, ordine n., nr, no, n°, nº"
+    ),
+    "seller": _words(
+        "from:, seller, vendor, supplier, issued by, bill from, verkäufer, lieferant, "
+        "anbieter, rechnungssteller, von:, vendeur, fournisseur, émetteur, de:, vendedor, "
+        "proveedor, emisor, venditore, fornitore, emittente, da:"
+    ),
+    "buyer": _words(
+        "bill to, billed to, invoice to, sold to, ship to, buyer, customer, client, ordered "
+        "by, to:, kunde, käufer, rechnungsempfänger, auftraggeber, besteller, an:, acheteur, "
+        "facturé à, commandé par, cliente, comprador, facturar a, facturado a, acquirente, "
+        "committente, intestata a, intestato a, ordinato da, spett.le"
+    ),
+    "recipient": _words(
+        "to:, recipient, an:, empfänger, à:, destinataire, para:, destinatario, a:"
+    ),
+    "sender": _words("from:, sender, von:, absender, de:, expéditeur, remitente, da:, mittente"),
+    "phone": _words(
+        "phone, tel, tel., telephone, mobile, cell, telefon, handy, mobil, téléphone, tél, "
+        "tél., portable, teléfono, tfno, móvil, telefono, cellulare, cell."
+    ),
+    "subject": _words(
+        "subject, re:, regarding, betreff, betr., objet, asunto, ref., oggetto, ogg."
+    ),
+    "birth": _words(
+        "date of birth, born, birth date, dob, geboren, geboren am, geburtsdatum, geb., né "
+        "le, née le, date de naissance, fecha de nacimiento, nacido el, nacida el, nato il, "
+        "nata il, data di nascita"
+    ),
+    "title": _words(
+        "receipt, kassenbon, quittung, beleg, reçu, ticket, recibo, scontrino, ricevuta, "
+        "curriculum vitae, cv, lebenslauf, resume, résumé"
+    ),
 }
 
 # a field name (or its last ``_`` part) -> the concepts whose labels name its value, best first
@@ -360,41 +109,19 @@ FIELDS: dict[str, tuple[str, ...]] = {
 GATED = frozenset(
     {"subtotal", "tax", "due", "delivery", "number", "buyer", "phone", "subject", "birth"}
 )
-# parties printed at the top of a document when no label names them (letterhead, shop name)
+# fields (by name) of the party a document's head starts with when no label names it (the
+# letterhead); other parties choose among the head's names
 ISSUERS = frozenset({"seller", "sender"})
 PARTIES = frozenset({"seller", "buyer", "sender", "recipient"})
 
 # an enum field's values and the words that state each (a payment method, ...)
 ENUM_WORDS: dict[str, tuple[str, ...]] = {
-    "cash": ("cash", "bar", "bargeld", "espèces", "efectivo", "contanti", "contante"),
-    "card": (
-        "card",
-        "credit card",
-        "debit card",
-        "visa",
-        "mastercard",
-        "amex",
-        "karte",
-        "ec-karte",
-        "kartenzahlung",
-        "girocard",
-        "carte",
-        "carte bancaire",
-        "cb",
-        "tarjeta",
-        "carta",
-        "bancomat",
-    ),  # fmt: skip
-    "mobile": (
-        "mobile",
-        "apple pay",
-        "google pay",
-        "samsung pay",
-        "paypal",
-        "twint",
-        "bizum",
-        "satispay",
-        "mobil",
-        "handy",
-    ),  # fmt: skip
+    "cash": _words("cash, bar, bargeld, espèces, efectivo, contanti, contante"),
+    "card": _words(
+        "card, credit card, debit card, visa, mastercard, amex, karte, ec-karte, "
+        "kartenzahlung, girocard, carte, carte bancaire, cb, tarjeta, carta, bancomat"
+    ),
+    "mobile": _words(
+        "mobile, apple pay, google pay, samsung pay, paypal, twint, bizum, satispay, mobil, handy"
+    ),
 }

@@ -16,6 +16,7 @@ from . import document
 from .normalize import Normalizer
 
 _CIRCULAR = "circular references with sibling keys"
+_OVERLAP = "are not disjoint"  # llguidance: two patternProperties keys of one object overlap
 # llguidance's JSON strings take `\u` escapes of ASCII only unless asked; any escape is valid JSON
 # (`json.dumps` writes every non-ASCII character as one), and counts as one character in lengths
 _ESCAPES = {"json_allow_general_unicode_escapes": True}
@@ -60,12 +61,20 @@ def prepare(
     if schema is False:
         raise InvalidSchemaError("the schema is `false`: no instance is valid")
     root = {} if schema is True else schema
+    options: dict[str, bool] = {}
     result = Normalizer(root, draft=draft, closed=closed, limits=limits).run()
     translated, grammar, message = _build(result.schema, guidance, limits)
+    if _OVERLAP in message:
+        # the any-key pattern met other patternProperties in an allOf: undeclared keys as
+        # llguidance admits them (an escaped spelling of a name passes as undeclared there)
+        options["canonical_keys"] = False
+        result = Normalizer(root, draft=draft, closed=closed, limits=limits, **options).run()
+        translated, grammar, message = _build(result.schema, guidance, limits)
     if _CIRCULAR in message:
         # a $ref with sibling keywords inside a recursion: the grammar follows the $ref and
         # the siblings are checked as the value completes
-        loose = Normalizer(root, draft=draft, closed=closed, limits=limits, loose_refs=True)
+        options["loose_refs"] = True
+        loose = Normalizer(root, draft=draft, closed=closed, limits=limits, **options)
         result = loose.run()
         translated, grammar, message = _build(result.schema, guidance, limits)
     if message:

@@ -43,9 +43,18 @@ class Normalizer(Approximations):
     """One use: ``Normalizer(root, ...).run()``."""
 
     def __init__(
-        self, root: Any, *, draft: int, closed: bool, limits: Limits, loose_refs: bool = False
+        self,
+        root: Any,
+        *,
+        draft: int,
+        closed: bool,
+        limits: Limits,
+        loose_refs: bool = False,
+        canonical_keys: bool = True,
     ) -> None:
         self.draft, self.closed, self.limits = draft, closed, limits
+        self.canonical_keys = canonical_keys
+        """Undeclared keys as a pattern every key matches (``objects.canonical_keys``)."""
         self.loose_refs = loose_refs
         """A ``$ref`` with sibling keywords becomes the ``$ref`` alone plus a decode-time check
         of the node (llguidance cannot intersect a recursive target with siblings)."""
@@ -136,6 +145,8 @@ class Normalizer(Approximations):
         if schema.get("uniqueItems") is True and not _at_most_one_item(schema):
             self.unique_items(schema, out, ptr)
         objects.property_counts(out)
+        if self.canonical_keys:
+            objects.canonical_keys(schema, out)
         for key in objects.counts_left_to_check(out):
             self.check(ptr, key)
         if False in extra:

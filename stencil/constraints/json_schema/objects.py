@@ -34,6 +34,44 @@ def close_object(schema: dict, out: dict, *, closed: bool, in_all_of: bool) -> N
         out["properties"].setdefault(name, True)
 
 
+ANY_KEY = "^[\\s\\S]*$"
+"""A pattern every key matches (llguidance regex syntax)."""
+
+
+def canonical_keys(schema: dict, out: dict) -> None:
+    """Keys are matched against names on their text: a key spelled with an escape
+    (``"\\u006eame"``) would pass as an undeclared key, its name's schema (or dependency)
+    unapplied. Where undeclared keys take any value, they are admitted as a pattern every key
+    matches instead, whose keys llguidance writes only as JSON requires (no escape of a
+    printable character): the same values, one spelling. (llguidance wants pattern keys
+    disjoint: beside other ``patternProperties`` the escaped spelling remains.)"""
+    if out.get("additionalProperties", True) is not True or "patternProperties" in out:
+        return
+    if not any(k in schema for k in _NAMED) and "object" not in _types(schema):
+        return
+    out["patternProperties"] = {ANY_KEY: True}
+    out["additionalProperties"] = False
+
+
+_NAMED = (
+    "properties",
+    "required",
+    "dependentRequired",
+    "dependentSchemas",
+    "dependencies",
+    "propertyNames",
+    "minProperties",
+    "maxProperties",
+    "unevaluatedProperties",
+    "additionalProperties",
+)
+
+
+def _types(schema: dict) -> list:
+    kind = schema.get("type")
+    return kind if isinstance(kind, list) else [kind]
+
+
 def _dependent_names(schema: dict) -> list[str]:
     """Keys that ``dependentRequired`` / array ``dependencies`` may require."""
     names: list[str] = []

@@ -89,6 +89,7 @@ def test_no_invalid_instance_accepted(outcome):
     assert outcome["false_acceptances"] == []
 
 
+_NAME_INT = {"properties": {"name": {"type": "integer"}}}
 # (schema, JSON text, accepted): the writings the departures above name, both ways
 WRITINGS = [
     ({"type": "string"}, '"\\u00e9t\\u00e9"', True),  # json.dumps's default (ensure_ascii)
@@ -101,6 +102,14 @@ WRITINGS = [
     ({"type": "number", "minimum": 256}, "1e+20", False),  # bounded: no exponent ...
     ({"type": "number", "minimum": 256}, "100000000000000000000", True),  # ... positional
     ({"type": "number"}, "1e+20", True),
+    # keys: only the escapes JSON requires; an escaped spelling of a name is refused, not taken
+    # for an undeclared key (`name` unchecked, `bar`'s dependency unapplied)
+    (_NAME_INT, '{"\\u006eame": "x"}', False),
+    (_NAME_INT, '{"\\u006eame": 1}', False),  # valid, written unescaped instead
+    (_NAME_INT, '{"name": 1, "a\\nb": "\\u00e9"}', True),
+    ({"dependentRequired": {"bar": ["foo"]}}, '{"b\\u0061r": 1}', False),
+    ({"type": "object"}, '{"\\u00e9": 1}', False),
+    ({"type": "object"}, '{"\u00e9": 1, "\\u0001": 2}', True),
 ]
 
 

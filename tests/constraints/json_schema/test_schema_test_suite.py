@@ -16,6 +16,8 @@ DEPARTURES = (
     "dependentRequired: dependencies with escaped characters",  # key order
     "ref: refs with relative uris and defs",  # key order through an $id-relative $ref
     "ref: relative refs with absolute uris and defs",  # same
+    # key order: `then`'s key before `if`'s where both branches admit any key as a pattern
+    "unevaluatedProperties: unevaluatedProperties with if/then/else / when if is true",
 )
 
 
