@@ -40,7 +40,7 @@ LABELS: dict[str, tuple[str, ...]] = {
         "fecha de entrega, consegna, data di consegna, consegna entro il"
     ),
     "issued": _words(
-        "invoice date, date of issue, issue date, issued on, dated, rechnungsdatum, "
+        "invoice date, date of issue, issue date, issued, issued on, dated, rechnungsdatum, "
         "ausgestellt am, date de facture, date d'émission, émise le, fecha de factura, fecha "
         "de emisión, data fattura, data di emissione"
     ),

@@ -33,6 +33,13 @@ VAT 20%                                    316.00
 Total due                               £1,896.00
 """
 DE = INVOICE_DE
+ONE_LINE = """From: Brightline Consulting Inc., San Francisco
+To: Harbor Logistics LLC
+
+Invoice #INV-7781        Issued: 2025-06-30      Due: 2025-07-30
+
+For the audit support delivered in Q2 2025 (88 hours) we charge USD 15,750.00.
+"""
 FR = """Plomberie Martin SARL
 Facture n° F-7781 du 2 avril 2025
 
@@ -85,6 +92,8 @@ def _plan(schema: dict, doc: str, answers: dict | None = None) -> dict[str, obje
         (FR, "buyer", ["Mme Durand"]),
         (EN, "seller", ["ACME CLOUD SERVICES LTD."]),  # the letterhead
         (FR, "seller", ["Plomberie Martin SARL"]),
+        (ONE_LINE, "issue_date", ["2025-06-30"]),  # a bare "Issued:", not the due date beside it
+        (ONE_LINE, "due_date", ["2025-07-30"]),
     ],
 )
 def test_labelled_values(doc, field, allowed):
