@@ -7,7 +7,7 @@ schemas per category (``../shared/data``; skipped without it), exact semantics
 each decided by two oracles, written in both separator styles and walked token by token
 (``differential.verdict``). Invalid instances (the cases' own and one-edit mutants of valid
 ones) must be refused. A schema that does not compile is refused with a ``ConstraintError``
-(a 400), never at decode time. ``bench/constraints/exactness_bench.py`` runs every schema.
+(a 400), never at decode time.
 
 Representation departures (values are accepted, in another writing): object keys in the
 order the grammar generates them (the search finds it), keys written unescaped, numbers
