@@ -27,6 +27,10 @@ class SpeculativeConfig:
     disable_by_batch_size: int = 8
 
     def __post_init__(self) -> None:
+        if self.method == "draft_model":
+            raise ConfigError(
+                "speculative_config.method 'draft_model' is not available yet; use 'ngram'"
+            )
         if self.method not in _METHODS:
             raise ConfigError(
                 f"speculative_config.method must be one of {_METHODS}, got {self.method!r}"
@@ -62,6 +66,8 @@ class SpeculativeConfig:
             raise ConfigError(
                 f"speculative_config must be a JSON object, got {type(value).__name__}"
             )
+        if value.get("method") == "draft_model":
+            cls(method="draft_model")  # raises: not available yet
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(value) - known)
         if unknown:
