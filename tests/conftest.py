@@ -12,6 +12,20 @@ from stencil.testing.tiny_models import TEST_KV_BYTES
 API_KEY = "sk-stencil-test"
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _return_freed_memory() -> Iterator[None]:
+    """After each module, hand the heap's free pages back to the OS: the models and KV caches a
+    module loads are freed, but glibc keeps the pages, and the test process grew past 10 GiB."""
+    yield
+    import ctypes
+    import gc
+
+    gc.collect()
+    trim = getattr(ctypes.CDLL(None), "malloc_trim", None)  # glibc only
+    if trim is not None:
+        trim(0)
+
+
 @pytest.fixture(scope="session")
 def live_server() -> Iterator[LiveServer]:
     """A real uvicorn server on 127.0.0.1 (a free port) around the embedded model, with the API

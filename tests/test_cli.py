@@ -8,6 +8,7 @@ import pytest
 
 from stencil import cli
 from stencil.engine.config import EngineConfig
+from stencil.testing.tiny_models import TEST_KV_BYTES
 
 
 def test_engine_flags_are_generated_from_engine_config():
@@ -77,7 +78,7 @@ def test_bad_speculative_config_exits_2(command, capsys, tmp_path):
 def test_generate_with_speculative_config(capsys):
     spec = '{"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 2}'
     argv = ["generate", "Say yes or no.", "--choice", "yes,no", "--speculative-config", spec]
-    assert cli.main([*argv, "--max-tokens", "4"]) == 0
+    assert cli.main([*argv, "--max-tokens", "4", "--kv-cache-memory", str(TEST_KV_BYTES)]) == 0
     assert capsys.readouterr().out.strip() in ("yes", "no")
 
 
@@ -97,6 +98,8 @@ def test_generate_runs_the_offline_engine(capsys):
                 "yes,no",
                 "--max-tokens",
                 "4",
+                "--kv-cache-memory",
+                str(TEST_KV_BYTES),
             ]
         )
         == 0
