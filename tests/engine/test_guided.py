@@ -15,7 +15,7 @@ import pytest
 
 from stencil import SamplingParams
 from stencil.constraints import Constraint, ConstraintError, translate
-from stencil.testing.tiny_models import make_llm
+from stencil.testing.tiny_models import TEST_KV_BYTES, make_llm
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = REPO.parent / "shared" / "data" / "jsonschemabench-dev"  # beside the clone, when there
@@ -292,7 +292,7 @@ def test_length_inside_structure_reports_length(tiny_llm):
 def test_embedded_model_extracts_ada(default_model_dir):
     from stencil import LLM
 
-    llm = LLM(num_threads=2)
+    llm = LLM(num_threads=2, kv_cache_memory=TEST_KV_BYTES)
     schema = {
         "type": "object",
         "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
