@@ -96,14 +96,7 @@ class Harness:
         out = self.sched.schedule()
         self._check_schedule(out)
         self.copies += len(out.copies) + len(out.sliding_copies)
-        pools = [("full", out.copies), ("sliding", out.sliding_copies)]
-        for pool, copies in pools:  # copy-on-write, before this step's writes
-            for src, dst in copies:
-                for off in range(self.bm.block_size):
-                    if (pool, src, off) in self.shadow:
-                        self.shadow[(pool, dst, off)] = self.shadow[(pool, src, off)]
-                    else:
-                        self.shadow.pop((pool, dst, off), None)
+        self._copy_on_write(out)
         samplers = []
         for s in out.scheduled:
             seq = s.seq
@@ -120,6 +113,16 @@ class Harness:
         for req in self.requests:
             self.sched.free_finished(req.seqs)
         self.bm.check_integrity(self.live_seqs())
+
+    def _copy_on_write(self, out) -> None:
+        """Replay the step's block copies in the shadow KV, before the step's writes."""
+        for pool, copies in (("full", out.copies), ("sliding", out.sliding_copies)):
+            for src, dst in copies:
+                for off in range(self.bm.block_size):
+                    if (pool, src, off) in self.shadow:
+                        self.shadow[(pool, dst, off)] = self.shadow[(pool, src, off)]
+                    else:
+                        self.shadow.pop((pool, dst, off), None)
 
     def _sample(self, seq: Sequence) -> None:
         token = self.rng.randrange(8)  # a small alphabet, so prefixes repeat

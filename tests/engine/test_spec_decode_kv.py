@@ -35,14 +35,7 @@ class SpecHarness(Harness):
         self.steps += 1
         out = self.sched.schedule()
         self._check_schedule(out)
-        pools = [("full", out.copies), ("sliding", out.sliding_copies)]
-        for pool, copies in pools:
-            for src, dst in copies:
-                for off in range(self.bm.block_size):
-                    if (pool, src, off) in self.shadow:
-                        self.shadow[(pool, dst, off)] = self.shadow[(pool, src, off)]
-                    else:
-                        self.shadow.pop((pool, dst, off), None)
+        self._copy_on_write(out)
         samplers = []
         for s in out.scheduled:
             seq = s.seq
