@@ -21,13 +21,20 @@ from stencil.kernels.cpu_layer_loop import LayerLoop, LayerWeights, Stack
 
 
 class FusedForward:
-    """``(input_ids [T], positions [T], meta) -> hidden [T, hidden]``, as ``model.forward``."""
+    """``model.forward``'s signature and result; installed as the model's ``forward`` (its hooks
+    still run). Calls with other kernels or caches than it was built for go to the class's own
+    forward (tests swap in the torch twins)."""
 
-    def __init__(self, model, loop: LayerLoop, stack: Stack, ops: Kernels) -> None:
-        self.model, self.loop, self.stack, self.ops = model, loop, stack, ops
+    def __init__(self, model, loop: LayerLoop, stack: Stack, kv_caches) -> None:
+        self.model, self.loop, self.stack, self.kv_caches = model, loop, stack, kv_caches
 
-    def __call__(self, input_ids, positions, meta: AttentionMetadata) -> torch.Tensor:
-        embedded = self.model.embed(input_ids)  # [T, hidden]
+    def __call__(
+        self, input_ids, positions, kv_caches, meta: AttentionMetadata, ops: Kernels
+    ) -> torch.Tensor:
+        model = self.model
+        if ops.layer_loop is not self.loop or kv_caches is not self.kv_caches:
+            return type(model).forward(model, input_ids, positions, kv_caches, meta, ops)
+        embedded = model.embed(input_ids)  # [T, hidden]
         x, residual = self.loop(
             self.stack,
             embedded,
@@ -37,7 +44,20 @@ class FusedForward:
             meta.cu_seqlens_q,
             meta.context_lens,
         )
-        return self.model.norm(x, self.ops, residual)[0]
+        return model.norm(x, ops, residual)[0]  # [T, hidden]
+
+
+def install(model, kv_caches, ops: Kernels, dtype: torch.dtype) -> bool:
+    """Make ``model.forward`` the fused one where it applies; whether it does."""
+    fused = build(model, kv_caches, ops, dtype)
+    if fused is not None:
+        model.forward = fused
+    return fused is not None
+
+
+def uninstall(model) -> None:
+    """The model's own forward again."""
+    model.__dict__.pop("forward", None)
 
 
 def build(model, kv_caches, ops: Kernels, dtype: torch.dtype) -> FusedForward | None:
@@ -63,7 +83,7 @@ def build(model, kv_caches, ops: Kernels, dtype: torch.dtype) -> FusedForward | 
         return None
     norm = model.layers[0].input_layernorm
     stack = loop.stack(layers, attn.heads, norm.eps, attn.spec.scale, cos_sin.contiguous())
-    return None if stack is None else FusedForward(model, loop, stack, ops)
+    return None if stack is None else FusedForward(model, loop, stack, kv_caches)
 
 
 def _layer(layer, kv_cache, loop: LayerLoop) -> LayerWeights | None:

@@ -45,8 +45,8 @@ class ModelRunner:
                 self.num_sliding_blocks if s else self.num_blocks for s in self.sliding_layers
             )
         ]
-        # a plain Llama-shaped quantized model: its layers in one C call (None: the model's forward)
-        self.fused = fused_forward.build(model, self.kv_caches, self.ops, dtype)
+        # a plain Llama-shaped quantized model: its layers in one C call (as model.forward)
+        self.fused = fused_forward.install(model, self.kv_caches, self.ops, dtype)
         self.bind = config.cpu_threads_bind == "auto" and device.type == "cpu"
         self._bound_thread: int | None = None
         logger.info("KV cache: %d blocks x %d tokens", self.num_blocks, self.block_size)
@@ -94,10 +94,7 @@ class ModelRunner:
             return torch.empty(0), []
         meta, input_ids, pos, row_of = self._prepare(computed)
         with flush_denormal():
-            if self.fused is not None and self.fused.ops is self.ops:
-                hidden = self.fused(input_ids, pos, meta)  # [T, hidden]
-            else:
-                hidden = self.model(input_ids, pos, self.kv_caches, meta, self.ops)
+            hidden = self.model(input_ids, pos, self.kv_caches, meta, self.ops)  # [T, hidden]
         self._pool(computed, hidden, meta.cu_seqlens_q)
         rows = []  # each sampler's logits row, or its k + 1 rows when it has drafts
         for seq in samplers:

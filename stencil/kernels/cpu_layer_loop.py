@@ -160,7 +160,7 @@ def _linear(weight: QuantizedWeight, bias: torch.Tensor | None, keep: list) -> _
         bias = bias.contiguous()
         keep.append(bias)
     n, k = weight.shape
-    ptr = (lambda t: None if t is None else t.data_ptr())  # noqa: E731
+    ptr = lambda t: None if t is None else t.data_ptr()  # noqa: E731
     return _Linear(n, k, weight.bits, weight.group, weight.zero, weight.codes.data_ptr(),
                    ptr(weight.planes), weight.scales.data_ptr(), ptr(weight.mins),
                    ptr(bias))  # fmt: skip
