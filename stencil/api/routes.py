@@ -51,6 +51,20 @@ def _precheck(body: Any, model: ModelInfo) -> None:
         )
 
 
+async def _generation_request(request: Request, st: AppState, model_cls: type) -> Any:
+    """The body of a chat or completion request: read, size-checked, validated, model-checked."""
+    body = await read_json(request, st)
+    _precheck(body, st.model)
+    req = parse(model_cls, body)
+    check_model(req.model, st)
+    return req
+
+
+def _context(st: AppState, kind: str, plans: list, req: Any, logprobs: bool) -> Context:
+    include_usage = bool(req.stream_options and req.stream_options.include_usage)
+    return Context(kind, st.model_name, st.fingerprint, plans, req.n, include_usage, logprobs)
+
+
 # ---- routes -----------------------------------------------------------------------------------
 
 
@@ -75,35 +89,16 @@ def api_routes(state: AppState) -> APIRouter:
     @router.post("/v1/chat/completions", openapi_extra=json_body(ChatCompletionRequest))
     async def chat(request: Request) -> Response:
         st = ready(state)
-        body = await read_json(request, st)
-        _precheck(body, st.model)
-        req = parse(ChatCompletionRequest, body)
-        check_model(req.model, st)
-        plan = convert_chat(req, st.model)
-        include_usage = bool(req.stream_options and req.stream_options.include_usage)
-        ctx = Context(
-            "chat", st.model_name, st.fingerprint, [plan], req.n, include_usage, req.logprobs
-        )
+        req = await _generation_request(request, st, ChatCompletionRequest)
+        ctx = _context(st, "chat", [convert_chat(req, st.model)], req, req.logprobs)
         return await _chat_like(request, st, ctx, req.stream, chat_response)
 
     @router.post("/v1/completions", openapi_extra=json_body(CompletionRequest))
     async def completions(request: Request) -> Response:
         st = ready(state)
-        body = await read_json(request, st)
-        _precheck(body, st.model)
-        req = parse(CompletionRequest, body)
-        check_model(req.model, st)
+        req = await _generation_request(request, st, CompletionRequest)
         plans = convert_completion(req, st.model)
-        include_usage = bool(req.stream_options and req.stream_options.include_usage)
-        ctx = Context(
-            "completion",
-            st.model_name,
-            st.fingerprint,
-            plans,
-            req.n,
-            include_usage,
-            req.logprobs is not None,
-        )
+        ctx = _context(st, "completion", plans, req, req.logprobs is not None)
         return await _chat_like(request, st, ctx, req.stream, completion_response)
 
     @router.get("/v1/models")

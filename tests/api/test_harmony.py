@@ -20,46 +20,18 @@ import jsonschema
 import pytest
 
 from stencil.api.openai.harmony_parser import HarmonyParser
+from stencil.testing.tool_specs import SCHEMAS, TOOLS, USER, WEATHER
 
 openai_harmony = pytest.importorskip("openai_harmony")
 pytest.importorskip("quicktok")
 
 TEMPLATE = Path(__file__).parent / "chat_templates" / "openai-gpt-oss-120b.jinja"
-WEATHER = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "Current weather in a city",
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "city": {"type": "string", "maxLength": 12},
-                "unit": {"type": "string", "enum": ["c", "f"]},
-            },
-            "required": ["city", "unit"],
-        },
-    },
-}
-ADD = {
-    "type": "function",
-    "function": {
-        "name": "add",
-        "parameters": {
-            "type": "object",
-            "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
-            "required": ["a", "b"],
-        },
-    },
-}
-TOOLS = [WEATHER, ADD]
-SCHEMAS = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
 PERSON = {
     "type": "object",
     "properties": {"name": {"type": "string", "maxLength": 10}, "age": {"type": "integer"}},
     "required": ["name", "age"],
     "additionalProperties": False,
 }
-USER = [{"role": "user", "content": "Weather in Paris, and 2 + 3?"}]
 
 
 @pytest.fixture(scope="module")

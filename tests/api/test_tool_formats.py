@@ -23,6 +23,7 @@ import jsonschema
 import pytest
 
 from stencil.api.openai.tool_formats import FORMATS, detect_format
+from stencil.testing.tool_specs import SCHEMAS, TOOLS, USER
 
 TEMPLATES = Path(__file__).parent / "chat_templates"
 
@@ -79,36 +80,6 @@ FAMILIES = {
         "smollm2",
     ),
 }
-
-WEATHER = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "Current weather in a city",
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "city": {"type": "string", "maxLength": 12},
-                "unit": {"enum": ["c", "f"]},
-            },
-            "required": ["city", "unit"],
-        },
-    },
-}
-ADD = {
-    "type": "function",
-    "function": {
-        "name": "add",
-        "parameters": {
-            "type": "object",
-            "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
-            "required": ["a", "b"],
-        },
-    },
-}
-TOOLS = [WEATHER, ADD]
-SCHEMAS = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
-USER = [{"role": "user", "content": "Weather in Paris, and 2 + 3?"}]
 
 
 def family_tokenizer(default_model_dir: Path, family: str, out: Path):
