@@ -189,3 +189,40 @@ def test_cpu_attention_reads_queries_from_a_qkv_view(kernel) -> None:
     torch.testing.assert_close(
         kernel(**args).double(), naive_attention(**args), atol=1e-5, rtol=1e-5
     )
+
+
+# (heads, kv heads, dim, block size, window, softcap): SmolLM2's heads, 4-row AVX512 dot products
+# (dim % 16 == 0) and the scalar path (dim 8), a window, Gemma 2's soft cap
+ROW_INVARIANCE_CASES = {
+    "smollm2-bs16": (9, 3, 64, 16, None, None),
+    "gqa2-dim32-bs4": (4, 2, 32, 4, None, None),
+    "mha-dim64-window9": (4, 4, 64, 16, 9, None),
+    "gqa2-dim8": (4, 2, 8, 4, None, None),
+    "gqa2-dim64-softcap": (4, 2, 64, 16, None, 3.0),
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("name", list(ROW_INVARIANCE_CASES))
+def test_cpu_attention_is_row_invariant(kernel, name: str, dtype: torch.dtype) -> None:
+    """A position's output is the same, bit for bit, computed alone (a decode step) and among
+    the 6 positions of a speculative verification step: greedy speculative decoding is exact
+    only if no op's numerics depend on the rows per step. Contexts straddle the kernel's 64-key
+    chunks and its groups of 4 keys."""
+    heads, kv_heads, dim, bs, window, softcap = ROW_INVARIANCE_CASES[name]
+    gen = torch.Generator().manual_seed(7)
+    n, blocks = 6, 160 // bs
+    k_cache, v_cache = (
+        torch.randn(blocks, bs, kv_heads, dim, generator=gen).to(dtype) for _ in range(2)
+    )
+    tables = torch.randperm(blocks, generator=gen).to(torch.int32).view(1, -1)
+    scale = dim**-0.5
+    for ctx in (7, 13, 63, 64, 65, 69, 70, 101, 128, 133):
+        q = 2 * torch.randn(n, heads, dim, generator=gen).to(dtype)
+        kw = dict(sliding_window=window, softcap=softcap)
+        verify = kernel(q, k_cache, v_cache, tables, [0, n], [ctx], scale, **kw)
+        for i in range(n):
+            decode = kernel(
+                q[i : i + 1], k_cache, v_cache, tables, [0, 1], [ctx - n + i + 1], scale, **kw
+            )
+            assert torch.equal(decode[0], verify[i]), (ctx, i)

@@ -47,4 +47,65 @@ static inline float exp_approx(float x) {
     return x < -87.f ? 0.f : (x > 88.72f ? INFINITY : p * e.f);
 }
 
+#if defined(__AVX512F__)
+#include <immintrin.h>
+
+/* Lanes [0, n) of a row load (n < 16: the rest zero). */
+static inline __mmask16 lanes(int n) {
+    return n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1u);
+}
+
+/* exp_approx on 16 lanes (the same polynomial, in fused multiply-adds). */
+static inline __m512 exp16(__m512 x) {
+    __m512 c = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.f)), _mm512_set1_ps(88.f));
+    __m512 n = _mm512_roundscale_ps(
+        _mm512_fmadd_ps(c, _mm512_set1_ps(1.44269504088896341f), _mm512_set1_ps(0.5f)),
+        _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), c);
+    r = _mm512_fmadd_ps(n, _mm512_set1_ps(2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    p = _mm512_fmadd_ps(_mm512_mul_ps(p, r), r, _mm512_add_ps(r, _mm512_set1_ps(1.f)));
+    __m512i e = _mm512_slli_epi32(
+        _mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+    __m512 y = _mm512_mul_ps(p, _mm512_castsi512_ps(e));
+    y = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.f), _CMP_LT_OQ), y,
+                             _mm512_setzero_ps());
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, _mm512_set1_ps(88.72f), _CMP_GT_OQ), y,
+                                _mm512_set1_ps(INFINITY));
+}
+#endif
+
+/* x[i] = exp(x[i] - shift) for i < n. Every element takes the same instructions wherever it lies
+ * in the row and whatever n is (a vectorized loop's scalar tail rounds differently), so a value
+ * depends on its input only. */
+static inline void exp_row(float *x, int n, float shift) {
+#if defined(__AVX512F__)
+    for (int i = 0; i < n; i += 16) {
+        __mmask16 m = lanes(n - i);
+        __m512 v = _mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), _mm512_set1_ps(shift));
+        _mm512_mask_storeu_ps(x + i, m, exp16(v));
+    }
+#else
+    for (int i = 0; i < n; i++) x[i] = exp_approx(x[i] - shift);
+#endif
+}
+
+/* x[0] + ... + x[n - 1], in an order that depends on n only (not on where x lies in memory). */
+static inline float sum_row(const float *x, int n) {
+#if defined(__AVX512F__)
+    __m512 acc = _mm512_setzero_ps();
+    for (int i = 0; i < n; i += 16) acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(lanes(n - i), x + i));
+    return _mm512_reduce_add_ps(acc);
+#else
+    float s = 0.f;
+    for (int i = 0; i < n; i++) s += x[i];
+    return s;
+#endif
+}
+
 #endif

@@ -208,33 +208,52 @@ static inline void chunk_rows(const Args *a, const int32_t *table, int h, int st
 }
 
 /* Scores s[r][i] = q_r . k_i for the chunk's nk keys (rows padded to 4 where the 4-row kernels
- * run; the padding rows' scores are ignored). */
+ * run; the padding rows' scores are ignored). Where the 4-key kernels run, a short last group of
+ * keys goes through them too (its last key repeated), so a key's score is the same whatever the
+ * number of keys in its chunk, i.e. whatever the number of query positions in the step: a decode
+ * step and a speculative verification step give the same position the same output, bit for bit. */
 static void scores(const Args *a, const float *const *qrow, const uint16_t (*qb)[MAX_DIM], int rows,
                    int padded, const void *const *krow, int nk, float (*s)[MAX_CHUNK],
                    const void *const *next_k, int next_n) {
-    int j = 0, dim = a->dim, bytes = row_bytes(a);
-    float ktmp[4][MAX_DIM];
+    int dim = a->dim, bytes = row_bytes(a), wide = 0;
     (void)qb;
     (void)padded;
-#ifdef HAVE_AVX512_BF16
-    for (; qb && j + 4 <= nk; j += 4) {
-        prefetch_rows(next_k, bytes, j, j + 4 < next_n ? j + 4 : next_n);
-        dot4_bf16(qb, padded, (const uint16_t *const *)krow + j, dim, &s[0][j], MAX_CHUNK);
-    }
-#endif
 #ifdef HAVE_AVX512
-    for (; dim % 16 == 0 && j + 4 <= nk; j += 4) {
-        const float *k4[4];
-        for (int i = 0; i < 4; i++) k4[i] = cache_row(krow[j + i], a->bf16, dim, ktmp[i]);
-        prefetch_rows(next_k, bytes, j, j + 4 < next_n ? j + 4 : next_n);
-        dot4(qrow, padded, k4, dim, &s[0][j], MAX_CHUNK);
-    }
+    wide = dim % 16 == 0 || qb;
 #endif
-    prefetch_rows(next_k, bytes, j, next_n);
-    for (; j < nk; j++) {
-        const float *k = cache_row(krow[j], a->bf16, dim, ktmp[0]);
-        for (int r = 0; r < rows; r++) s[r][j] = dot(qrow[r], k, dim);
+    if (!wide) {
+        float ktmp[MAX_DIM];
+        prefetch_rows(next_k, bytes, 0, next_n);
+        for (int j = 0; j < nk; j++) {
+            const float *k = cache_row(krow[j], a->bf16, dim, ktmp);
+            for (int r = 0; r < rows; r++) s[r][j] = dot(qrow[r], k, dim);
+        }
+        return;
     }
+#ifdef HAVE_AVX512
+    float ktmp[4][MAX_DIM], part[MAX_ROWS][4];
+    for (int j = 0; j < nk; j += 4) {
+        int n = nk - j < 4 ? nk - j : 4, full = n == 4;
+        const void *k4[4];
+        for (int i = 0; i < 4; i++) k4[i] = krow[j + (i < n ? i : n - 1)];
+        prefetch_rows(next_k, bytes, j, j + 4 < next_n ? j + 4 : next_n);
+        float *out = full ? &s[0][j] : &part[0][0];
+        int stride = full ? MAX_CHUNK : 4;
+#ifdef HAVE_AVX512_BF16
+        if (qb) {
+            dot4_bf16(qb, padded, (const uint16_t *const *)k4, dim, out, stride);
+        } else
+#endif
+        {
+            const float *kf[4];
+            for (int i = 0; i < 4; i++) kf[i] = cache_row(k4[i], a->bf16, dim, ktmp[i]);
+            dot4(qrow, padded, kf, dim, out, stride);
+        }
+        for (int r = 0; !full && r < rows; r++)
+            for (int i = 0; i < n; i++) s[r][j + i] = part[r][i];
+    }
+    prefetch_rows(next_k, bytes, nk, next_n);
+#endif
 }
 
 /* Rows of a unit: row r = (position p0 + r / group, query head h * group + r % group). The keys
@@ -271,7 +290,7 @@ static void unit(const Args *a, int b, int h, int p0, int np) {
     int hi = qpos[rows - 1] + 1, lo = first_key(a, b, p0), chunk = MAX_CHUNK / bs * bs;
     const int32_t *table = a->tables + (int64_t)b * a->width;
     const void *rows_k[2][MAX_CHUNK], *rows_v[2][MAX_CHUNK];
-    int cur = 0, start = lo - lo % bs;
+    int cur = 0, start = lo - lo % chunk; /* chunks at multiples of `chunk`: the same in any step */
     chunk_rows(a, table, h, start, lo, start + chunk < hi ? start + chunk : hi, rows_k[0], rows_v[0]);
     for (; start < hi; start += chunk, cur ^= 1) {
         int k0 = start < lo ? lo : start, k1 = start + chunk < hi ? start + chunk : hi, nk = k1 - k0;
@@ -317,11 +336,12 @@ static void unit(const Args *a, int b, int h, int p0, int np) {
                 l[r] *= corr;
                 m[r] = mx;
             }
-#pragma omp simd reduction(+ : sum)
-            for (int i = 0; i < nk; i++) {
-                s[r][i] = exp_approx(s[r][i] - mx);
-                sum += s[r][i];
-            }
+            exp_row(s[r], nk, mx);
+            /* summed over the keys this row sees only: the same sum in any step */
+            int vlo = a->window > 0 ? qpos[r] - a->window + 1 - k0 : 0;
+            int vhi = qpos[r] + 1 - k0 < nk ? qpos[r] + 1 - k0 : nk;
+            vlo = vlo > 0 ? vlo : 0;
+            if (vhi > vlo) sum = sum_row(s[r] + vlo, vhi - vlo);
             l[r] += sum;
         }
         const void *const *next_v = rows_v[cur ^ 1];  /* prefetched while this chunk's are summed */
@@ -362,9 +382,10 @@ static void unit(const Args *a, int b, int h, int p0, int np) {
 
 /* Prefetch the first chunk a unit reads. */
 static inline void prefetch_unit(const Args *a, const int32_t *w) {
-    int b = w[0], lo = first_key(a, b, w[2]), bs = a->block_size, first = lo - lo % bs;
+    int b = w[0], lo = first_key(a, b, w[2]), bs = a->block_size, chunk = MAX_CHUNK / bs * bs;
+    int first = lo - lo % chunk;
     int hi = a->ctx[b] - (a->cu_q[b + 1] - a->cu_q[b]) + w[2] + w[3];
-    int end = first + MAX_CHUNK / bs * bs, to = end < hi ? end : hi;
+    int end = first + chunk, to = end < hi ? end : hi;
     const void *k[MAX_CHUNK], *v[MAX_CHUNK];
     chunk_rows(a, a->tables + (int64_t)b * a->width, w[1], first, lo, to, k, v);
     prefetch_rows(k, row_bytes(a), 0, to - lo);
