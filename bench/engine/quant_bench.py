@@ -36,6 +36,7 @@ from bench.shapes import QWEN_05B
 from bench.workload import Item, make_workload, outside_prompt
 from stencil import LLM, SamplingParams, default_model_path
 from stencil.constraints import Constraint
+from stencil.engine import fused_forward
 from stencil.engine.models.default_model import _fetch_gguf
 from stencil.engine.models.quantized import weight_bytes
 from stencil.paths import cache_root
@@ -238,6 +239,7 @@ def run(
         from stencil.kernels import cpu_quant
 
         eng.runner.ops.linear.quant = cpu_quant.load(int8_activations=False)
+        fused_forward.uninstall(eng.runner.model)  # the layer loop calls the int8-row kernel
     warm = outside_prompt(next(iter(items.values()))[0].prompt_ids)
     llm.generate([warm, warm], [params("engine", 4), params("json", 8)], use_tqdm=False)
     out = {"weights": weight_bytes(eng.runner.model)}

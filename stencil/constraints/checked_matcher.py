@@ -86,13 +86,15 @@ class CheckedMatcher(Matcher):
             return
         if not words.any():
             return  # the grammar's own dead end (llguidance reports it)
-        bits = np.unpackbits(words.view(np.uint8), bitorder="little").view(bool)
-        bits = bits[: self._vocab.vocab_size]
         state = self._states[-1]
-        refused = [t for t in self._eos if bits[t] and not self._tracker.finish(state, self._buf)]
+        refused = [
+            t
+            for t in self._eos
+            if (words[t >> 5] >> (t & 31)) & 1 and not self._tracker.finish(state, self._buf)
+        ]
         if state.armed(self._root_checked):
             refused += refused_tokens(
-                bits, state, self._buf, self._tracker, self._plan, self._table
+                words, state, self._buf, self._tracker, self._plan, self._table
             )
         if refused:
             ids = np.asarray(refused, dtype=np.int64)

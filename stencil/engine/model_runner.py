@@ -8,6 +8,7 @@ import threading
 
 import torch
 
+from stencil.engine import fused_forward
 from stencil.engine.attention import AttentionMetadata
 from stencil.engine.config import EngineConfig
 from stencil.engine.scheduler import SchedulerOutput
@@ -44,6 +45,8 @@ class ModelRunner:
                 self.num_sliding_blocks if s else self.num_blocks for s in self.sliding_layers
             )
         ]
+        # a plain Llama-shaped quantized model: its layers in one C call (as model.forward)
+        self.fused = fused_forward.install(model, self.kv_caches, self.ops, dtype)
         self.bind = config.cpu_threads_bind == "auto" and device.type == "cpu"
         self._bound_thread: int | None = None
         logger.info("KV cache: %d blocks x %d tokens", self.num_blocks, self.block_size)

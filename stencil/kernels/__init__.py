@@ -33,6 +33,7 @@ class Kernels:
     silu_and_mul: Callable[..., None]
     pack_weight: Callable[[torch.Tensor], object] | None = None
     grouped_linear: Callable[..., torch.Tensor] | None = None  # MoE experts; None: the reference
+    layer_loop: object | None = None  # cpu_layer_loop.LayerLoop: a layer stack in one C call
 
 
 def get_kernels(device: torch.device | str, backend: str = "auto") -> Kernels:
@@ -50,6 +51,7 @@ def get_kernels(device: torch.device | str, backend: str = "auto") -> Kernels:
     if backend == "auto" and kind == "cpu":
         from stencil.kernels import (
             cpu_attention,
+            cpu_layer_loop,
             cpu_layer_ops,
             cpu_linear,
             cpu_quant,
@@ -61,6 +63,7 @@ def get_kernels(device: torch.device | str, backend: str = "auto") -> Kernels:
             onednn = cpu_linear.available()
             layer = cpu_layer_ops.load() or reference
             linear = cpu_linear.CpuLinear(cpu_quant.load(), panel_linear.load()) if onednn else None
+            loop = cpu_layer_loop.load(linear and linear.quant, layer, attention)
             return Kernels(
                 "cpu",
                 linear or reference.linear,
@@ -73,6 +76,7 @@ def get_kernels(device: torch.device | str, backend: str = "auto") -> Kernels:
                 layer.silu_and_mul,
                 linear.pack_weight if linear else None,
                 linear.grouped if linear else None,
+                loop,
             )
     return _with_reference_layer_ops(
         "reference",
@@ -95,6 +99,7 @@ def with_layer_op_twins(kernels: Kernels) -> Kernels:
         rotary_embedding=reference.rotary_embedding,
         silu_and_mul=reference.silu_and_mul,
         write_kv=reference.write_kv,
+        layer_loop=None,
     )
 
 

@@ -25,6 +25,7 @@ from .keywords import (
     NATIVE_FORMATS,
     UNENFORCEABLE_FORMATS,
 )
+from .presence import Presence
 from .refs import escape
 
 Schema = dict[str, Any] | bool
@@ -120,15 +121,19 @@ class Approximations:
         else:
             extra.append(negated)
 
-    def one_of(self, value: list, out: dict, typing: dict, ptr: str, base: str) -> None:
+    def one_of(
+        self, value: list, out: dict, typing: dict, ptr: str, base: str, presence: Presence
+    ) -> None:
         here = f"{ptr}/oneOf"
-        branches = [self.node(v, f"{here}/{i}", base, False) for i, v in enumerate(value)]
+        branches = [
+            self.member(presence, v, f"{here}/{i}", base, False) for i, v in enumerate(value)
+        ]
         branches = [b for b in branches if b is not False]
         if len(branches) <= 1:
             out.setdefault("allOf", []).append(branches[0] if branches else False)
             return
-        context = logic.types_of(typing, self.lookup)
-        as_any = logic.one_of_as_any_of(branches, self.lookup, context)
+        context = logic.types_of(typing, self.lookup) & presence.types
+        as_any = logic.one_of_as_any_of(branches, self.lookup, context, presence.required)
         if as_any is None:  # exclusivity is checked as the value completes
             self.check(ptr, "oneOf")
             as_any = branches

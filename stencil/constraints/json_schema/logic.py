@@ -87,22 +87,27 @@ def _canonical(value: Any) -> Any:
     return value
 
 
-def _discriminators(schema: Schema, lookup: Lookup) -> dict[str, set[str]]:
-    """Required properties of an object branch whose value is a finite set."""
+def _discriminators(
+    schema: Schema, lookup: Lookup, present: frozenset[str] = frozenset()
+) -> dict[str, set[str]]:
+    """Required properties of an object branch whose value is a finite set; ``present``:
+    keys every instance where the branch applies holds (required beside it)."""
     if not isinstance(schema, dict):
         return {}
     if "$ref" in schema and (target := lookup(schema["$ref"])) is not None:
-        return _discriminators(target, lookup) | _own_discriminators(schema)
-    return _own_discriminators(schema)
+        return _discriminators(target, lookup, present) | _own_discriminators(schema, present)
+    return _own_discriminators(schema, present)
 
 
-def _own_discriminators(schema: dict) -> dict[str, set[str]]:
-    required = set(schema.get("required", ()))
+def _own_discriminators(schema: dict, present: frozenset[str]) -> dict[str, set[str]]:
+    required = set(schema.get("required", ())) | present
     props = schema.get("properties", {})
     return {k: v for k in required if (v := _values(props.get(k))) is not None}
 
 
-def _disjoint(a: Schema, b: Schema, lookup: Lookup, context: frozenset[str]) -> bool:
+def _disjoint(
+    a: Schema, b: Schema, lookup: Lookup, context: frozenset[str], present: frozenset[str]
+) -> bool:
     ta, tb = types_of(a, lookup) & context, types_of(b, lookup) & context
     if not ta & tb:
         return True
@@ -116,7 +121,7 @@ def _disjoint(a: Schema, b: Schema, lookup: Lookup, context: frozenset[str]) -> 
     if (ta & tb) - {"object"}:
         return False  # `required` only restricts objects
     a, b = deref(a, lookup), deref(b, lookup)
-    da, db = _discriminators(a, lookup), _discriminators(b, lookup)
+    da, db = _discriminators(a, lookup, present), _discriminators(b, lookup, present)
     if any(not da[k] & db[k] for k in da.keys() & db.keys()):
         return True
     return _excludes(a, b) or _excludes(b, a)
@@ -163,34 +168,45 @@ def _lengths_disjoint(a: Schema, b: Schema) -> bool:
 
 
 def one_of_as_any_of(
-    branches: list[Schema], lookup: Lookup, context: frozenset[str] = frozenset(JSON_TYPES)
+    branches: list[Schema],
+    lookup: Lookup,
+    context: frozenset[str] = frozenset(JSON_TYPES),
+    present: frozenset[str] = frozenset(),
 ) -> list[Schema] | None:
     """Branches of an equivalent ``anyOf``, or None when equivalence cannot be shown.
 
-    ``context``: the types the enclosing schema admits (its ``type`` keyword)."""
-    if _exclusive(branches, lookup, context):
+    ``context``: the types the enclosing schema admits (its ``type`` keyword); ``present``:
+    the keys an object there must hold (``required`` beside the ``oneOf``), so that a
+    property a branch constrains but does not require can still tell branches apart."""
+    if _exclusive(branches, lookup, context, present):
         return branches
     if all(isinstance(b, dict) and set(b) <= {"required"} for b in branches):
         return _required_only(branches)  # type: ignore[arg-type]
     return None
 
 
-def _exclusive(branches: list[Schema], lookup: Lookup, context: frozenset[str]) -> bool:
+def _exclusive(
+    branches: list[Schema], lookup: Lookup, context: frozenset[str], present: frozenset[str]
+) -> bool:
     """No two branches overlap: told apart by hashing (``branch_index``), the pairs left
     proven one by one; False past ``_MAX_PAIRWISE`` proofs (llguidance then decides)."""
-    groups = candidate_groups([_facts(b, lookup, context) for b in branches])
+    groups = candidate_groups([_facts(b, lookup, context, present) for b in branches])
     if pair_count(groups) > _MAX_PAIRWISE:
         return False
-    return all(_disjoint(branches[i], branches[j], lookup, context) for i, j in pairs(groups))
+    return all(
+        _disjoint(branches[i], branches[j], lookup, context, present) for i, j in pairs(groups)
+    )
 
 
-def _facts(branch: Schema, lookup: Lookup, context: frozenset[str]) -> BranchFacts:
+def _facts(
+    branch: Schema, lookup: Lookup, context: frozenset[str], present: frozenset[str]
+) -> BranchFacts:
     target = deref(branch, lookup)
     values = _values(target)
     return BranchFacts(
         types=types_of(branch, lookup) & context,
         values=None if values is None else frozenset(values),
-        tags={k: frozenset(v) for k, v in _discriminators(target, lookup).items()},
+        tags={k: frozenset(v) for k, v in _discriminators(target, lookup, present).items()},
     )
 
 

@@ -21,6 +21,7 @@ from .keywords import (
     ENFORCED,
     UNSUPPORTED,
 )
+from .presence import Presence, presence_of
 from .productive import has_finite_instance
 from .refs import DEFAULT_BASE, RefIndex, escape
 
@@ -65,6 +66,9 @@ class Normalizer(Approximations):
         self.out = Normalized(schema={})
         self.parsed_patterns = parsed_regexes(document.patterns(root), limits)
         """The document's patterns known to parse (one grammar build for all of them)."""
+        self.presence = Presence()
+        """What the next ``node`` call's instance satisfies whatever the node says (set for
+        members of ``allOf`` / ``anyOf`` / ``oneOf`` only: the same instance)."""
 
     def run(self) -> Normalized:
         top = self.node(self.root, "", DEFAULT_BASE, in_all_of=False)
@@ -110,6 +114,8 @@ class Normalizer(Approximations):
         if not isinstance(schema, dict):
             raise InvalidSchemaError("a schema must be an object or a boolean", ptr)
         base = self.index.base_of(schema, base)
+        inherited, self.presence = self.presence, Presence()
+        presence = inherited & presence_of(schema, lambda ref: self.raw(ref, base, ptr))
         out: dict[str, Any] = {}
         extra: list[Schema] = []
         if "$ref" in schema:
@@ -128,12 +134,12 @@ class Normalizer(Approximations):
             ):
                 for key, value in schema.items():  # still translated: errors surface
                     if key != "$ref":
-                        self.keyword(key, value, schema, {}, [], ptr, base)
+                        self.keyword(key, value, schema, {}, [], ptr, base, presence)
                 self.check(ptr, "$ref")
                 return out
         for key, value in schema.items():
             if key != "$ref":
-                self.keyword(key, value, schema, out, extra, ptr, base)
+                self.keyword(key, value, schema, out, extra, ptr, base, presence)
         objects.close_object(schema, out, closed=self.closed, in_all_of=in_all_of)
         if "propertyNames" in schema:
             here = f"{ptr}/propertyNames"
@@ -156,7 +162,15 @@ class Normalizer(Approximations):
         return out
 
     def keyword(
-        self, key: str, value: Any, schema: dict, out: dict, extra: list, ptr: str, base: str
+        self,
+        key: str,
+        value: Any,
+        schema: dict,
+        out: dict,
+        extra: list,
+        ptr: str,
+        base: str,
+        presence: Presence,
     ) -> None:
         here = f"{ptr}/{escape(key)}"
         if key in ENFORCED:
@@ -186,10 +200,13 @@ class Normalizer(Approximations):
         elif key == "prefixItems":
             out[key] = [self.node(v, f"{here}/{i}", base, False) for i, v in enumerate(value)]
         elif key in ("anyOf", "allOf"):
-            sub = [self.node(v, f"{here}/{i}", base, key == "allOf") for i, v in enumerate(value)]
+            sub = [
+                self.member(presence, v, f"{here}/{i}", base, key == "allOf")
+                for i, v in enumerate(value)
+            ]
             self.applicator(key, sub, out, extra)
         elif key == "oneOf":
-            self.one_of(value, out, _typing(schema), ptr, base)
+            self.one_of(value, out, _typing(schema), ptr, base, presence)
         elif key == "not":
             self.negation(value, extra, ptr, base)
         elif key == "contains":
@@ -207,6 +224,14 @@ class Normalizer(Approximations):
             self.conditional(schema, extra, ptr, base)
         else:
             self.out.warnings.append(f"unknown keyword {key!r} at {here!r} ignored (annotation)")
+
+    def member(self, presence: Presence, schema: Any, ptr: str, base: str, in_all: bool):
+        """``node`` of a subschema applying to the same instance as its parent."""
+        self.presence = presence
+        return self.node(schema, ptr, base, in_all)
+
+    def raw(self, ref: str, base: str, pointer: str) -> Any:
+        return self.index.resolve(ref, base, pointer).node
 
     def enforced(self, key: str, value: Any, schema: dict, out: dict, here: str) -> None:
         self.out.keyword_pointers.setdefault(key, here)

@@ -43,8 +43,10 @@ def canonical_keys(schema: dict, out: dict) -> None:
     (``"\\u006eame"``) would pass as an undeclared key, its name's schema (or dependency)
     unapplied. Where undeclared keys take any value, they are admitted as a pattern every key
     matches instead, whose keys llguidance writes only as JSON requires (no escape of a
-    printable character): the same values, one spelling. (llguidance wants pattern keys
-    disjoint: beside other ``patternProperties`` the escaped spelling remains.)"""
+    printable character): the same values, one spelling. Left: beside other
+    ``patternProperties`` (llguidance wants pattern keys disjoint), and where undeclared keys
+    take a schema (a pattern of every key but the names, the complement of their trie, is
+    exact but costs ~1.1 ms a mask at each key's start, against ~0.1 ms)."""
     if out.get("additionalProperties", True) is not True or "patternProperties" in out:
         return
     if not any(k in schema for k in _NAMED) and "object" not in _types(schema):

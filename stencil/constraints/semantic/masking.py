@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from .plan import SemanticPlan
-from .tokens import TokenTable
+from .tokens import TokenTable, ids_of
 from .tracker import State, Tracker
 
 MAX_FEEDS = 512
@@ -18,29 +18,29 @@ MAX_VALIDATED = 96
 
 
 def refused_tokens(
-    bits: np.ndarray,
+    words: np.ndarray,
     state: State,
     history: bytes,
     tracker: Tracker,
     plan: SemanticPlan,
     table: TokenTable,
 ) -> list[int]:
-    """Token ids allowed by ``bits`` (bool over the vocabulary) that must be refused now."""
+    """Token ids allowed by ``words`` (a packed mask row) that must be refused now."""
     if state.in_value_string:
-        return _string_end(bits, state, history, tracker, plan, table)
+        return _string_end(words, state, history, tracker, plan, table)
     if state.in_string:  # a key, or just after a backslash: only a quote can complete
-        candidates = bits & table.has_quote & ~(table.inert_rest & table.clean_quote)
+        candidates = words & table.words["live_quote"]
     elif state.in_number:
-        candidates = bits & table.closes_number
+        candidates = words & table.words["closes_number"]
     elif state.in_literal:
-        candidates = bits  # a literal's last letters (the grammar allows a handful)
+        candidates = words  # a literal's last letters (the grammar allows a handful)
     else:
-        candidates = bits & table.closes_struct
-    return _try_each(np.flatnonzero(candidates), state, history, tracker, table)
+        candidates = words & table.words["closes_struct"]
+    return _try_each(ids_of(candidates), state, history, tracker, table)
 
 
 def _string_end(
-    bits: np.ndarray,
+    words: np.ndarray,
     state: State,
     history: bytes,
     tracker: Tracker,
@@ -51,9 +51,9 @@ def _string_end(
     # cannot be refused, whatever its text; only what a token adds after the quote can be
     parent = state.stack[-1] if state.stack else None
     if state.loc is None and (parent is None or parent.seen is None):
-        live = table.has_quote & ~(table.clean_quote & table.inert_rest)
-        return _try_each(np.flatnonzero(bits & live), state, history, tracker, table)
-    ids = np.flatnonzero(bits & table.has_quote)
+        live = ids_of(words & table.words["live_quote"])
+        return _try_each(live, state, history, tracker, table)
+    ids = ids_of(words & table.words["has_quote"])
     groups: dict[bytes, list[int]] = {}
     slow: list[int] = []
     for t in ids.tolist():

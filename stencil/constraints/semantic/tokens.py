@@ -52,6 +52,7 @@ class TokenTable:
         "closes_number",
         "clean_quote",
         "inert_rest",
+        "words",
     )
 
     def __init__(self, vocab: TokenVocab) -> None:
@@ -83,3 +84,30 @@ class TokenTable:
         """Tokens whose first double quote is not preceded by a backslash in the token."""
         self.inert_rest = inert
         """Tokens that complete nothing after their first double quote."""
+        live = quote & ~(clean & inert)
+        self.words = {
+            "has_quote": _packed(quote),
+            "closes_struct": _packed(closes_struct),
+            "closes_number": _packed(closes_number),
+            "live_quote": _packed(live),
+        }
+        """The sets above as packed bitmask rows (uint32 words, bit 1 = in the set): a mask
+        row ANDed with one gives the candidates without unpacking the vocabulary.
+        ``live_quote``: a quote with something after it that may complete a value."""
+
+
+def _packed(flags: np.ndarray) -> np.ndarray:
+    """``flags`` (bool per token) as little-endian uint32 words, padded to a whole word."""
+    padded = np.zeros(-(-len(flags) // 32) * 32, dtype=bool)
+    padded[: len(flags)] = flags
+    return np.packbits(padded, bitorder="little").view(np.uint32)
+
+
+def ids_of(words: np.ndarray) -> np.ndarray:
+    """Token ids of the set bits of packed ``words`` (cheap when few words are non-zero)."""
+    nonzero = np.flatnonzero(words)
+    if not len(nonzero):
+        return nonzero
+    bits = np.unpackbits(words[nonzero].view(np.uint8), bitorder="little").reshape(-1, 32)
+    rows, cols = np.nonzero(bits)
+    return nonzero[rows] * 32 + cols

@@ -95,6 +95,21 @@ def test_over_the_pairwise_bound_exclusivity_is_checked_at_decode_time(proofs):
     assert one_of_as_any_of(branches[:300], no_ref) == branches[:300]  # proven pairwise
 
 
+FILES = {
+    "$defs": {
+        "common": {"type": "object", "required": ["name", "type"]},
+        "file": {"properties": {"type": {"enum": ["file"]}}},
+        "dir": {"properties": {"type": {"enum": ["dir"]}, "n": {"type": "integer"}}},
+    },
+    "allOf": [
+        {"$ref": "#/$defs/common"},
+        {"oneOf": [{"$ref": "#/$defs/file"}, {"$ref": "#/$defs/dir"}]},
+    ],
+}
+KEYED = {
+    "required": ["k"],
+    "oneOf": [{"properties": {"k": {"const": 1}}}, {"properties": {"k": {"const": 2}}}],
+}
 SCHEMAS = [  # (schema, texts, must compile: the hashing shows the branches exclusive)
     ({"oneOf": [{"const": f"k{i}"} for i in range(50)]}, ['"k3"', '"k49"', '"k50"', "3"], True),
     ({"oneOf": [{"const": 1}, {"const": 1.0}]}, ["1", "1.0"], False),  # equal: never one match
@@ -117,6 +132,13 @@ SCHEMAS = [  # (schema, texts, must compile: the hashing shows the branches excl
         False,
     ),
     ({"oneOf": [tagged(0, "a"), tagged(1, "b")]}, ['{"a": "k0"}', '{"a": "k0", "b": "k1"}'], False),
+    # a property the branches constrain but only the context requires (``Presence``); keys
+    # in the grammar's order (branch properties first)
+    (FILES, ['{"type": "file", "name": "a"}', '{"type": "dir", "n": 1, "name": "a"}'], True),
+    (FILES, ['{"name": "a"}', '{"type": "pipe", "name": "a"}', '"file"', "3"], True),
+    (FILES | {"$defs": {**FILES["$defs"], "common": {"type": "object"}}}, ['{"n": 1}'], False),
+    (KEYED | {"type": "object"}, ["{}", '{"k": 1}', '{"k": 3}', "3"], True),
+    (KEYED, ['{"k": 2}', "3", "null"], False),  # non-objects match both branches
 ]
 
 
