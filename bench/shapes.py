@@ -1,5 +1,6 @@
-"""The benchmarks' second model shape: Qwen2.5-0.5B's config with random weights (the result must
-not hinge on one tiny model), as a safetensors directory in the cache."""
+"""The benchmarks' other model shapes, random weights saved with transformers as safetensors
+directories in the cache (SmolLM2's tokenizer): Qwen2.5-0.5B's config (the result must not hinge
+on one tiny model), and a small Qwen3-MoE (the mixture-of-experts path beside vLLM)."""
 
 from __future__ import annotations
 
@@ -33,6 +34,40 @@ def qwen_05b_dir() -> Path:
         return path
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(Qwen2Config(**QWEN_05B), dtype=torch.float32)
+    tmp = path.with_name(path.name + ".part")
+    model.save_pretrained(tmp)
+    AutoTokenizer.from_pretrained(str(default_model_path())).save_pretrained(tmp)
+    tmp.rename(path)
+    return path
+
+
+QWEN3_MOE = dict(
+    hidden_size=1024,
+    num_hidden_layers=4,
+    num_attention_heads=16,
+    num_key_value_heads=4,
+    head_dim=64,
+    num_experts=32,
+    num_experts_per_tok=4,
+    moe_intermediate_size=512,
+    intermediate_size=2048,
+    norm_topk_prob=True,
+    vocab_size=49152,
+    tie_word_embeddings=False,
+    max_position_embeddings=4096,
+    rms_norm_eps=1e-6,
+)
+
+
+def qwen3_moe_dir() -> Path:
+    """A small Qwen3-MoE (32 experts of 512, 4 active, 4 layers; bf16 safetensors, ~0.6 GB)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer, Qwen3MoeConfig
+
+    path = cache_root() / "bench" / "qwen3-moe-32x512-4l-random"
+    if (path / "config.json").is_file():
+        return path
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(Qwen3MoeConfig(**QWEN3_MOE), dtype=torch.bfloat16)
     tmp = path.with_name(path.name + ".part")
     model.save_pretrained(tmp)
     AutoTokenizer.from_pretrained(str(default_model_path())).save_pretrained(tmp)

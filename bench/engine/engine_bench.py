@@ -3,14 +3,16 @@ seeded workload, runs alternated (transformers, Stencil, vLLM, transformers, ...
 machine's load; transformers in static batches of 16 (once) as the second notebook baseline;
 Stencil's latency at fixed concurrency.
 
-    python -m bench.engine.engine_bench [--repeat 3] [--dtype float32|bfloat16] [--shape smollm2|qwen2.5-0.5b]
+    python -m bench.engine.engine_bench [--repeat 3] [--dtype float32|bfloat16]
+                                 [--shape smollm2|qwen2.5-0.5b|qwen3-moe]
                                  [--requests 64] [--threads 2] [--no-hf] [--no-vllm] [--latency]
 
 Fairness: both engines are built fresh for every run, each in its own process, and warmed on a
 prompt outside the workload (``workload.outside_prompt``; transformers too); prefix caching is on
 for both (each engine's default) and the warm state holds no workload prefix. ``--shape
 qwen2.5-0.5b`` is a random-weight model with Qwen2.5-0.5B's config (saved with
-``save_pretrained`` into the cache, SmolLM2's tokenizer).
+``save_pretrained`` into the cache, SmolLM2's tokenizer); ``--shape qwen3-moe`` a small random
+Qwen3-MoE (``bench.shapes.qwen3_moe_dir``: 32 experts of 512, 4 active, bf16 safetensors).
 """
 
 from __future__ import annotations
@@ -23,12 +25,21 @@ import time
 import torch
 
 from bench.common import median, pct, run_vllm, table
-from bench.shapes import qwen_05b_dir
+from bench.shapes import qwen3_moe_dir, qwen_05b_dir
 from bench.workload import make_workload, outside_prompt
 from stencil import LLM, SamplingParams, default_model_path
 
 # (requests, prompt range, output range) per shape: one engine's run takes ~0.5-3 minutes
-SHAPES = {"smollm2": (64, (32, 256), (16, 256)), "qwen2.5-0.5b": (32, (32, 256), (16, 128))}
+SHAPES = {
+    "smollm2": (64, (32, 256), (16, 256)),
+    "qwen2.5-0.5b": (32, (32, 256), (16, 128)),
+    "qwen3-moe": (16, (32, 128), (16, 64)),
+}
+MODEL_DIRS = {
+    "smollm2": default_model_path,
+    "qwen2.5-0.5b": qwen_05b_dir,
+    "qwen3-moe": qwen3_moe_dir,
+}
 
 
 def warmed_stencil(model_dir, items, threads, dtype, bind="none") -> LLM:
@@ -204,7 +215,7 @@ def main() -> None:
     ap.add_argument("--no-hf", action="store_true")
     ap.add_argument("--latency", type=int, nargs="*", default=None, help="concurrency levels")
     args = ap.parse_args()
-    model_dir = default_model_path() if args.shape == "smollm2" else qwen_05b_dir()
+    model_dir = MODEL_DIRS[args.shape]()
     from transformers import AutoTokenizer
 
     n, prompts, outputs = SHAPES[args.shape]

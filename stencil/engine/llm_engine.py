@@ -85,7 +85,7 @@ class LLMEngine:
             self.tokenizer, self.vocab_size, self.eos_token_ids, config.reasoning_end, self.metrics
         )
         spec = config.speculative_config
-        self.drafter = Drafter(spec) if spec is not None else None
+        self.drafter = Drafter(spec, self.tokenizer) if spec is not None else None
         self.verifier = Verifier(
             self.guided,
             self.sampler,

@@ -68,6 +68,7 @@ class CpuQuantLinear:
             self._grouped.restype = ctypes.c_int
         self._tables: dict[int, torch.Tensor] = {}
         self._experts: dict[tuple[int, ...], tuple] = {}
+        self._formats: dict[tuple[int, ...], tuple] = {}  # experts that takes_grouped accepted
 
     @property
     def int8_activations(self) -> bool:
@@ -145,13 +146,20 @@ class CpuQuantLinear:
 
     def takes_grouped(self, weights) -> bool:
         """Whether ``grouped`` runs these experts in one call (one format, 16-channel strips)."""
-        if self._grouped is None or not all(isinstance(w, QuantizedWeight) for w in weights):
+        if self._grouped is None:
+            return False
+        if (*map(id, weights),) in self._formats:
+            return True
+        if not all(isinstance(w, QuantizedWeight) for w in weights):
             return False
         first = weights[0]
         key = (first.shape, first.bits, first.group, first.zero, first.mins is None)
-        return first.shape[0] % 16 == 0 and all(
+        same = first.shape[0] % 16 == 0 and all(
             (w.shape, w.bits, w.group, w.zero, w.mins is None) == key for w in weights
         )
+        if same:  # kept with the weights, so that their ids stay theirs
+            self._formats[(*map(id, weights),)] = tuple(weights)
+        return same
 
     def grouped(
         self,
@@ -206,7 +214,7 @@ class CpuQuantLinear:
 
     def _pointers(self, weights, biases) -> tuple:
         """ctypes arrays of the experts' codes, planes, scales, mins and biases (built once)."""
-        key = tuple(id(w) for w in weights) + tuple(id(b) for b in biases or ())
+        key = (*map(id, weights), *map(id, biases or ()))
         if key not in self._experts:
             arr = ctypes.c_void_p * len(weights)
             bias = (

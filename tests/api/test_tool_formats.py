@@ -10,7 +10,8 @@ ibm-granite/granite-3.3-2b-instruct and google/gemma-2-2b-it (as llama.cpp's
 models/templates ships them) and microsoft/Phi-4-mini-instruct. Gemma 2's template has no tool
 format and refuses a system message: the tools' prompt (SmolLM2's format) is folded into the
 first user turn; its ``<tool_call>`` is added as a token here only so that ``logit_bias`` can
-favour it."""
+favour it. Phi-4-mini's ``functools`` is one token of its own vocabulary and two of SmolLM2's:
+a BPE merge appended to SmolLM2's makes it one regular token here."""
 
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ class Family(NamedTuple):
     architecture: str
     trigger: str  # the text that starts a call in auto
     format: str | None = None  # the format's name, when not the family's
+    merges: tuple = ()  # BPE merges appended to SmolLM2's (each pair's join a token of its own)
 
 
 FAMILIES = {
@@ -70,6 +72,7 @@ FAMILIES = {
         [],
         "llama",
         "functools",
+        merges=(("fun", "ctools"),),  # one BPE token, as in Phi-4-mini's vocabulary
     ),
     "gemma2": Family(
         "gemma-2-2b-it.jinja",
@@ -91,7 +94,25 @@ def family_tokenizer(default_model_dir: Path, family: str, out: Path):
     tok.add_special_tokens({"additional_special_tokens": spec.special})
     tok.chat_template = (TEMPLATES / spec.template).read_text()
     tok.save_pretrained(out)
-    return tok
+    if not spec.merges:
+        return tok
+    # the merged tokens take the ids after SmolLM2's vocabulary; the added tokens move past them
+    data = json.loads((out / "tokenizer.json").read_text())
+    model, shift = data["model"], len(spec.merges)
+    base = len(model["vocab"])
+    for t in data["added_tokens"]:
+        t["id"] += shift if t["id"] >= base else 0
+    for i, (a, b) in enumerate(spec.merges):
+        model["vocab"][a + b] = base + i
+        model["merges"].append([a, b] if isinstance(model["merges"][0], list) else f"{a} {b}")
+    (out / "tokenizer.json").write_text(json.dumps(data))
+    config = json.loads((out / "tokenizer_config.json").read_text())
+    config["added_tokens_decoder"] = {
+        str(int(i) + (shift if int(i) >= base else 0)): t
+        for i, t in config.get("added_tokens_decoder", {}).items()
+    }
+    (out / "tokenizer_config.json").write_text(json.dumps(config))
+    return AutoTokenizer.from_pretrained(str(out))
 
 
 def family_model(default_model_dir: Path, family: str, root: Path) -> Path:
@@ -119,10 +140,7 @@ class FamilyServer(NamedTuple):
 
     def trigger_bias(self, bias: float) -> dict[str, float]:
         ids = self.tokenizer(FAMILIES[self.family].trigger, add_special_tokens=False).input_ids
-        if len(ids) > 1:  # Phi-4-mini's functools is text (several tokens of this vocabulary)
-            pytest.skip(
-                f"{self.family}'s trigger is {len(ids)} tokens: logit_bias cannot favour it"
-            )
+        assert len(ids) == 1, f"{self.family}'s trigger is {len(ids)} tokens"  # logit_bias: one
         return {str(ids[0]): bias}
 
 

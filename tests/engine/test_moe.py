@@ -104,28 +104,58 @@ class _Config:
     hidden_size = 32
 
 
-@pytest.mark.parametrize("name", list(SPECS))
-def test_grouped_experts_match_a_per_token_loop(name):
-    """3 rows, 16 experts: most experts get no row; the grouped GEMMs equal a per-token loop."""
-    spec = SPECS[name]
+def _block(spec: MoeSpec) -> SparseMoeBlock:
     torch.manual_seed(0)
     block = SparseMoeBlock(_Config(), spec)
     for p in block.parameters():
         torch.nn.init.normal_(p, 0.0, 0.5)
+    return block
+
+
+def _per_token_loop(block: SparseMoeBlock, x: torch.Tensor, ops) -> torch.Tensor:
+    """Each token through its top-k experts one by one, weighted, plus the shared expert."""
+    spec = block.spec
+    weights, ids = route(block.router(x).float(), spec)
+    expect = torch.zeros_like(x)
+    for t in range(x.shape[0]):
+        for w, e in zip(weights[t], ids[t], strict=True):
+            expect[t] += w * block.experts[int(e)](x[t : t + 1], ops)[0]
+        if spec.shared_intermediate:
+            gate = torch.sigmoid(block.shared_expert_gate(x[t]))
+            expect[t] += gate * block.shared_expert(x[t : t + 1], ops)[0]
+    return expect
+
+
+@pytest.mark.parametrize("name", list(SPECS))
+def test_grouped_experts_match_a_per_token_loop(name):
+    """3 rows, 16 experts: most experts get no row; the grouped GEMMs equal a per-token loop."""
+    spec = SPECS[name]
+    block = _block(spec)
     x = torch.randn(3, 32)
     ops = get_kernels("cpu", "torch")
     with torch.no_grad():
         got = block(x, ops)
-        weights, ids = route(block.router(x).float(), spec)
+        _, ids = route(block.router(x).float(), spec)
         assert torch.bincount(ids.flatten(), minlength=16).eq(0).sum() >= 16 - 3 * spec.top_k
-        expect = torch.zeros_like(x)
-        for t in range(3):
-            for w, e in zip(weights[t], ids[t], strict=True):
-                expect[t] += w * block.experts[int(e)](x[t : t + 1], ops)[0]
-            if spec.shared_intermediate:
-                gate = torch.sigmoid(block.shared_expert_gate(x[t]))
-                expect[t] += gate * block.shared_expert(x[t : t + 1], ops)[0]
-    torch.testing.assert_close(got, expect, atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(got, _per_token_loop(block, x, ops), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["shared-expert", "gpt-oss"])
+def test_expert_params_follow_swapped_weights(name):
+    """The experts' weights are gathered once per block and again after they are swapped (as
+    loading and packing swap every expert's): a step after the swap runs the new weights."""
+    block = _block(SPECS[name])
+    x = torch.randn(2, 32)
+    ops = get_kernels("cpu", "torch")
+    with torch.no_grad():
+        before = block(x, ops)
+        assert block.expert_params() is block.expert_params()  # built once
+        for e in block.experts:
+            for m in (e.gate_up_proj, e.down_proj):
+                m.weight = torch.nn.Parameter(m.weight * -1.5)
+        got = block(x, ops)
+        assert not torch.allclose(got, before)
+        torch.testing.assert_close(got, _per_token_loop(block, x, ops), atol=1e-5, rtol=1e-5)
 
 
 def test_routers_match_transformers():

@@ -72,10 +72,10 @@ class RandomProposer:
 
 @pytest.mark.parametrize("index", range(len(CONSTRAINTS)))
 @pytest.mark.parametrize("seed", [0])
-def test_drafts_leave_the_matcher_where_it_was(compiler, index, seed):
+def test_drafts_leave_the_matcher_where_it_was(compiler, tokenizer, index, seed):
     rng = random.Random(seed)
     matcher = compiler.compile(CONSTRAINTS[index]).new_matcher()
-    drafter = Drafter(SpeculativeConfig(num_speculative_tokens=6))
+    drafter = Drafter(SpeculativeConfig(num_speculative_tokens=6), tokenizer)
     drafter.proposer = RandomProposer(matcher, rng)
     params = SamplingParams(temperature=0)
     seq = Sequence(1, "r", 0, [1], 1, params, 256, torch.Generator(), matcher=matcher)
@@ -97,3 +97,42 @@ def test_drafts_leave_the_matcher_where_it_was(compiler, index, seed):
         seq.token_ids.append(token)
         seq.num_computed_tokens += 1
     assert drafted > 0
+
+
+class NoProposer:
+    def propose(self, context: list[int], k: int) -> list[int]:
+        return []
+
+
+@pytest.mark.parametrize(
+    ("constraint", "text"),
+    [
+        (
+            Constraint.json_schema(
+                {"type": "object", "properties": {"job": {"type": "string"}}, "required": ["job"]},
+                whitespace="compact",
+            ),
+            '{"job":"',
+        ),
+        (
+            Constraint.json_schema(
+                {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]},
+                whitespace="compact",
+            ),
+            '{"n":',
+        ),
+    ],
+)
+def test_forced_text_is_drafted_as_its_tokens(compiler, tokenizer, constraint, text):
+    """Text the constraint forces beyond its forced tokens (``":"`` could start a longer token)
+    is drafted as its own tokenization, free of proposals; the matcher is left where it was."""
+    matcher = compiler.compile(constraint).new_matcher()
+    drafter = Drafter(SpeculativeConfig(num_speculative_tokens=2), tokenizer)
+    drafter.proposer = NoProposer()
+    seq = Sequence(1, "r", 0, [1], 1, SamplingParams(temperature=0), 256, torch.Generator())
+    seq.matcher, seq.num_computed_tokens = matcher, 1
+    before = _state(matcher)
+    drafts = drafter.drafts(seq)
+    assert tokenizer.decode(drafts) == text
+    assert len(drafts) > len(matcher.jump_forward_tokens())  # more than the forced tokens
+    assert _state(matcher) == before

@@ -130,6 +130,7 @@ class SparseMoeBlock(nn.Module):
         if spec.shared_intermediate:
             self.shared_expert = Expert(hidden, spec.shared_intermediate, False, spec)
             self.shared_expert_gate = nn.Linear(hidden, 1, bias=False)
+        self._expert_params: tuple | None = None  # expert_params()
 
     def forward(self, x: torch.Tensor, ops: Kernels) -> torch.Tensor:  # x [T, hidden]
         logits = ops.linear(x, self.router.weight, self.router.bias).float()  # [T, E]
@@ -153,25 +154,32 @@ class SparseMoeBlock(nn.Module):
         tokens = order // k  # [T * k] row of each grouped assignment
         scale = weights.flatten()[order].to(x.dtype).unsqueeze(1)  # [T * k, 1]
         grouped = ops.grouped_linear or partial(reference.grouped_linear, linear=ops.linear)
-        gate_up = [e.gate_up_proj for e in self.experts]
-        down = [e.down_proj for e in self.experts]
-        bias = self.spec.bias
-        h = grouped(
-            x,
-            [m.weight for m in gate_up],
-            counts,
-            [m.bias for m in gate_up] if bias else None,
-            rows=tokens,
-        )  # [T * k, 2I], x's rows gathered in the call
+        gate_up, gate_up_bias, down, down_bias = self.expert_params()
+        h = grouped(x, gate_up, counts, gate_up_bias, rows=tokens)  # [T * k, 2I], x's rows gathered
         act = self.experts[0].activation(h, ops)  # [T * k, I]
         combine = (tokens, scale, x.shape[0])  # weighted back into each token's row in the call
-        return grouped(
-            act,
-            [m.weight for m in down],
-            counts,
-            [m.bias for m in down] if bias else None,
-            combine=combine,
-        )  # [T, hidden]
+        return grouped(act, down, counts, down_bias, combine=combine)  # [T, hidden]
+
+    def expert_params(self) -> tuple:
+        """``(gate_up weights, their biases or None, down weights, their biases or None)``, tuples
+        over the experts, built once (a decode step's Python time at one row) and again when the
+        experts' weights were swapped (loading, packing: every expert's at once)."""
+        first, last = self.experts[0], self.experts[-1]
+        probe = (first.gate_up_proj.weight, last.gate_up_proj.weight)
+        probe += (first.down_proj.weight, last.down_proj.weight)
+        cached = self._expert_params
+        if cached is None or any(a is not b for a, b in zip(cached[1], probe, strict=True)):
+            gate_up = tuple(e.gate_up_proj for e in self.experts)
+            down = tuple(e.down_proj for e in self.experts)
+            bias = self.spec.bias
+            params = (
+                tuple(m.weight for m in gate_up),
+                tuple(m.bias for m in gate_up) if bias else None,
+                tuple(m.weight for m in down),
+                tuple(m.bias for m in down) if bias else None,
+            )
+            cached = self._expert_params = (params, probe)
+        return cached[0]
 
 
 def map_moe_weight(name: str, tensor: torch.Tensor, config) -> list[tuple] | None:

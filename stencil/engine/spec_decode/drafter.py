@@ -3,27 +3,38 @@ scheduler runs.
 
 Drafts mirror what the non-speculative engine would append: a proposed token, then the tokens
 the constraint forces after it (jump-forward, free: they need no proposal), then the next
-proposal from the context so far. Each proposed token is checked against the sequence's matcher
+proposal from the context so far. Where the constraint forces text but no token (``":"`` after a
+key could also start a longer token), the text's own tokenization is drafted too (free: the
+model nearly always writes forced text that way, and a wrong guess costs one row). Each proposed token is checked against the sequence's matcher
 and the drafts are cut at the first one it refuses; the matcher is rolled back to where it was
 (only verified tokens are ever accepted for good)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from stencil.engine.sequence import Sequence
 from stencil.engine.spec_decode.config import SpeculativeConfig
 from stencil.engine.spec_decode.ngram_proposer import NgramProposer
+from stencil.engine.spec_decode.text_proposer import TextProposer
 
 MAX_FORCED = 64  # forced tokens taken as drafts per step, on top of num_speculative_tokens
 
 
 class Drafter:
-    def __init__(self, config: SpeculativeConfig) -> None:
+    def __init__(self, config: SpeculativeConfig, tokenizer: Any) -> None:
         self.config = config
         self.proposer = NgramProposer(config.prompt_lookup_min, config.prompt_lookup_max)
+        self.tokenizer = tokenizer
+        self.text_proposer = TextProposer(tokenizer)
+        self._encoded: dict[str, list[int]] = {}  # forced text -> its tokens (a few distinct)
+        self._prompts: dict[int, str] = {}  # seq_id -> its prompt's text, while it runs
 
     def propose(self, running: list[Sequence]) -> None:
         """Set every running sequence's drafts (none while the batch is too large)."""
         off = len(running) > self.config.disable_by_batch_size
+        live = {seq.seq_id for seq in running}
+        self._prompts = {i: t for i, t in self._prompts.items() if i in live}
         for seq in running:
             seq.spec_token_ids = [] if off or not _eligible(seq) else self.drafts(seq)
 
@@ -34,7 +45,7 @@ class Drafter:
             return []
         matcher = seq.matcher if seq.reasoning_done else None
         if matcher is None:
-            return self.proposer.propose(seq.token_ids, k)
+            return self._propose(seq, seq.token_ids, k)
         drafts: list[int] = []
         try:
             self._guided(seq, matcher, drafts, k, room)
@@ -46,8 +57,9 @@ class Drafter:
         """Proposals the matcher accepts, each followed by the tokens it then forces; a forced
         run makes the next proposal come from the longer context."""
         proposed = 0
+        self._force(matcher, drafts, room)  # forced text left by the last step
         while proposed < k:
-            guesses = self.proposer.propose(seq.token_ids + drafts, k - proposed)
+            guesses = self._propose(seq, seq.token_ids + drafts, k - proposed)
             if not guesses:
                 return
             for token in guesses:
@@ -57,22 +69,47 @@ class Drafter:
                 proposed += 1
                 if matcher.is_terminated():
                     return
-                if _force(matcher, drafts, room):
+                if self._force(matcher, drafts, room):
                     break  # propose again after the forced run
 
+    def _propose(self, seq: Sequence, context: list[int], k: int) -> list[int]:
+        """Token n-gram lookup, else the same lookup on text (see ``text_proposer.py``)."""
+        guesses = self.proposer.propose(context, k)
+        if guesses:
+            return guesses
+        text = self._prompts.get(seq.seq_id)
+        if text is None:
+            text = self._prompts[seq.seq_id] = self.tokenizer.decode(
+                seq.token_ids[: seq.prompt_len]
+            )
+        return self.text_proposer.propose(text, context, k)
 
-def _force(matcher, drafts: list[int], room: int) -> bool:
-    """Append the tokens the constraint forces now (as jump-forward would); True if any."""
-    start = len(drafts)
-    while len(drafts) - start < MAX_FORCED:
-        forced = matcher.jump_forward_tokens()[: room - len(drafts)]
-        if not forced:
-            break
-        for t in forced:
-            if not matcher.accept_token(t):
-                return len(drafts) > start
-            drafts.append(t)
-    return len(drafts) > start
+    def _force(self, matcher, drafts: list[int], room: int) -> bool:
+        """Append the tokens the constraint forces now (as jump-forward would), then the
+        tokenization of the text it forces beyond them; True if any."""
+        start = len(drafts)
+        while len(drafts) - start < MAX_FORCED:
+            forced = matcher.jump_forward_tokens() or self._encode(matcher)
+            forced = forced[: room - len(drafts)]
+            if not forced:
+                break
+            for t in forced:
+                if not matcher.accept_token(t):
+                    return len(drafts) > start
+                drafts.append(t)
+        return len(drafts) > start
+
+    def _encode(self, matcher) -> list[int]:
+        """The tokens of the text every continuation starts with ([] where there is none)."""
+        text = matcher.find_jump_forward_string()
+        if not text:
+            return []
+        tokens = self._encoded.get(text)
+        if tokens is None:
+            if len(self._encoded) >= 4096:
+                self._encoded.clear()
+            tokens = self._encoded[text] = self.tokenizer.encode(text, add_special_tokens=False)
+        return tokens
 
 
 def _eligible(seq: Sequence) -> bool:
