@@ -10,9 +10,9 @@ over the full vocabulary, along the tokens of valid instances; FR = valid instan
 (a token masked out, or not complete at the end); FA = invalid instance fully accepted.
 Instances are ``json.dumps`` texts (", " / ": " separators), tokenized canonically. Stencil
 runs with exact JSON Schema semantics for undeclared keys (``allow_undeclared_properties=True``);
-the peers with their library defaults (xgrammar ``strict_mode=True`` closes objects and arrays,
-as in ../shared/anchors.md). Each engine runs in its own process; a case (compile + instances)
-over ``--timeout`` kills and restarts it and counts as not compiled.
+llguidance with its defaults, xgrammar with ``strict_mode=False`` (objects and arrays open, as
+JSON Schema says; ``engines.py``). Each engine runs in its own process; a case (compile +
+instances) over ``--timeout`` kills and restarts it and counts as not compiled.
 """
 
 from __future__ import annotations

@@ -56,7 +56,7 @@ class AsyncLLMEngine:
 
     @property
     def model_name(self) -> str:
-        return self.engine.model_path.name
+        return self.engine.model_name
 
     @property
     def max_model_len(self) -> int:

@@ -17,7 +17,8 @@ _QUANTIZATIONS = (None, "none", "int8", "int4")
 class EngineConfig:
     """Everything that shapes one engine instance.
 
-    ``model`` None means the embedded SmolLM2-135M-Instruct default.
+    ``model`` None means the embedded SmolLM2-135M-Instruct default: its Q4_1 GGUF file, kept
+    quantized unless ``quantization="none"`` (fp32; docs/engine.md has the trade).
     ``num_kv_blocks`` None means: size the KV cache from ``kv_cache_memory`` bytes.
     ``attention_backend`` "auto": Triton kernels on CUDA, the C kernel on CPU (pure torch where no
     compiler is found); "torch": the pure-torch reference kernels everywhere.

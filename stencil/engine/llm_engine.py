@@ -15,6 +15,7 @@ from stencil.engine.errors import ConfigError, QueueFullError, RequestError
 from stencil.engine.guided import GuidedDecoding
 from stencil.engine.metrics import EngineMetrics
 from stencil.engine.model_runner import ModelRunner
+from stencil.engine.models.default_model import NAME as DEFAULT_NAME
 from stencil.engine.models.loader import load_config, load_model, resolve_dtype, resolve_model_path
 from stencil.engine.output_processor import OutputProcessor
 from stencil.engine.outputs import RequestOutput
@@ -39,6 +40,7 @@ class LLMEngine:
         if config.num_threads:
             torch.set_num_threads(config.num_threads)
         self.model_path = resolve_model_path(config.model)
+        self.model_name = DEFAULT_NAME if config.model is None else self.model_path.name
         self.hf_config = load_config(self.model_path)
         self.tokenizer = AutoTokenizer.from_pretrained(str(self.model_path))
         self.device = _device(config.device)

@@ -81,7 +81,7 @@ class CpuLinear:
     ):
         """Rows grouped by expert (``reference.grouped_linear``, its ``rows`` gather and
         ``combine`` included): quantized experts of one format in one C call where the int8-row
-        kernel runs, else one linear per expert."""
+        kernel runs, packed dense ones in one C GEMM call, else one linear per expert."""
         quant = self.quant
         if (
             quant is not None
@@ -89,6 +89,10 @@ class CpuLinear:
             and quant.takes_grouped(weights)
         ):
             return quant.grouped(x, weights, counts, biases, rows, combine)
+        panel = self.panel
+        if panel is not None and panel.takes_grouped(weights):  # dense experts, one call
+            h = panel.grouped(x if rows is None else x[rows], weights, counts, biases)
+            return h if combine is None else reference.combine_rows(h, combine)
         return reference.grouped_linear(
             x, weights, counts, biases, linear=self, rows=rows, combine=combine
         )

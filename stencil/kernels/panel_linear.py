@@ -72,6 +72,10 @@ class PanelLinear:
         p, i64 = ctypes.c_void_p, ctypes.c_int64
         self._kernel.argtypes = [p, p, p, p, i64, i64, i64, ctypes.c_int, ctypes.c_int]
         self._kernel.restype = None
+        self._grouped = library.panel_linear_grouped
+        self._grouped.argtypes = [p, p, ctypes.c_int, p, p, p, i64, i64, ctypes.c_int, ctypes.c_int]
+        self._grouped.restype = None
+        self._experts: dict[tuple[int, ...], tuple] = {}
         runs = library.panel_linear_available()
         self.dtypes = tuple(dtype for i, dtype in enumerate(DTYPES) if runs >> i & 1)
 
@@ -110,6 +114,58 @@ class PanelLinear:
                 torch.get_num_threads(),
             )
         return out.view(*x.shape[:-1], n).to(x.dtype)
+
+    def takes_grouped(self, weights) -> bool:
+        """Whether ``grouped`` runs these experts in one call (packed, one shape and dtype)."""
+        first = weights[0]
+        return isinstance(first, PanelWeight) and all(
+            isinstance(w, PanelWeight) and w.shape == first.shape and w.dtype == first.dtype
+            for w in weights
+        )
+
+    def grouped(
+        self,
+        x: torch.Tensor,  # [M, K] rows grouped by expert
+        weights,  # PanelWeight per expert, one shape [N, K] and dtype
+        counts: list[int],  # rows per expert, sum M
+        biases=None,  # fp32-able [N] per expert, or None
+    ) -> torch.Tensor:  # [M, N] in x's dtype
+        """Each expert's rows times its weight, every expert in one kernel call."""
+        (n, k), dtype = weights[0].shape, weights[0].dtype
+        rows = x.to(dtype).contiguous()
+        out = torch.empty(rows.shape[0], n, dtype=dtype)
+        if len(rows):
+            pointers = self._pointers(weights, biases)
+            offsets = torch.tensor([0, *counts], dtype=torch.int64).cumsum(0)
+            self._grouped(
+                rows.data_ptr(),
+                offsets.data_ptr(),
+                len(weights),
+                ctypes.addressof(pointers[0]),
+                ctypes.addressof(pointers[1]),
+                out.data_ptr(),
+                n,
+                k,
+                dtype == torch.bfloat16,
+                torch.get_num_threads(),
+            )
+        return out.to(x.dtype)
+
+    def _pointers(self, weights, biases) -> tuple:
+        """ctypes arrays of the experts' packed data and fp32 biases (built once per set)."""
+        key = (*map(id, weights), *map(id, biases or ()))
+        if key not in self._experts:
+            arr = ctypes.c_void_p * len(weights)
+            bias = [None] * len(weights)
+            if biases is not None:
+                bias = [b.to(torch.float32).contiguous() for b in biases]
+            self._experts[key] = (
+                arr(*(w.data.data_ptr() for w in weights)),
+                arr(*(None if b is None else b.data_ptr() for b in bias)),
+                weights,
+                bias,  # kept alive with the pointers
+            )
+        return self._experts[key]
 
 
 def load() -> PanelLinear | None:

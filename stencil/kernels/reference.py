@@ -42,8 +42,12 @@ def grouped_linear(
             )
             start += n
     h = torch.cat(outs) if outs else x.new_empty(0, weights[0].shape[0])
-    if combine is None:
-        return h
+    return h if combine is None else combine_rows(h, combine)
+
+
+def combine_rows(h: torch.Tensor, combine: tuple) -> torch.Tensor:
+    """``h [M, N]`` rows grouped by expert -> ``[T, N]``: each row times its weight, added into
+    its token's row in row order (``combine``: tokens [M], scale [M, 1], T)."""
     tokens, scale, num_tokens = combine
     out = h.new_zeros(num_tokens, h.shape[1])
     return out.index_add_(0, tokens, h * scale.reshape(-1, 1).to(h.dtype))

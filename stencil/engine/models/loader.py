@@ -18,12 +18,13 @@ logger = logging.getLogger(__name__)
 
 
 def resolve_model_path(model: str | None) -> Path:
-    """The local HF directory for ``model`` (None = the embedded default)."""
-    from stencil.engine.models.default_model import default_model_path
+    """The local HF directory for ``model`` (None = the embedded default: its GGUF file, whose
+    weights are then read as stored)."""
+    from stencil.engine.models.default_model import default_model_file
     from stencil.engine.models.gguf import gguf_model_dir
 
     if model is None:
-        return default_model_path()
+        return gguf_model_dir(default_model_file())
     path = Path(model).expanduser()
     if path.is_file() and path.suffix == ".gguf":
         return gguf_model_dir(path)

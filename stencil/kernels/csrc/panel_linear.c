@@ -220,3 +220,41 @@ void panel_linear(const void *x, const void *wp, const float *bias, void *out, i
     }
 #endif
 }
+
+/* Mixture-of-experts: E packed weights of one shape [N, K] and dtype; expert e's rows of x are
+ * [offsets[e], offsets[e + 1]) (rows grouped by expert), each times its expert's weight (+ its
+ * bias, or NULL) into the same rows of out [M, N]. One parallel region for every expert: the
+ * (expert with rows, panel) units are split into one contiguous range per thread, as
+ * panel_linear splits one weight's panels. */
+void panel_linear_grouped(const void *x, const int64_t *offsets, int E, const void *const *wps,
+                          const float *const *bias, void *out, int64_t N, int64_t K, int bf16,
+                          int threads) {
+#ifndef HAVE_BF16
+    if (bf16) return;
+#endif
+#ifdef HAVE_F32
+    const int64_t panels = (N + PANEL - 1) / PANEL, item = bf16 ? 2 : 4;
+    int64_t units = 0;
+    for (int e = 0; e < E; e++) units += offsets[e + 1] > offsets[e] ? panels : 0;
+#pragma omp parallel num_threads(threads)
+    {
+        const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+        const int64_t u0 = units * t / nt, u1 = units * (t + 1) / nt;
+        int64_t u = 0;
+        for (int e = 0; e < E && u < u1; e++) {
+            const int64_t m0 = offsets[e], rows = offsets[e + 1] - m0;
+            if (!rows) continue;
+            for (int64_t p = 0; p < panels; p++, u++) {
+                if (u < u0 || u >= u1) continue;
+                const int64_t n0 = p * PANEL, width = min64(PANEL, N - n0);
+                const int64_t n1 = n0 + width;
+                const int64_t next_width = p + 1 < panels && u + 1 < u1 ? min64(PANEL, N - n1) : 0;
+                const char *next = (const char *)wps[e] + n1 * K * item;
+                panel((const char *)x + m0 * K * item, wps[e], bias[e],
+                      (char *)out + m0 * N * item, rows, N, K, bf16, n0, width, next,
+                      next + next_width * K * item);
+            }
+        }
+    }
+#endif
+}
