@@ -80,18 +80,25 @@ static inline __m512 exp16(__m512 x) {
 }
 #endif
 
-/* x[i] = exp(x[i] - shift) for i < n. Every element takes the same instructions wherever it lies
- * in the row and whatever n is (a vectorized loop's scalar tail rounds differently), so a value
- * depends on its input only. */
-static inline void exp_row(float *x, int n, float shift) {
+/* x[i] = exp(x[i] - shift) for i < n; returns their sum, added as sum_row adds (so where the
+ * exps past some index are all 0, it equals sum_row over the ones before). Every element takes
+ * the same instructions wherever it lies in the row and whatever n is (a vectorized loop's
+ * scalar tail rounds differently), so a value depends on its input only. */
+static inline float exp_row(float *x, int n, float shift) {
 #if defined(__AVX512F__)
+    __m512 acc = _mm512_setzero_ps();
     for (int i = 0; i < n; i += 16) {
         __mmask16 m = lanes(n - i);
         __m512 v = _mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), _mm512_set1_ps(shift));
-        _mm512_mask_storeu_ps(x + i, m, exp16(v));
+        __m512 e = _mm512_maskz_mov_ps(m, exp16(v));
+        _mm512_mask_storeu_ps(x + i, m, e);
+        acc = _mm512_add_ps(acc, e);
     }
+    return _mm512_reduce_add_ps(acc);
 #else
-    for (int i = 0; i < n; i++) x[i] = exp_approx(x[i] - shift);
+    float s = 0.f;
+    for (int i = 0; i < n; i++) s += x[i] = exp_approx(x[i] - shift);
+    return s;
 #endif
 }
 

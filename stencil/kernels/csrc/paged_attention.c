@@ -336,12 +336,14 @@ static void unit(const Args *a, int b, int h, int p0, int np) {
                 l[r] *= corr;
                 m[r] = mx;
             }
-            exp_row(s[r], nk, mx);
-            /* summed over the keys this row sees only: the same sum in any step */
+            /* the exps summed from the first key this row sees: the same sum in any step (keys
+             * it does not see add exact zeros after those it does) */
+            sum = exp_row(s[r], nk, mx);
             int vlo = a->window > 0 ? qpos[r] - a->window + 1 - k0 : 0;
-            int vhi = qpos[r] + 1 - k0 < nk ? qpos[r] + 1 - k0 : nk;
-            vlo = vlo > 0 ? vlo : 0;
-            if (vhi > vlo) sum = sum_row(s[r] + vlo, vhi - vlo);
+            if (vlo > 0) {
+                int vhi = qpos[r] + 1 - k0 < nk ? qpos[r] + 1 - k0 : nk;
+                sum = vhi > vlo ? sum_row(s[r] + vlo, vhi - vlo) : 0.f;
+            }
             l[r] += sum;
         }
         const void *const *next_v = rows_v[cur ^ 1];  /* prefetched while this chunk's are summed */
