@@ -25,14 +25,7 @@ from stencil.api.errors import APIError, bad_request
 from stencil.api.openai.convert import ModelInfo, prompt_ids
 from stencil.api.openai.protocol import EmbeddingRequest
 from stencil.api.openapi import json_body as openapi_body
-from stencil.api.request_io import (
-    ClientGone,
-    check_model,
-    json_body,
-    parse,
-    ready,
-    unless_disconnected,
-)
+from stencil.api.request_io import ClientGone, read_request, ready, unless_disconnected
 from stencil.api.state import AppState, ServerConfig
 from stencil.engine.errors import EngineError, QueueFullError
 
@@ -49,8 +42,7 @@ def embedding_routes(state: AppState) -> APIRouter:
     @router.post("/v1/embeddings", openapi_extra=openapi_body(EmbeddingRequest))
     async def embeddings(request: Request) -> Response:
         st = ready(state)
-        req = parse(EmbeddingRequest, await json_body(request, st))
-        check_model(req.model, st)
+        req = await read_request(request, st, EmbeddingRequest)
         dims = _check_dimensions(req.dimensions, st.engine)
         items = embedding_inputs(req.input, st.model, st.config)
         start = time.perf_counter()

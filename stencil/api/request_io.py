@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 from fastapi import Request
@@ -88,6 +88,21 @@ def check_model(name: str | None, state: AppState) -> None:
         param="model",
         code="model_not_found",
     )
+
+
+async def read_request(
+    request: Request,
+    state: AppState,
+    cls: type[M],
+    precheck: Callable[[Any, AppState], None] | None = None,
+) -> M:
+    """The body read as JSON, optionally prechecked raw, parsed as ``cls``, its model checked."""
+    body = await json_body(request, state)
+    if precheck is not None:
+        precheck(body, state)
+    req = parse(cls, body)
+    check_model(req.model, state)
+    return req
 
 
 async def _wait_disconnect(request: Request) -> None:

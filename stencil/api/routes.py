@@ -25,18 +25,18 @@ from stencil.api.openai.protocol import (
     TokenizeRequest,
 )
 from stencil.api.openapi import json_body
-from stencil.api.request_io import check_model, parse, ready
-from stencil.api.request_io import json_body as read_json
+from stencil.api.request_io import parse, read_request, ready
 from stencil.api.respond import respond
 from stencil.api.state import AppState
 from stencil.api.state import version as stencil_version
 
 
-def _precheck(body: Any, model: ModelInfo) -> None:
+def _precheck(body: Any, st: AppState) -> None:
     """Sizes that are wrong whatever the items hold, answered before validating each item:
     more messages than the context has tokens, more logit_bias entries than the vocabulary."""
     if not isinstance(body, dict):
         return
+    model = st.model
     messages, bias = body.get("messages"), body.get("logit_bias")
     if isinstance(messages, list) and len(messages) > model.max_model_len:
         raise bad_request(
@@ -49,15 +49,6 @@ def _precheck(body: Any, model: ModelInfo) -> None:
             f"logit_bias has {len(bias)} entries; the vocabulary has {model.vocab_size} tokens",
             "logit_bias",
         )
-
-
-async def _generation_request(request: Request, st: AppState, model_cls: type) -> Any:
-    """The body of a chat or completion request: read, size-checked, validated, model-checked."""
-    body = await read_json(request, st)
-    _precheck(body, st.model)
-    req = parse(model_cls, body)
-    check_model(req.model, st)
-    return req
 
 
 def _context(st: AppState, kind: str, plans: list, req: Any, logprobs: bool) -> Context:
@@ -89,14 +80,14 @@ def api_routes(state: AppState) -> APIRouter:
     @router.post("/v1/chat/completions", openapi_extra=json_body(ChatCompletionRequest))
     async def chat(request: Request) -> Response:
         st = ready(state)
-        req = await _generation_request(request, st, ChatCompletionRequest)
+        req = await read_request(request, st, ChatCompletionRequest, _precheck)
         ctx = _context(st, "chat", [convert_chat(req, st.model)], req, req.logprobs)
         return await _chat_like(request, st, ctx, req.stream, chat_response)
 
     @router.post("/v1/completions", openapi_extra=json_body(CompletionRequest))
     async def completions(request: Request) -> Response:
         st = ready(state)
-        req = await _generation_request(request, st, CompletionRequest)
+        req = await read_request(request, st, CompletionRequest, _precheck)
         plans = convert_completion(req, st.model)
         ctx = _context(st, "completion", plans, req, req.logprobs is not None)
         return await _chat_like(request, st, ctx, req.stream, completion_response)
@@ -128,16 +119,14 @@ def api_routes(state: AppState) -> APIRouter:
     @router.post("/tokenize", openapi_extra=json_body(TokenizeRequest))
     async def tokenize(request: Request) -> dict[str, Any]:
         st = ready(state)
-        req = parse(TokenizeRequest, await read_json(request, st))
-        check_model(req.model, st)
+        req = await read_request(request, st, TokenizeRequest)
         ids = _tokenize(req, st.model)
         return {"count": len(ids), "max_model_len": st.model.max_model_len, "tokens": ids}
 
     @router.post("/detokenize", openapi_extra=json_body(DetokenizeRequest))
     async def detokenize(request: Request) -> dict[str, Any]:
         st = ready(state)
-        req = parse(DetokenizeRequest, await read_json(request, st))
-        check_model(req.model, st)
+        req = await read_request(request, st, DetokenizeRequest)
         bad = [t for t in req.tokens if not 0 <= t < st.model.vocab_size]
         if bad:
             raise bad_request(f"token ids {bad[:5]} are outside the vocabulary", "tokens")

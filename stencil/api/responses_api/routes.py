@@ -12,7 +12,7 @@ from fastapi.responses import JSONResponse, Response
 from stencil.api.errors import APIError
 from stencil.api.event_stream import ChoiceState, EventStream
 from stencil.api.openapi import json_body as openapi_body
-from stencil.api.request_io import check_model, json_body, parse, ready
+from stencil.api.request_io import read_request, ready
 from stencil.api.respond import respond
 from stencil.api.responses_api.convert import to_turn
 from stencil.api.responses_api.protocol import ResponsesRequest
@@ -29,8 +29,7 @@ def responses_routes(state: AppState) -> APIRouter:
     @router.post("/v1/responses", openapi_extra=openapi_body(ResponsesRequest))
     async def create(request: Request) -> Response:
         st = ready(state)
-        req = parse(ResponsesRequest, await json_body(request, st))
-        check_model(req.model, st)
+        req = await read_request(request, st, ResponsesRequest)
         scope = key_scope(request.headers.get("authorization"))
         previous: list[dict[str, Any]] = []
         if req.previous_response_id is not None:
