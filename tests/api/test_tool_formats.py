@@ -11,7 +11,9 @@ models/templates ships them) and microsoft/Phi-4-mini-instruct. Gemma 2's templa
 format and refuses a system message: the tools' prompt (SmolLM2's format) is folded into the
 first user turn; its ``<tool_call>`` is added as a token here only so that ``logit_bias`` can
 favour it. Phi-4-mini's ``functools`` is one token of its own vocabulary and two of SmolLM2's:
-a BPE merge appended to SmolLM2's makes it one regular token here."""
+a BPE merge appended to SmolLM2's makes it one regular token here (``phi4_mini``), and an added
+plain token in ``phi4_mini_added``, as other vocabularies have it (llguidance cannot undo such a
+token named ``<[id]>``: the constraint writes it as text, ``llg/token_refs.py``)."""
 
 from __future__ import annotations
 
@@ -73,6 +75,14 @@ FAMILIES = {
         "llama",
         "functools",
         merges=(("fun", "ctools"),),  # one BPE token, as in Phi-4-mini's vocabulary
+    ),
+    "phi4_mini_added": Family(  # one added plain token
+        "phi-4-mini-instruct.jinja",
+        ["<|system|>", "<|user|>", "<|assistant|>", "<|end|>", "<|tool|>", "<|/tool|>"],
+        ["functools"],
+        "llama",
+        "functools",
+        "phi4_mini",
     ),
     "gemma2": Family(
         "gemma-2-2b-it.jinja",
