@@ -168,11 +168,7 @@ async def stream_chunks(
             if isinstance(ev, Finish):
                 finishes[ev.index] = ev
                 if ev.reason == "error":
-                    yield sse(
-                        APIError(
-                            ev.error or "generation failed", status=500, type="server_error"
-                        ).body()
-                    )
+                    yield sse(ev.api_error().body())
                     continue
                 yield chunk(_finish_choice(ev, chat))
                 continue

@@ -132,7 +132,8 @@ class ChoiceState:
 
 
 async def collect(stream: EventStream) -> dict[int, ChoiceState]:
-    """Every choice's whole text, logprobs, calls and finish; a failed generation is a 500."""
+    """Every choice's whole text, logprobs, calls and finish; a failed generation raises its
+    ``Finish.api_error`` (a 400 when the request's constraint failed, else a 500)."""
     choices: dict[int, ChoiceState] = {}
     async for ev in stream:
         st = choices.setdefault(ev.index, ChoiceState())
@@ -145,11 +146,9 @@ async def collect(stream: EventStream) -> dict[int, ChoiceState]:
             st.tool_calls += ev.calls
         else:
             st.finish = ev
-    errors = [
-        f.error or "generation failed" for f in stream.finishes.values() if f.reason == "error"
-    ]
-    if errors:
-        raise APIError(errors[0], status=500, type="server_error", code="generation_error")
+    failed = [f for f in stream.finishes.values() if f.reason == "error"]
+    if failed:
+        raise failed[0].api_error()
     return choices
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stencil.api.engine_client import Generation
+from stencil.api.errors import APIError
 from stencil.api.openai.convert import ModelInfo, Plan
 from stencil.api.openai.harmony_parser import HarmonyParser
 from stencil.api.openai.tools import openai_calls
@@ -36,6 +37,15 @@ class Finish:
     reason: str
     num_tokens: int
     error: str | None = None
+    error_type: str | None = None  # CompletionOutput.error_type
+
+    def api_error(self) -> APIError:
+        """A failed choice's error: a 400 when the request's constraint could go no further
+        (its grammar's limits, a decode-time check left no continuation), else a 500."""
+        message = self.error or "generation failed"
+        if self.error_type == "constraint":
+            return APIError(message, status=400, code="constraint_failed")
+        return APIError(message, status=500, type="server_error", code="generation_error")
 
 
 Event = Delta | ToolCalls | Finish
@@ -71,7 +81,7 @@ async def _plain_events(gen: Generation) -> AsyncIterator[Event]:
                 sent[c.index], lp_sent[c.index] = len(c.text), len(c.logprobs or [])
             if c.finish_reason is not None:
                 done.add(c.index)
-                yield Finish(c.index, _reason(c), len(c.token_ids), c.error)
+                yield Finish(c.index, _reason(c), len(c.token_ids), c.error, c.error_type)
 
 
 async def _harmony_events(gen: Generation) -> AsyncIterator[Event]:
@@ -104,7 +114,7 @@ async def _harmony_events(gen: Generation) -> AsyncIterator[Event]:
                 yield ToolCalls(c.index, openai_calls(parser.calls))
                 yield Finish(c.index, "tool_calls", len(c.token_ids))
             else:
-                yield Finish(c.index, _reason(c), len(c.token_ids), c.error)
+                yield Finish(c.index, _reason(c), len(c.token_ids), c.error, c.error_type)
 
 
 async def _tool_events(plan: Plan, gen: Generation, model: ModelInfo) -> AsyncIterator[Event]:
@@ -155,7 +165,7 @@ def _finish_tools(
     reason = _reason(c)
     if auto and reason == "stop" and _at_budget(plan, c, model):
         reason = "length"  # free text cut by max_tokens (the text branch always "closes")
-    return [*out, Finish(c.index, reason, len(c.token_ids), c.error)]
+    return [*out, Finish(c.index, reason, len(c.token_ids), c.error, c.error_type)]
 
 
 def _at_budget(plan: Plan, c: CompletionOutput, model: ModelInfo) -> bool:

@@ -34,7 +34,7 @@ from .limits import Limits
 from .matcher import Matcher
 from .spec import Constraint
 from .translation import Translation, translate
-from .vocab import TokenVocab
+from .vocab import TokenVocab, special_token_ids
 
 __all__ = [
     "CompileCancelledError",
@@ -64,6 +64,7 @@ __all__ = [
     "number_mentions",
     "number_spans",
     "numbers_in",
+    "special_token_ids",
     "translate",
     "uses_grounding",
 ]

@@ -28,6 +28,7 @@ class Matcher:
         "_vocab",
         "_eos",
         "_num_tokens",
+        "_stopped_eos",
         "_words",
         "_spans",
         "_ground",
@@ -42,6 +43,7 @@ class Matcher:
         self._vocab = vocab
         self._eos = frozenset(vocab.eos_token_ids)
         self._num_tokens = 0
+        self._stopped_eos = 0  # trailing EOS accepted once stopped: llguidance records none
         self._words = bitmask_words(vocab.vocab_size)
         self._spans = spans
         self._ground: list[State] = [OUTSIDE]
@@ -58,7 +60,10 @@ class Matcher:
             return False
         state = self._ground[-1]
         try:
-            if token_id in self._eos:
+            if token_id in self._eos and self._m.is_stopped():
+                ok = True  # llguidance takes it but records no token: rollback counts it here
+                self._stopped_eos += 1
+            elif token_id in self._eos:
                 ok = self._m.is_accepting() and self._m.consume_token(token_id)
             else:
                 if self._spans is not None:
@@ -106,13 +111,16 @@ class Matcher:
         """Undo the last ``num_tokens`` accepted tokens."""
         if not 0 <= num_tokens <= self._num_tokens:
             raise ValueError(f"cannot roll back {num_tokens} of {self._num_tokens} tokens")
-        if num_tokens and self._m.rollback(num_tokens):
-            self._num_tokens -= num_tokens
-            del self._ground[len(self._ground) - num_tokens :]
+        virtual = min(num_tokens, self._stopped_eos)
+        if num_tokens > virtual and not self._m.rollback(num_tokens - virtual):
+            return
+        self._stopped_eos -= virtual
+        self._num_tokens -= num_tokens
+        del self._ground[len(self._ground) - num_tokens :]
 
     def reset(self) -> None:
         self._m.reset()
-        self._num_tokens = 0
+        self._num_tokens = self._stopped_eos = 0
         self._ground = [OUTSIDE]
 
     def find_jump_forward_string(self) -> str:

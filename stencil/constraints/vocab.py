@@ -40,15 +40,7 @@ class TokenVocab:
         fallback, added and special tokens are all read from its ``tokenizer.json``).
 
         ``eos_token_ids`` are added to the tokenizer's own EOS token."""
-        backend = getattr(tokenizer, "backend_tokenizer", None)
-        if backend is None:
-            raise ValueError("TokenVocab.from_hf needs a fast (tokenizers-backed) tokenizer")
-        backend = copy(backend)
-        backend.no_padding()
-        backend.no_truncation()
-        text = backend.to_str()
-        size = backend.get_vocab_size(with_added_tokens=True)
-        size = max(size, max(tokenizer.get_vocab().values(), default=-1) + 1)
+        text, size = _tokenizer_json(tokenizer)
         vocab_size = size if vocab_size is None else vocab_size
         if vocab_size < size:
             raise ValueError(f"vocab_size {vocab_size} is below the tokenizer's {size} tokens")
@@ -79,6 +71,28 @@ class TokenVocab:
 
     def is_special(self, token_id: int) -> bool:
         return 0 <= token_id < self.tokenizer_size and self.llg_tokenizer.is_special_token(token_id)
+
+
+def special_token_ids(tokenizer: Any, ids: Iterable[int]) -> frozenset[int]:
+    """Which of ``ids`` llguidance treats as special tokens of a Hugging Face ``tokenizer``:
+    the special added tokens and the added tokens written like ``<...>``. Only those may be
+    named ``<[id]>`` in a grammar (``llg.token_refs``); builds a throwaway ``LLTokenizer``."""
+    text, size = _tokenizer_json(tokenizer)
+    llg_tok = llguidance.LLTokenizer(text, n_vocab=size)
+    return frozenset(i for i in ids if 0 <= i < size and llg_tok.is_special_token(i))
+
+
+def _tokenizer_json(tokenizer: Any) -> tuple[str, int]:
+    """A fast tokenizer's ``tokenizer.json`` text (no padding or truncation) and its size."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None:
+        raise ValueError("TokenVocab.from_hf needs a fast (tokenizers-backed) tokenizer")
+    backend = copy(backend)
+    backend.no_padding()
+    backend.no_truncation()
+    size = backend.get_vocab_size(with_added_tokens=True)
+    size = max(size, max(tokenizer.get_vocab().values(), default=-1) + 1)
+    return backend.to_str(), size
 
 
 def _eos_ids(tokenizer: Any, extra: Iterable[int] | None) -> tuple[int, ...]:

@@ -125,7 +125,8 @@ class GuidedDecoding:
                     _trace_mask(seqs[i], bitmask, i, row_start, forward_seconds, self.vocab_size)
             except Exception as e:  # ends this sequence only; its row is not sampled
                 logger.exception("mask fill failed for %s", seqs[i].request_id)
-                seqs[i].finish("error", error=f"constraint mask failed: {type(e).__name__}")
+                error = f"constraint mask failed: {type(e).__name__}"
+                seqs[i].finish("error", error=error, error_type="constraint")
         ops.apply_token_bitmask_inplace(
             logits,
             bitmask.to(logits.device),

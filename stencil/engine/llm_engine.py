@@ -26,6 +26,7 @@ from stencil.engine.sampling_params import SamplingParams
 from stencil.engine.scheduler import Scheduler
 from stencil.engine.sequence import Sequence, SequenceStatus
 from stencil.engine.sliding_blocks import SlidingBlocks
+from stencil.engine.spec_decode.draft_model import DraftModel
 from stencil.engine.spec_decode.drafter import Drafter
 from stencil.engine.spec_decode.verifier import Verifier, split_rows
 
@@ -56,7 +57,14 @@ class LLMEngine:
             config.quantization,
         )
         self.vocab_size = self.hf_config.vocab_size
-        self.runner = ModelRunner(config, model, self.device, dtype)
+        self.eos_token_ids = _eos_ids(self.model_path, self.tokenizer)
+        spec = config.speculative_config
+        draft, runner_config = None, config
+        if spec is not None and spec.method == "draft_model":
+            draft = DraftModel(spec, config, self.tokenizer, self.vocab_size, self.eos_token_ids,
+                               self.device, dtype, self.max_model_len)  # fmt: skip
+            runner_config = draft.share_kv_budget(model)  # the KV budget: the target's share
+        self.runner = ModelRunner(runner_config, model, self.device, dtype)
         sliding = None
         if self.runner.window is not None:
             sliding = SlidingBlocks(
@@ -73,7 +81,6 @@ class LLMEngine:
             self.metrics,
             config.decode_prefill_budget,
         )
-        self.eos_token_ids = _eos_ids(self.model_path, self.tokenizer)
         self.sampler = Sampler(self.eos_token_ids, self._token_text)
         self.guided = GuidedDecoding(
             self.tokenizer, self.vocab_size, self.eos_token_ids, config, self.metrics
@@ -84,8 +91,7 @@ class LLMEngine:
         self.output = OutputProcessor(
             self.tokenizer, self.vocab_size, self.eos_token_ids, config.reasoning_end, self.metrics
         )
-        spec = config.speculative_config
-        self.drafter = Drafter(spec, self.tokenizer) if spec is not None else None
+        self.drafter = Drafter(spec, self.tokenizer, draft) if spec is not None else None
         self.verifier = Verifier(
             self.guided,
             self.sampler,
@@ -195,6 +201,8 @@ class LLMEngine:
             if not seq.is_finished:
                 seq.finish("abort")
             self.scheduler.finish(seq)
+            if self.drafter is not None:
+                self.drafter.release(seq)
         return req.output()
 
     def has_unfinished_requests(self) -> bool:
@@ -204,11 +212,24 @@ class LLMEngine:
     def step(self) -> list[RequestOutput]:
         touched = self._admit_compiled()
         if self.drafter is not None:
-            self.drafter.propose(self.scheduler.running)
+            self._propose()
         sched = self.scheduler.schedule()
+        if self.drafter is not None:
+            for seq in sched.preempted:
+                self.drafter.release(seq)
         if sched.scheduled:
             touched |= self._run(sched)
         return self._collect(touched)
+
+    def _propose(self) -> None:
+        """Drafts are a speed-up only: a proposer's failure (a matcher raising mid-draft) costs
+        this step its drafts, never the engine (each sequence's matcher is rolled back)."""
+        try:
+            self.drafter.propose(self.scheduler.running)
+        except Exception:
+            logger.exception("drafting failed; this step runs without drafts")
+            for seq in self.scheduler.running:
+                seq.spec_token_ids = []
 
     def _run(self, sched) -> set[str]:
         try:  # per-row failures end only their own sequence (guided stage, sampler)
@@ -263,6 +284,8 @@ class LLMEngine:
                 continue
             for seq in self.scheduler.free_finished(req.seqs):
                 self.output.flush(seq)  # the final detokenization (a trailing partial character)
+                if self.drafter is not None:
+                    self.drafter.release(seq)
             outs.append(req.output())
             if req.finished:
                 del self.requests[rid]

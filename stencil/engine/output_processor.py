@@ -137,9 +137,10 @@ class OutputProcessor:
         self.metrics.generation_tokens_total += 1
         guided = seq.matcher is not None and seq.reasoning_done
         if guided and not seq.matcher.accept_token(token):
-            seq.finish(
-                "error", error=f"token {token} rejected by the constraint: {seq.matcher.error()}"
-            )
+            why = seq.matcher.error()  # set: no token was allowed (the sampled one is moot)
+            error = f"the constraint could go no further: {why}" if why else None
+            error = error or f"token {token} rejected by the constraint"
+            seq.finish("error", error=error, error_type="constraint")
             return
         if token in p.stop_token_ids:
             return self._finish_on_token(seq, token, keep_text=p.include_stop_str_in_output)

@@ -31,6 +31,10 @@ class CompletionOutput:
     logprobs: list[PositionLogprobs] | None = None
     cumulative_logprob: float = 0.0
     error: str | None = None
+    error_type: str | None = None
+    """With ``finish_reason`` "error": "constraint" when the request's constraint could go no
+    further (its grammar's limits, a decode-time check with no continuation: the request's
+    fault), None for an internal failure."""
     trace: Any = None  # the ConstraintTrace, once finished, when asked (SamplingParams.trace)
 
     @property

@@ -49,5 +49,6 @@ def _completion(seq: Sequence) -> CompletionOutput:
         logprobs=list(seq.logprobs) if seq.logprobs is not None else None,
         cumulative_logprob=seq.cumulative_logprob,
         error=seq.error,
+        error_type=seq.error_type,
         trace=seq.trace if seq.is_finished else None,
     )

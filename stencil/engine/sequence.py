@@ -51,6 +51,7 @@ class Sequence:
     finish_reason: str | None = None
     stop_reason: int | str | None = None
     error: str | None = None
+    error_type: str | None = None  # "constraint": the request's constraint could go no further
     logprobs: list[PositionLogprobs] | None = None
     cumulative_logprob: float = 0.0
     arrival_time: float = field(default_factory=time.monotonic)
@@ -87,9 +88,14 @@ class Sequence:
         return self.status == SequenceStatus.FINISHED
 
     def finish(
-        self, reason: str, stop_reason: int | str | None = None, error: str | None = None
+        self,
+        reason: str,
+        stop_reason: int | str | None = None,
+        error: str | None = None,
+        error_type: str | None = None,
     ) -> None:
         self.status = SequenceStatus.FINISHED
         self.finish_reason = reason
         self.stop_reason = stop_reason
         self.error = error
+        self.error_type = error_type

@@ -306,6 +306,45 @@ def test_bad_requests_are_400_naming_the_field(client, model, extra, param):
     assert info.value.status_code == 400
 
 
+# compiles, but the decode-time check refuses every digit the grammar allows: the constraint
+# fails after the first token, whatever the model writes
+DOOMED = {"type": "integer", "minimum": 0, "maximum": 9, "not": {"type": "integer"}}
+
+
+def test_a_constraint_failing_mid_generation_is_a_400_and_spares_the_others(live_server, model):
+    """A constraint that can go no further mid-generation is the request's fault: a 400 (code
+    ``constraint_failed``; streamed: an error event of that type), never a 500, while a request
+    running beside it gets what it gets alone."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    live_server.wait_idle()
+    plain = {"model": model, "messages": CHAT, "max_tokens": 48, "temperature": 0}
+    plain["ignore_eos"] = True
+    doomed = {"model": model, "messages": CHAT, "max_tokens": 16, "temperature": 0}
+    doomed["response_format"] = {"type": "json_schema", "json_schema": {"name": "digit"}}
+    doomed["response_format"]["json_schema"]["schema"] = DOOMED
+    h = {"Authorization": f"Bearer {live_server.api_key}"}
+    url = f"{live_server.v1}/chat/completions"
+
+    def post(body):
+        return httpx.post(url, json=body, headers=h, timeout=60)
+
+    alone = post(plain).json()["choices"][0]["message"]["content"]
+    with ThreadPoolExecutor(3) as pool:
+        other = pool.submit(post, plain)
+        failed = [pool.submit(post, doomed) for _ in range(2)]
+        streamed = pool.submit(post, doomed | {"stream": True})
+    for r in (f.result() for f in failed):
+        assert r.status_code == 400, r.text
+        err = r.json()["error"]
+        assert err["code"] == "constraint_failed" and err["type"] == "invalid_request_error"
+        assert "no continuation satisfies 'not'" in err["message"]
+    events = [json.loads(x[6:]) for x in streamed.result().text.splitlines() if x[6:7] == "{"]
+    assert [e["error"]["code"] for e in events if "error" in e] == ["constraint_failed"]
+    assert other.result().json()["choices"][0]["message"]["content"] == alone
+    live_server.wait_idle()
+
+
 def test_unknown_model_is_404(client):
     with pytest.raises(openai.NotFoundError):
         client.chat.completions.create(model="gpt-4o", messages=CHAT, max_tokens=2)

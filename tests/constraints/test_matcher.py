@@ -69,6 +69,23 @@ def test_rollback_and_reset(smol_compiler, smol_tokenizer, smol_vocab):
     assert m.num_tokens == 0 and allowed(m, smol_vocab) == first
 
 
+@pytest.mark.parametrize("n", [1, 2, 3, 4])
+def test_rollback_past_eos_after_a_stop(smol_compiler, smol_tokenizer, smol_vocab, n):
+    """Once the grammar has stopped, llguidance takes EOS without recording a token; rolling back
+    ``n`` tokens over it still lands where ``n`` tokens were accepted before (speculative drafts
+    end with the EOS that a stop forces, and the drafter rolls them back)."""
+    c = smol_compiler.compile(Constraint.json_schema(OBJ))
+    ids = _encode(smol_tokenizer, '{"a": 12}') + [2]
+    m = c.new_matcher()
+    assert all(m.accept_token(t) for t in ids[:-1]) and m.is_terminated()
+    assert m.accept_token(2) and m.num_tokens == len(ids)
+    m.rollback(n)
+    want = c.new_matcher()
+    assert all(want.accept_token(t) for t in ids[: len(ids) - n])
+    assert m.num_tokens == want.num_tokens and allowed(m, smol_vocab) == allowed(want, smol_vocab)
+    assert all(m.accept_token(t) for t in ids[len(ids) - n :]) and m.is_terminated()
+
+
 def test_jump_forward(smol_compiler, smol_tokenizer):
     c = Constraint.json_schema(OBJ, whitespace="compact")
     m = smol_compiler.compile(c).new_matcher()

@@ -201,7 +201,17 @@ def test_200_sampled_constrained_requests_all_valid(tiny_llm):
     assert checked >= 12, f"only {checked} of 25 checked-keyword requests finished"
 
 
+# compiles, but every digit the grammar allows is refused by the decode-time check: the matcher
+# is left with no continuation after the first token, whatever the model writes
+DOOMED = Constraint.json_schema(
+    {"type": "integer", "minimum": 0, "maximum": 9, "not": {"type": "integer"}}
+)
+
+
 def test_unconstrained_rows_unchanged_by_constrained_neighbours(tiny_llm):
+    """Constrained neighbours, and one whose constraint fails mid-generation, change nothing in
+    the other rows: the failing one finishes "error" (a constraint error, a 400 in the server),
+    the rest are token for token what they are without it."""
     greedy = SamplingParams(temperature=0, max_tokens=24, ignore_eos=True)
     prompts = [[5, 6, 7, 8], [9, 10, 11], [12, 13, 14, 15, 16]]
     alone = [o.outputs[0].token_ids for o in tiny_llm.generate(prompts, greedy, use_tqdm=False)]
@@ -211,6 +221,16 @@ def test_unconstrained_rows_unchanged_by_constrained_neighbours(tiny_llm):
     ]
     together = tiny_llm.generate(prompts + [[3, 4]] * 6, params, use_tqdm=False)
     assert [o.outputs[0].token_ids for o in together[:3]] == alone
+    doomed = SamplingParams(temperature=0, max_tokens=24, constraint=DOOMED)
+    failing = tiny_llm.generate(
+        [[3, 4], *prompts, *[[3, 4]] * 6], [doomed, *params], use_tqdm=False
+    )
+    c = failing[0].outputs[0]
+    assert c.finish_reason == "error" and c.error_type == "constraint", c
+    assert "no continuation satisfies 'not'" in c.error
+    assert [o.outputs[0].token_ids for o in failing[1:]] == [
+        o.outputs[0].token_ids for o in together
+    ]
 
 
 def test_preemption_and_prefix_caching_keep_matchers_consistent(tiny_models):

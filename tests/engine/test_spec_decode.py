@@ -157,7 +157,7 @@ def test_quantized_gguf_grounded_extraction_identical(default_model_dir):
     ("value", "field"),
     [
         ({"method": "medusa"}, "method"),
-        ({"method": "draft_model", "model": "x"}, "draft_model"),
+        ({"method": "draft_model"}, "model"),
         ({"num_speculative_tokens": 3}, "method"),
         ({"method": "ngram", "num_speculative_tokens": 0}, "num_speculative_tokens"),
         ({"method": "ngram", "prompt_lookup_max": "4"}, "prompt_lookup_max"),

@@ -53,9 +53,11 @@ class ModelInfo:
     tool_format: ToolCallFormat | None = None  # None: detected from the chat template
     reasoning_end: str | None = None  # a reasoning model's end marker (EngineConfig)
     harmony: dict[str, int] | None = field(init=False)  # GPT-OSS: its harmony tokens
+    call_tokens: tuple[dict[str, int], bool] = field(init=False)  # ``added_tokens``
 
     def __post_init__(self) -> None:
         self.harmony = harmony_tokens(self.tokenizer)
+        self.call_tokens = added_tokens(self.tokenizer, self.call_format)
 
     @property
     def call_format(self) -> ToolCallFormat:
@@ -97,7 +99,7 @@ def convert_chat(req: ChatCompletionRequest, model: ModelInfo) -> Plan:
     text = render_chat(req, model.tokenizer, plan, model.max_model_len, fmt, harmony)
     ids = prompt_ids(model, text, "messages")
     sources = collect_sources(req)
-    tokens, special = added_tokens(model.tokenizer, fmt)
+    tokens, special = model.call_tokens
     if plan is not None:
         if plan.mode == "auto" and sources:
             raise bad_request(

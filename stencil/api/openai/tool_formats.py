@@ -23,6 +23,7 @@ from typing import Any
 
 from stencil.api.openai.protocol import Tool
 from stencil.api.openai.tool_schema import call_item_schema, calls_schema
+from stencil.constraints import special_token_ids
 
 _TEXT = "TEXT: /(.|\\n)*/"
 
@@ -72,7 +73,7 @@ class ToolCallFormat:
     ) -> tuple[str, dict[str, Any]]:
         """``(lark, json_rules)`` for ``Constraint.grammar``: the whole output is one block
         (forced), or text or a block (``auto``). ``tokens``: the syntax's pieces that are
-        single added tokens (``added_tokens``), written as those tokens."""
+        single special tokens (``added_tokens``), written as those tokens."""
         if self.array:
             rules = {"calls": calls_schema(tools, single=single, args_key=self.args_key)}
             body = "calls"
@@ -165,8 +166,8 @@ def _json_values(body: str, glue: tuple[str, ...]) -> list[Any] | None:
 
 
 def _lit(text: str, tokens: dict[str, int]) -> str:
-    """``text`` as Lark: string literals, and ``<[id]>`` for the pieces that are added tokens
-    (a tokenizer's added tokens are only reachable as themselves)."""
+    """``text`` as Lark: string literals, and ``<[id]>`` for the pieces that are special
+    tokens (a special token is only reachable as itself)."""
     for piece, token_id in tokens.items():
         at = text.find(piece)
         if at >= 0:
@@ -218,13 +219,17 @@ def detect_format(tokenizer: Any) -> ToolCallFormat:
 
 
 def added_tokens(tokenizer: Any, fmt: ToolCallFormat) -> tuple[dict[str, int], bool]:
-    """The pieces of ``fmt``'s syntax that are single added tokens of ``tokenizer`` (text ->
-    id), and whether one of them is special (its text then shows only when special tokens are
-    not skipped)."""
+    """The pieces of ``fmt``'s syntax that the constraint names as single tokens (text -> id),
+    and whether one of the pieces is a special added token (its text then shows only when
+    special tokens are not skipped). Only the pieces llguidance treats as special tokens are
+    named (``<[id]>``); a plain added token (Phi-4-mini's ``functools`` where it is one) is
+    written as its text, as ``llg.token_refs`` explains. Builds a throwaway llguidance
+    tokenizer when a piece is an added token: call once per model (``ModelInfo``)."""
     wanted = {fmt.trigger, fmt.close.strip()} - {""}
     found, special = {}, False
     for token_id, added in (getattr(tokenizer, "added_tokens_decoder", None) or {}).items():
         if added.content in wanted:
             found[added.content] = int(token_id)
             special = special or bool(added.special)
-    return found, special
+    named = special_token_ids(tokenizer, found.values()) if found else frozenset()
+    return {text: i for text, i in found.items() if i in named}, special

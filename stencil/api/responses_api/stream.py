@@ -10,7 +10,6 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 from stencil.api.chat_render import chat_logprobs
-from stencil.api.errors import APIError
 from stencil.api.event_stream import EventStream, until_failure
 from stencil.api.events import Delta, ToolCalls
 from stencil.api.responses_api.render import ResponseBuilder
@@ -134,7 +133,7 @@ async def stream_events(
                 for line in items.calls(first):
                     yield line
             elif ev.reason == "error":
-                failures.append(APIError(ev.error or "generation failed", status=500))
+                failures.append(ev.api_error())
         if failures:
             err = failures[0]
             yield emit("error", code=err.code or "server_error", message=err.message, param=None)

@@ -7,13 +7,17 @@ import llguidance
 from ..errors import ConstraintError, InvalidGrammarError, InvalidSchemaError
 from ..vocab import TokenVocab
 from .errors import grammar_error, short
+from .token_refs import check_token_refs
 
 
 def build_template(
     vocab: TokenVocab, kind: str, grammar: str, limits: llguidance.LLParserLimits
 ) -> llguidance.LLMatcher:
     """The matcher every ``new_matcher()`` copies; raises ConstraintError for an invalid grammar
-    or an empty language (found by computing the first mask, which also warms the lexer)."""
+    or an empty language (found by computing the first mask, which also warms the lexer), and
+    for a grammar that names a plain token as ``<[id]>`` (``token_refs``)."""
+    if kind == "grammar":
+        check_token_refs(grammar, vocab)
     matcher = llguidance.LLMatcher(vocab.llg_tokenizer, grammar, log_level=0, limits=limits)
     if matcher.is_error():
         raise _error(kind, matcher.get_error())

@@ -49,9 +49,10 @@ class _Sources:
 
 
 class Drafter:
-    def __init__(self, config: SpeculativeConfig, tokenizer: Any) -> None:
+    def __init__(self, config: SpeculativeConfig, tokenizer: Any, draft_model=None) -> None:
         self.config = config
-        self.proposer = NgramProposer(config.prompt_lookup_min, config.prompt_lookup_max)
+        self.proposer = NgramProposer(config.prompt_lookup_min or 1, config.prompt_lookup_max or 1)
+        self.draft_model = draft_model  # a DraftModel (draft_model.py) proposes instead
         self.tokenizer = tokenizer
         self.text_proposer = TextProposer(tokenizer)
         self.key_proposer = KeyProposer(tokenizer)
@@ -65,8 +66,20 @@ class Drafter:
         off = len(running) > self.config.disable_by_batch_size
         live = {seq.seq_id for seq in running}
         self._sources = {i: t for i, t in self._sources.items() if i in live}
+        if self.draft_model is not None:
+            self.draft_model.retain(live)
+            for seq in running:
+                seq.spec_token_ids = []
+            seqs = [] if off else [s for s in running if _eligible(s)]
+            self.draft_model.propose(seqs, self.config.num_speculative_tokens, self._force)
+            return
         for seq in running:
             seq.spec_token_ids = [] if off or not _eligible(seq) else self.drafts(seq)
+
+    def release(self, seq: Sequence) -> None:
+        """``seq`` finished, was aborted or preempted: free what the draft model holds for it."""
+        if self.draft_model is not None:
+            self.draft_model.release(seq.seq_id)
 
     def drafts(self, seq: Sequence) -> list[int]:
         room = seq.max_len - seq.num_tokens - 1  # the bonus token must fit too
@@ -176,7 +189,7 @@ class Drafter:
             sources.prompt = self.tokenizer.decode(seq.token_ids[: seq.prompt_len])
         return Guess(self.text_proposer.propose(sources.prompt, context, k), *TEXT)
 
-    def _force(self, matcher, drafts: list[int], room: int, chance: float) -> float:
+    def _force(self, matcher, drafts: list[int], room: int, chance: float = 1.0) -> float:
         """Append the tokens the constraint forces now (as jump-forward would: certain once the
         drafts before them are), then the tokenization of the text it forces beyond them
         (``FORCED_TEXT``), where the run pays (``forced_run_pays``); returns the chain's
