@@ -14,6 +14,8 @@ import json
 import re
 from typing import Any
 
+from stencil.engine.spec_decode.label_proposer import value_key
+
 CLOSERS = ("", '","', ',"', '{"', '"},{"', '},{"', '"}],"', '}],"')  # before the next key
 _LAST_KEY = re.compile(r'"((?:[^"\\\n]|\\.)+)":')
 MAX_NAMES = 512  # property names kept per schema
@@ -35,8 +37,8 @@ class KeyProposer:
         """Tokens of the next declared property name (with what closes the value before it)
         where ``matcher`` accepts ``name":`` next; [] where none fits. ``tail``: the text of
         the output's last tokens."""
-        if not names:
-            return []
+        if not names or value_key(tail) is not None:
+            return []  # a value opens here (an empty string closed at once is no guess)
         keys = _LAST_KEY.findall(tail)
         start = names.index(keys[-1]) + 1 if keys and keys[-1] in names else 0
         order = names[start:] + names[:start]

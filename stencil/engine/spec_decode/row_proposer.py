@@ -4,8 +4,9 @@ An array of items extracted from a table (a receipt's lines, an invoice's line i
 one item per row, in the document's order. Where the output opens a value for a key it has
 written before (``"price":`` in the next item), prompt lookup proposes the previous item's value
 (the last ``"price":`` was followed by it), which the model almost never repeats. The previous
-value is found in the document instead, and the text at the same column of the next non-empty
-line (up to a run of two blanks or the line's end) is proposed."""
+value is found in the document instead, and the text at the same column of the next line (up
+to a run of two blanks or the line's end; none past a blank line, where a table ends) is
+proposed."""
 
 from __future__ import annotations
 
@@ -39,12 +40,10 @@ class RowProposer:
         line_start = document.rfind("\n", 0, at) + 1
         column = at - line_start
         nxt = document.find("\n", at)
-        while nxt >= 0:
-            end = document.find("\n", nxt + 1)
-            line = document[nxt + 1 : end if end >= 0 else len(document)]
-            if line.strip():
-                cell = line[column:].lstrip() if len(line) > column else ""
-                cell = cell[: _CELL_END.search(cell).start()][: CHARS_PER_TOKEN * k]
-                return self.tokenizer.encode(cell, add_special_tokens=False)[:k] if cell else []
-            nxt = end
-        return []
+        if nxt < 0:
+            return []
+        end = document.find("\n", nxt + 1)
+        line = document[nxt + 1 : end if end >= 0 else len(document)]  # the next row
+        cell = line[column:].lstrip() if len(line) > column else ""
+        cell = cell[: _CELL_END.search(cell).start()][: CHARS_PER_TOKEN * k]
+        return self.tokenizer.encode(cell, add_special_tokens=False)[:k] if cell else []
