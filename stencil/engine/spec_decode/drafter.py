@@ -4,9 +4,11 @@ scheduler runs.
 Drafts mirror what the non-speculative engine would append: a proposed token, then the tokens
 the constraint forces after it (jump-forward, free: they need no proposal), then the next
 proposal from the context so far. Where the constraint forces text but no token (``":"`` after a
-key could also start a longer token), the text's own tokenization is drafted too (free: the
-model nearly always writes forced text that way, and a wrong guess costs one row). Each proposed token is checked against the sequence's matcher
-and the drafts are cut at the first one it refuses; the matcher is rolled back to where it was
+key could also start a longer token), the text's own tokenization is drafted too. Proposals come
+from prompt lookup (tokens, then text) and, under a JSON schema, from the document's next row,
+a label naming the key and the schema's next key; each is checked against the sequence's matcher
+(a token it refuses is never drafted), and drafting stops where the chain's chance of being
+accepted no longer pays for its rows (``chance.py``). The matcher is rolled back to where it was
 (only verified tokens are ever accepted for good)."""
 
 from __future__ import annotations
