@@ -99,7 +99,7 @@ def test_engine_sampled_tokens_match_with_a_draft_model(default_model_dir):
     seeds each)."""
     from stencil.engine.models.default_model import default_model_file
 
-    kw = dict(max_model_len=64, kv_cache_memory=256 << 20)
+    kw = dict(max_model_len=64, kv_cache_memory=96 << 20)  # 1,000 tokens per pool with the draft
     spec_cfg = {"method": "draft_model", "model": str(default_model_file()),
                 "num_speculative_tokens": 3, "disable_by_batch_size": 1000}  # fmt: skip
     plain = make_llm(default_model_dir, **kw)
