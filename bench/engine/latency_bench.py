@@ -10,10 +10,17 @@ Workloads (greedy, max_tokens 256):
 - ``throughput``: 16 and 64 concurrent chat requests (max_tokens 64), speculation as configured
   (auto-disabled above ``disable_by_batch_size``);
 - ``threshold``: grounded documents at 1, 2, 4, 8, 16 concurrent requests with speculation forced on,
-  the measurement behind the ``disable_by_batch_size`` default.
+  the measurement behind the ``disable_by_batch_size`` default (``--method draft_model``: with the
+  draft model's engines below);
+- ``draft_model``: ``"method": "draft_model"``: the target loaded with ``--target-quantization``
+  (default "none": the embedded SmolLM2 dequantized to fp32) beside the same target drafted for by
+  ``--draft`` (default: the embedded Q4_1 GGUF file, kept quantized); the grounded set and free
+  chat, one at a time, outputs must be identical.
 
     python -m bench.engine.latency_bench [--workloads grounded chat throughput threshold]
         [--rounds 3] [--k 5] [--threads 2] [--model PATH]
+    python -m bench.engine.latency_bench --workloads draft_model [--draft PATH] [--k 4]
+    python -m bench.engine.latency_bench --workloads threshold --method draft_model --k 4
 """
 
 from __future__ import annotations
@@ -116,6 +123,32 @@ def engines(args, spec: dict) -> dict[str, LLM]:
     return out
 
 
+def draft_engines(args, disable_by_batch_size: int = 8) -> dict[str, LLM]:
+    """(plain target, target drafted for by the draft model), both warmed."""
+    from stencil.engine.models.default_model import default_model_file
+
+    draft = args.draft or str(default_model_file())
+    spec = {"method": "draft_model", "model": draft, "num_speculative_tokens": args.k,
+            "disable_by_batch_size": disable_by_batch_size}  # fmt: skip
+    kw = dict(num_threads=args.threads, max_model_len=2048, kv_cache_memory=512 << 20,
+              quantization=None if args.target_quantization == "as-stored" else
+              args.target_quantization)  # fmt: skip
+    out = {"plain": LLM(args.model, **kw), "spec": LLM(args.model, speculative_config=spec, **kw)}
+    warm = [([{"role": "user", "content": OUTSIDE}], SamplingParams(temperature=0, max_tokens=32))]
+    for llm in out.values():
+        run(llm, warm, 1)
+    return out
+
+
+def draft_rows(args) -> list[list]:
+    eng = draft_engines(args)
+    runs = alternate(eng, grounded_requests(args.max_tokens), 1, args.rounds)
+    rows = [row(f"draft model: grounded extraction, {len(DOCS)} docs", runs, True)]
+    runs = alternate(eng, chat_requests(args.max_tokens, 2), 1, args.rounds)
+    rows.append(row("draft model: free chat, 2 answers", runs, True))
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", default=None, help="model path (default: the embedded SmolLM2)")
@@ -125,6 +158,11 @@ def main() -> None:
     ap.add_argument("--lookup-max", type=int, default=4)
     ap.add_argument("--lookup-min", type=int, default=2)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--method", default="ngram", choices=["ngram", "draft_model"],
+                    help="threshold: the speculative method measured")  # fmt: skip
+    ap.add_argument("--draft", default=None, help="draft_model: the draft (default: embedded Q4_1)")
+    ap.add_argument("--target-quantization", default="none",
+                    help="draft_model: the target's quantization ('as-stored': None)")  # fmt: skip
     ap.add_argument("--max-tokens", type=int, default=256)
     ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 2, 4, 8, 16],
                     help="threshold: concurrent requests")  # fmt: skip
@@ -132,7 +170,7 @@ def main() -> None:
     spec = {"method": "ngram", "num_speculative_tokens": args.k,
             "prompt_lookup_max": args.lookup_max, "prompt_lookup_min": args.lookup_min}  # fmt: skip
     rows = []
-    if set(args.workloads) - {"threshold"}:
+    if set(args.workloads) - {"threshold", "draft_model"}:
         eng = engines(args, spec)
         if "grounded" in args.workloads:
             runs = alternate(eng, grounded_requests(args.max_tokens), 1, args.rounds)
@@ -146,11 +184,18 @@ def main() -> None:
                 rows.append(row(f"{n} concurrent chat requests", runs, False))
         del eng
     if "threshold" in args.workloads:
-        eng = engines(args, {**spec, "disable_by_batch_size": 1 << 20})
+        if args.method == "draft_model":
+            eng = draft_engines(args, 1 << 20)
+        else:
+            eng = engines(args, {**spec, "disable_by_batch_size": 1 << 20})
         reqs = grounded_requests(args.max_tokens)
         for c in args.concurrency:
             runs = alternate(eng, (reqs * 16)[: max(c, len(reqs))], c, args.rounds)
             rows.append(row(f"grounded, {c} concurrent, speculation forced on", runs, False))
+    if "draft_model" in args.workloads or args.method == "draft_model":
+        rows += draft_rows(args) if "draft_model" in args.workloads else []
+        spec = {"method": "draft_model", "num_speculative_tokens": args.k, "model": args.draft
+                or "embedded Q4_1", "target quantization": args.target_quantization}  # fmt: skip
     print(f"speculative_config {spec}, {args.threads} threads, {args.rounds} rounds alternated")
     heads = ["workload", "plain tok/s per run", "speculative tok/s per run", "speculative / plain",
              "acceptance", "outputs identical", "load (1 min)"]  # fmt: skip

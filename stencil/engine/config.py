@@ -32,7 +32,8 @@ class EngineConfig:
     calling thread stays pinned, and processes it starts later inherit that); "none" (default):
     left to the OS scheduler. Pinning measured level on an idle 2-core machine, 1.3-1.4x under load.
     ``speculative_config`` (vLLM's): a dict or JSON object, e.g. ``{"method": "ngram",
-    "num_speculative_tokens": 5, "prompt_lookup_max": 4}`` (``SpeculativeConfig``); None: off.
+    "num_speculative_tokens": 5, "prompt_lookup_max": 4}`` or ``{"method": "draft_model",
+    "model": PATH, "num_speculative_tokens": 4}`` (``SpeculativeConfig``); None: off.
     """
 
     model: str | None = None
@@ -61,7 +62,9 @@ class EngineConfig:
     speculative_config: dict | str | Any = field(
         default=None,
         metadata={"help": 'vLLM\'s speculative_config as JSON, e.g. \'{"method": "ngram", '
-                  '"num_speculative_tokens": 5, "prompt_lookup_max": 4}\'; off when not given'},
+                  '"num_speculative_tokens": 5, "prompt_lookup_max": 4}\' or \'{"method": '
+                  '"draft_model", "model": PATH, "num_speculative_tokens": 4}\'; off when not '
+                  'given'},
     )  # fmt: skip
 
     def __post_init__(self) -> None:

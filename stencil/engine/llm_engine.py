@@ -212,7 +212,7 @@ class LLMEngine:
     def step(self) -> list[RequestOutput]:
         touched = self._admit_compiled()
         if self.drafter is not None:
-            self.drafter.propose(self.scheduler.running)
+            self._propose()
         sched = self.scheduler.schedule()
         if self.drafter is not None:
             for seq in sched.preempted:
@@ -220,6 +220,16 @@ class LLMEngine:
         if sched.scheduled:
             touched |= self._run(sched)
         return self._collect(touched)
+
+    def _propose(self) -> None:
+        """Drafts are a speed-up only: a proposer's failure (a matcher raising mid-draft) costs
+        this step its drafts, never the engine (each sequence's matcher is rolled back)."""
+        try:
+            self.drafter.propose(self.scheduler.running)
+        except Exception:
+            logger.exception("drafting failed; this step runs without drafts")
+            for seq in self.scheduler.running:
+                seq.spec_token_ids = []
 
     def _run(self, sched) -> set[str]:
         try:  # per-row failures end only their own sequence (guided stage, sampler)

@@ -5,6 +5,7 @@ ships them; the file written here is byte-identical to OpenAI's ``o200k_base.tik
 checked) plus the harmony special tokens at GPT-OSS's ids (``<|start|>`` 200006, ...), and the
 model's published chat template. ``openai-harmony`` (OpenAI's own renderer / parser) loads the
 same vocabulary file (``TIKTOKEN_ENCODINGS_BASE``), which makes it an oracle for both ends.
+``o200k_tokenizer`` builds the other o200k_base tokenizers (Phi-4-mini's) the same way.
 """
 
 from __future__ import annotations
@@ -69,25 +70,30 @@ def write_o200k_base(out_dir: Path) -> Path:
     return path
 
 
-def harmony_tokenizer(out_dir: Path, chat_template: str):
-    """GPT-OSS's tokenizer (o200k_harmony + its chat template), saved to ``out_dir``."""
+def o200k_tokenizer(
+    out_dir: Path, named: dict[int, str], end: int, chat_template: str, **roles: str
+):
+    """An o200k_base tokenizer (GPT-OSS's, Phi-4-mini's) saved to ``out_dir``: the ranks, then
+    special tokens at ids 199998..``end`` - 1 (``named``, the others reserved). ``roles``:
+    ``bos_token``, ``eos_token``, ``pad_token`` by their text."""
     from transformers import PreTrainedTokenizerFast
     from transformers.convert_slow_tokenizer import TikTokenConverter
 
     vocab = write_o200k_base(out_dir / "tiktoken")
-    specials = [NAMED.get(i, f"<|reserved_{i}|>") for i in range(199998, VOCAB)]
+    specials = [named.get(i, f"<|reserved_{i}|>") for i in range(199998, end)]
     converted = TikTokenConverter(
         vocab_file=str(vocab), pattern=O200K_PATTERN, extra_special_tokens=specials
     ).converted()
-    tok = PreTrainedTokenizerFast(
-        tokenizer_object=converted,
-        bos_token="<|startoftext|>",
-        eos_token="<|return|>",
-        pad_token="<|endoftext|>",
-    )
+    tok = PreTrainedTokenizerFast(tokenizer_object=converted, **roles)
     tok.chat_template = chat_template
     tok.save_pretrained(out_dir)
     return tok
+
+
+def harmony_tokenizer(out_dir: Path, chat_template: str):
+    """GPT-OSS's tokenizer (o200k_harmony + its chat template), saved to ``out_dir``."""
+    roles = {"bos_token": "<|startoftext|>", "eos_token": "<|return|>"}
+    return o200k_tokenizer(out_dir, NAMED, VOCAB, chat_template, **roles, pad_token="<|endoftext|>")
 
 
 def build_tiny_gpt_oss(root: Path, chat_template: str) -> Path:

@@ -4,17 +4,16 @@ changes the math set away from its neutral value."""
 
 from __future__ import annotations
 
-from stencil.testing.tiny_models import _COMMON
+from stencil.testing.tiny_models import tiny
 
 WINDOW = 8
 
-
-def _gemma3():
-    from transformers import Gemma3TextConfig
-
+DENSE_BUILDERS = {
     # two sliding layers (own rotary base) then a full one with linear rope scaling; head_dim 32
-    return Gemma3TextConfig(
-        **{**_COMMON, "num_hidden_layers": 3, "rms_norm_eps": 1e-6},
+    "gemma3": tiny(
+        "Gemma3TextConfig",
+        num_hidden_layers=3,
+        rms_norm_eps=1e-6,
         head_dim=32,
         query_pre_attn_scalar=24,
         sliding_window=WINDOW,
@@ -24,14 +23,10 @@ def _gemma3():
             "full_attention": {"rope_type": "linear", "factor": 2.0, "rope_theta": 1000000.0},
         },
         tie_word_embeddings=True,
-    )
-
-
-def _gemma2():
-    from transformers import Gemma2Config
-
-    return Gemma2Config(
-        **{**_COMMON, "num_hidden_layers": 3},
+    ),
+    "gemma2-softcap": tiny(
+        "Gemma2Config",
+        num_hidden_layers=3,
         head_dim=16,
         query_pre_attn_scalar=20,
         sliding_window=WINDOW,
@@ -39,15 +34,10 @@ def _gemma2():
         attn_logit_softcapping=2.0,
         final_logit_softcapping=0.8,
         tie_word_embeddings=True,
-    )
-
-
-def _phi3():
-    from transformers import Phi3Config
-
+    ),
     # Phi-4-mini's shape: partial rotary (half of head_dim 16) and LongRoPE past 16 positions
-    return Phi3Config(
-        **_COMMON,
+    "phi3-partial-longrope": tiny(
+        "Phi3Config",
         rope_parameters={
             "rope_type": "longrope",
             "rope_theta": 10000.0,
@@ -58,45 +48,22 @@ def _phi3():
         },
         original_max_position_embeddings=16,
         tie_word_embeddings=False,
-    )
-
-
-def _olmo2():
-    from transformers import Olmo2Config
-
-    return Olmo2Config(**_COMMON, tie_word_embeddings=False)
-
-
-def _granite():
-    from transformers import GraniteConfig
-
-    return GraniteConfig(
-        **_COMMON,
+    ),
+    "olmo2": tiny("Olmo2Config", tie_word_embeddings=False),
+    "granite": tiny(
+        "GraniteConfig",
         embedding_multiplier=6.0,
         residual_multiplier=0.5,
         attention_multiplier=0.1,
         logits_scaling=4.0,
         tie_word_embeddings=True,
-    )
-
-
-def _smollm3():
-    from transformers import SmolLM3Config
-
+    ),
     # layer 3 has no rotary (no_rope_layers' default: every fourth); it slides over 8 tokens
-    return SmolLM3Config(
-        **{**_COMMON, "num_hidden_layers": 4},
+    "smollm3-nope": tiny(
+        "SmolLM3Config",
+        num_hidden_layers=4,
         use_sliding_window=True,
         sliding_window=WINDOW,
         tie_word_embeddings=True,
-    )
-
-
-DENSE_BUILDERS = {
-    "gemma3": _gemma3,
-    "gemma2-softcap": _gemma2,
-    "phi3-partial-longrope": _phi3,
-    "olmo2": _olmo2,
-    "granite": _granite,
-    "smollm3-nope": _smollm3,
+    ),
 }

@@ -1,11 +1,16 @@
 """Helpers shared by the engine tests: tiny random-weight model builders for every supported
-architecture variant, an ``LLM`` factory and transformers' greedy reference."""
+architecture variant (``tiny``: one table row per variant, here and in ``tiny_dense`` /
+``tiny_moe``), an ``LLM`` factory and transformers' reference (its models, greedy, logits)."""
 
 from __future__ import annotations
 
+import copy
+import functools
 import shutil
 import zlib
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -27,17 +32,24 @@ _COMMON = dict(
 )
 
 
-def _llama_tied():
-    from transformers import LlamaConfig
+def tiny_config(cls_name: str, **fields: Any) -> Any:
+    """A ``transformers`` config of class ``cls_name``: the shared tiny sizes (``_COMMON``)
+    with ``fields`` over them (copied: transformers may rewrite a rope dict in place)."""
+    import transformers
 
-    return LlamaConfig(**_COMMON, tie_word_embeddings=True, rope_theta=10000.0)
+    return getattr(transformers, cls_name)(**{**_COMMON, **copy.deepcopy(fields)})
 
 
-def _llama3_untied():
-    from transformers import LlamaConfig
+def tiny(cls_name: str, **fields: Any) -> Callable[[], Any]:
+    """A builder (called with no arguments) of ``tiny_config(cls_name, **fields)``."""
+    return functools.partial(tiny_config, cls_name, **fields)
 
-    return LlamaConfig(
-        **{**_COMMON, "num_hidden_layers": 3},
+
+ARCH_BUILDERS = {
+    "llama-tied": tiny("LlamaConfig", tie_word_embeddings=True, rope_theta=10000.0),
+    "llama3-rope-untied": tiny(
+        "LlamaConfig",
+        num_hidden_layers=3,
         tie_word_embeddings=False,
         rope_theta=500000.0,
         rope_scaling={
@@ -47,59 +59,27 @@ def _llama3_untied():
             "high_freq_factor": 4.0,
             "original_max_position_embeddings": 32,
         },
-    )
-
-
-def _qwen2():
-    from transformers import Qwen2Config
-
-    return Qwen2Config(**_COMMON, tie_word_embeddings=True, use_sliding_window=False)
-
-
-def _qwen3():
-    from transformers import Qwen3Config
-
+    ),
+    "qwen2-bias": tiny("Qwen2Config", tie_word_embeddings=True, use_sliding_window=False),
     # head_dim deliberately != hidden_size / heads, as in real Qwen3 checkpoints
-    return Qwen3Config(**_COMMON, head_dim=32, tie_word_embeddings=False, use_sliding_window=False)
-
-
-def _mistral():
-    from transformers import MistralConfig
-
-    return MistralConfig(**_COMMON, tie_word_embeddings=False, sliding_window=8)
-
-
-def _qwen2_yarn_swa():
-    from transformers import Qwen2Config
-
+    "qwen3-qknorm": tiny(
+        "Qwen3Config", head_dim=32, tie_word_embeddings=False, use_sliding_window=False
+    ),
+    "mistral-swa8": tiny("MistralConfig", tie_word_embeddings=False, sliding_window=8),
     # yarn rope (Qwen2.5 long context) + sliding window on the upper layers only
-    return Qwen2Config(
-        **{**_COMMON, "num_hidden_layers": 3},
+    "qwen2-yarn-swa": tiny(
+        "Qwen2Config",
+        num_hidden_layers=3,
         tie_word_embeddings=False,
         rope_scaling={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32},
         use_sliding_window=True,
         sliding_window=6,
         max_window_layers=1,
-    )
-
-
-def _llama_linear_rope():
-    from transformers import LlamaConfig
-
-    return LlamaConfig(**_COMMON, rope_scaling={"rope_type": "linear", "factor": 4.0})
-
-
-ARCH_BUILDERS = {
-    "llama-tied": _llama_tied,
-    "llama3-rope-untied": _llama3_untied,
-    "qwen2-bias": _qwen2,
-    "qwen3-qknorm": _qwen3,
-    "mistral-swa8": _mistral,
+    ),
+    "llama-linear-rope": tiny("LlamaConfig", rope_scaling={"rope_type": "linear", "factor": 4.0}),
 }
 ARCHS = ["llama-tied", "llama3-rope-untied", "qwen2-bias", "qwen3-qknorm", "mistral-swa8"]
 EXTRA_ARCHS = ["qwen2-yarn-swa", "llama-linear-rope"]  # fewer modes, to keep the suite short
-ARCH_BUILDERS["qwen2-yarn-swa"] = _qwen2_yarn_swa
-ARCH_BUILDERS["llama-linear-rope"] = _llama_linear_rope
 
 
 def build_tiny_model(name: str, out: Path, tokenizer_src: Path, config=None) -> Path:
@@ -127,6 +107,33 @@ def build_tiny_model(name: str, out: Path, tokenizer_src: Path, config=None) -> 
         if (tokenizer_src / f).is_file():
             shutil.copy(tokenizer_src / f, out / f)
     return out
+
+
+def build_tiny_models(
+    builders: dict[str, Callable[[], Any]], root: Path, tokenizer_src: Path
+) -> dict[str, Path]:
+    """name -> the directory of ``build_tiny_model`` for each of ``builders``."""
+    return {
+        name: build_tiny_model(name, root / name, tokenizer_src, build())
+        for name, build in builders.items()
+    }
+
+
+def hf_loader(dirs: dict[str, Path]) -> Callable[[str], Any]:
+    """name -> transformers' model of ``dirs[name]`` (fp32, eager attention): the reference,
+    loaded on first use and kept."""
+    cache: dict[str, Any] = {}
+
+    def get(name: str) -> Any:
+        if name not in cache:
+            from transformers import AutoModelForCausalLM
+
+            cache[name] = AutoModelForCausalLM.from_pretrained(
+                dirs[name], dtype=torch.float32, attn_implementation="eager"
+            ).eval()
+        return cache[name]
+
+    return get
 
 
 TEST_KV_BYTES = 64 << 20
@@ -172,6 +179,7 @@ def prefill_logits(llm, prompts: list[list[int]]) -> list[torch.Tensor]:
         llm.engine.step()
     finally:
         handle.remove()
+    assert len(seen) == 1, "all prompts should be prefilled in one step"
     with torch.no_grad():
         logits = model.compute_logits(seen[0], llm.engine.runner.ops)
     while llm.engine.has_unfinished_requests():

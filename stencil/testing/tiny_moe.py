@@ -3,15 +3,13 @@ more experts than a decode step has rows, so several experts receive no token in
 
 from __future__ import annotations
 
-from stencil.testing.tiny_models import _COMMON
+from stencil.testing.tiny_models import tiny
 
-
-def _qwen2_moe():
-    from transformers import Qwen2MoeConfig
-
+MOE_BUILDERS = {
     # a shared expert behind its sigmoid gate; layer 1 dense (mlp_only_layers); no renormalising
-    return Qwen2MoeConfig(
-        **{**_COMMON, "num_hidden_layers": 3},
+    "qwen2-moe-shared": tiny(
+        "Qwen2MoeConfig",
+        num_hidden_layers=3,
         num_experts=16,
         num_experts_per_tok=2,
         moe_intermediate_size=32,
@@ -19,35 +17,23 @@ def _qwen2_moe():
         norm_topk_prob=False,
         mlp_only_layers=[1],
         tie_word_embeddings=False,
-    )
-
-
-def _qwen3_moe():
-    from transformers import Qwen3MoeConfig
-
-    return Qwen3MoeConfig(
-        **_COMMON,
+    ),
+    "qwen3-moe": tiny(
+        "Qwen3MoeConfig",
         head_dim=32,
         num_experts=16,
         num_experts_per_tok=4,
         moe_intermediate_size=32,
         norm_topk_prob=True,
         tie_word_embeddings=False,
-    )
-
-
-def _mixtral():
-    from transformers import MixtralConfig
-
-    return MixtralConfig(**_COMMON, num_local_experts=8, num_experts_per_tok=2, sliding_window=8)
-
-
-def _gpt_oss():
-    from transformers import GptOssConfig
-
+    ),
+    "mixtral-swa8": tiny(
+        "MixtralConfig", num_local_experts=8, num_experts_per_tok=2, sliding_window=8
+    ),
     # alternating 8-token sliding window, YaRN, sinks, biases, a SwiGLU limit low enough to clamp
-    return GptOssConfig(
-        **{**_COMMON, "num_hidden_layers": 3},
+    "gpt-oss": tiny(
+        "GptOssConfig",
+        num_hidden_layers=3,
         head_dim=16,
         num_local_experts=16,
         num_experts_per_tok=4,
@@ -65,14 +51,7 @@ def _gpt_oss():
             "original_max_position_embeddings": 64,
         },
         tie_word_embeddings=False,
-    )
-
-
-MOE_BUILDERS = {
-    "qwen2-moe-shared": _qwen2_moe,
-    "qwen3-moe": _qwen3_moe,
-    "mixtral-swa8": _mixtral,
-    "gpt-oss": _gpt_oss,
+    ),
 }
 
 

@@ -13,7 +13,11 @@ first user turn; its ``<tool_call>`` is added as a token here only so that ``log
 favour it. Phi-4-mini's ``functools`` is one token of its own vocabulary and two of SmolLM2's:
 a BPE merge appended to SmolLM2's makes it one regular token here (``phi4_mini``), and an added
 plain token in ``phi4_mini_added``, as other vocabularies have it (llguidance cannot undo such a
-token named ``<[id]>``: the constraint writes it as text, ``llg/token_refs.py``)."""
+token named ``<[id]>``: the constraint writes it as text, ``llg/token_refs.py``), and three
+tokens of Phi-4-mini's own vocabulary, o200k_base (``fun`` ``ct`` ``ools``), in
+``phi4_mini_o200k`` (its special tokens after the ranks, the embedding padded to 200,064 rows as
+Phi-4-mini's; a trigger of three tokens cannot be favoured by ``logit_bias``, so the ``auto``
+tests skip it)."""
 
 from __future__ import annotations
 
@@ -39,6 +43,24 @@ class Family(NamedTuple):
     trigger: str  # the text that starts a call in auto
     format: str | None = None  # the format's name, when not the family's
     merges: tuple = ()  # BPE merges appended to SmolLM2's (each pair's join a token of its own)
+    base: str = "smollm2"  # the vocabulary: SmolLM2's, or "o200k" (o200k_base + PHI4_O200K)
+
+
+PHI4_O200K = {  # Phi-4-mini's special tokens after o200k_base's ranks (the rest: reserved)
+    199999: "<|endoftext|>",
+    200018: "<|endofprompt|>",
+    200019: "<|assistant|>",
+    200020: "<|end|>",
+    200021: "<|user|>",
+    200022: "<|system|>",
+    200023: "<|tool|>",
+    200024: "<|/tool|>",
+    200025: "<|tool_call|>",
+    200026: "<|/tool_call|>",
+    200027: "<|tool_response|>",
+    200028: "<|tag|>",
+}
+PHI4_VOCAB = 200_064  # Phi-4-mini's embedding rows
 
 
 FAMILIES = {
@@ -84,6 +106,9 @@ FAMILIES = {
         "functools",
         "phi4_mini",
     ),
+    "phi4_mini_o200k": Family(
+        "phi-4-mini-instruct.jinja", [], [], "llama", "functools", "phi4_mini", base="o200k"
+    ),
     "gemma2": Family(
         "gemma-2-2b-it.jinja",
         ["<start_of_turn>", "<end_of_turn>"],
@@ -99,6 +124,12 @@ def family_tokenizer(default_model_dir: Path, family: str, out: Path):
     from transformers import AddedToken, AutoTokenizer
 
     spec = FAMILIES[family]
+    if spec.base == "o200k":
+        pytest.importorskip("quicktok")  # its copy of o200k_base (the test extras)
+        from stencil.testing.harmony_model import o200k_tokenizer
+
+        template = (TEMPLATES / spec.template).read_text()
+        return o200k_tokenizer(out, PHI4_O200K, PHI4_VOCAB, template, eos_token="<|endoftext|>")
     tok = AutoTokenizer.from_pretrained(str(default_model_dir))
     tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in spec.plain])
     tok.add_special_tokens({"additional_special_tokens": spec.special})
@@ -126,16 +157,24 @@ def family_tokenizer(default_model_dir: Path, family: str, out: Path):
 
 
 def family_model(default_model_dir: Path, family: str, root: Path) -> Path:
-    from transformers import LlamaConfig, MistralConfig, Qwen2Config
+    from transformers import GenerationConfig, LlamaConfig, MistralConfig, Qwen2Config
 
     from stencil.testing.tiny_models import _COMMON, build_tiny_model
 
+    spec = FAMILIES[family]
     tok = family_tokenizer(default_model_dir, family, root / f"{family}-tok")
+    kw = {**_COMMON, "vocab_size": len(tok), "max_position_embeddings": 2048}
+    stops = []
+    if spec.base == "o200k":  # Phi-4-mini stops at <|endoftext|> and <|end|>
+        stops = [tok.convert_tokens_to_ids(t) for t in ("<|endoftext|>", "<|end|>")]
+        kw |= {"bos_token_id": None, "eos_token_id": stops, "pad_token_id": stops[0]}
     config_cls = {"qwen2": Qwen2Config, "llama": LlamaConfig, "mistral": MistralConfig}
-    config = config_cls[FAMILIES[family].architecture](
-        **{**_COMMON, "vocab_size": len(tok), "max_position_embeddings": 2048}
+    out = build_tiny_model(
+        family, root / family, root / f"{family}-tok", config_cls[spec.architecture](**kw)
     )
-    return build_tiny_model(family, root / family, root / f"{family}-tok", config)
+    if stops:
+        GenerationConfig(eos_token_id=stops, pad_token_id=stops[0]).save_pretrained(out)
+    return out
 
 
 class FamilyServer(NamedTuple):
@@ -150,7 +189,8 @@ class FamilyServer(NamedTuple):
 
     def trigger_bias(self, bias: float) -> dict[str, float]:
         ids = self.tokenizer(FAMILIES[self.family].trigger, add_special_tokens=False).input_ids
-        assert len(ids) == 1, f"{self.family}'s trigger is {len(ids)} tokens"  # logit_bias: one
+        if len(ids) > 1:  # logit_bias favours one token; the model would not write the rest
+            pytest.skip(f"{self.family}'s trigger is {len(ids)} tokens")
         return {str(ids[0]): bias}
 
 
@@ -334,7 +374,7 @@ def test_history_renders_in_the_family_syntax(family_server):
     args = "parameters" if family == "llama3_json" else "arguments"
     assert f'{{"name": "add", "{args}": {{"a": 2, "b": 3}}' in text
     assert "get_weather" in text  # the tools, rendered by the template itself
-    if family == "phi4_mini":  # the tools as JSON in the system message's ``tools`` field
+    if detect_format(tok).name == "phi4_mini":  # the tools as JSON in the system's ``tools``
         assert '<|system|><|tool|>[{"name": "get_weather"' in text
     if family == "mistral":  # Mistral's template takes 9-character ids only
         assert f'"id": "{call_id[-9:]}"' in text and f'"call_id": "{call_id[-9:]}"' in text

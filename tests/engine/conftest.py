@@ -7,9 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import torch
 
-from stencil.testing.tiny_models import ARCH_BUILDERS, build_tiny_model, make_llm
+from stencil.testing.tiny_models import ARCH_BUILDERS, build_tiny_models, hf_loader, make_llm
 
 
 @pytest.fixture(scope="session")
@@ -26,24 +25,13 @@ def default_model_dir() -> Path:
 def tiny_models(tmp_path_factory, default_model_dir) -> dict[str, Path]:
     """name -> directory of a tiny random-weight model, for every architecture variant."""
     root = tmp_path_factory.mktemp("tiny_models")
-    return {name: build_tiny_model(name, root / name, default_model_dir) for name in ARCH_BUILDERS}
+    return build_tiny_models(ARCH_BUILDERS, root, default_model_dir)
 
 
 @pytest.fixture(scope="session")
 def hf_models(tiny_models):
     """Lazily loaded transformers reference models (fp32, eager attention)."""
-    from transformers import AutoModelForCausalLM
-
-    cache: dict[str, torch.nn.Module] = {}
-
-    def get(name: str):
-        if name not in cache:
-            cache[name] = AutoModelForCausalLM.from_pretrained(
-                tiny_models[name], dtype=torch.float32, attn_implementation="eager"
-            ).eval()
-        return cache[name]
-
-    return get
+    return hf_loader(tiny_models)
 
 
 @pytest.fixture(scope="session")

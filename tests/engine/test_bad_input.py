@@ -417,3 +417,39 @@ def test_post_processing_error_fails_only_that_request(tiny_models, monkeypatch,
     monkeypatch.undo()
     assert_clean(llm)
     assert_still_serves(llm)
+
+
+def test_drafting_error_costs_only_the_drafts(tiny_models, monkeypatch):
+    """A proposer raising for one sequence (after its matcher took and undid the drafts) must
+    not stop the engine: those steps run without drafts and every request, constrained or not,
+    finishes token for token as it does without speculation."""
+    from stencil.constraints import Constraint
+    from stencil.engine.spec_decode.drafter import Drafter
+
+    spec = {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 3}
+    kw = dict(block_size=4, num_kv_blocks=64, max_model_len=64)
+    plain = make_llm(tiny_models["llama-tied"], **kw)
+    llm = make_llm(tiny_models["llama-tied"], speculative_config=spec, **kw)
+    prompts = [[7, 8, 9, 7, 8, 9, 7, 8], [5, 6, 5, 6, 5, 6, 5], [9, 9, 9, 4]]
+    regex = Constraint.regex(r"([a-c]{1,3} ){2,12}")
+    params = [
+        SamplingParams(temperature=0, max_tokens=24, ignore_eos=True, constraint=c)
+        for c in (None, regex, regex)
+    ]
+    want = [o.outputs[0].token_ids for o in plain.generate(prompts, params, use_tqdm=False)]
+    real, raised = Drafter.drafts, []
+
+    def flaky(self, seq):
+        drafts = real(self, seq)  # the matcher accepted them and is rolled back
+        if seq.token_ids[:3] == [9, 9, 9] and drafts:
+            raised.append(drafts)
+            raise RuntimeError("injected: the proposer failed")
+        return drafts
+
+    monkeypatch.setattr(Drafter, "drafts", flaky)
+    outs = llm.generate(prompts, params, use_tqdm=False)
+    assert [o.outputs[0].token_ids for o in outs] == want
+    assert raised and llm.get_metrics()["spec_decode_num_draft_tokens_total"] > 0
+    monkeypatch.undo()
+    assert_clean(llm)
+    assert_still_serves(llm)

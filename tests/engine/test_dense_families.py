@@ -10,7 +10,14 @@ import torch
 from stencil import SamplingParams
 from stencil.kernels.quant_weight import is_quantized
 from stencil.testing.tiny_dense import DENSE_BUILDERS
-from stencil.testing.tiny_models import build_tiny_model, hf_greedy, make_llm
+from stencil.testing.tiny_models import (
+    build_tiny_model,
+    build_tiny_models,
+    hf_greedy,
+    hf_loader,
+    make_llm,
+    prefill_logits,
+)
 
 ATOL = 1e-4  # fp32 logits
 GEN = 24
@@ -26,45 +33,14 @@ MODES = {
 
 @pytest.fixture(scope="module")
 def dense_models(tmp_path_factory, default_model_dir):
-    root = tmp_path_factory.mktemp("tiny_dense")
-    return {
-        name: build_tiny_model(name, root / name, default_model_dir, build())
-        for name, build in DENSE_BUILDERS.items()
-    }
+    return build_tiny_models(
+        DENSE_BUILDERS, tmp_path_factory.mktemp("tiny_dense"), default_model_dir
+    )
 
 
 @pytest.fixture(scope="module")
 def dense_hf(dense_models):
-    from transformers import AutoModelForCausalLM
-
-    cache: dict[str, torch.nn.Module] = {}
-
-    def get(name: str):
-        if name not in cache:
-            cache[name] = AutoModelForCausalLM.from_pretrained(
-                dense_models[name], dtype=torch.float32, attn_implementation="eager"
-            ).eval()
-        return cache[name]
-
-    return get
-
-
-def prefill_logits(llm, prompts):
-    eng = llm.engine
-    seen: list[torch.Tensor] = []
-    hook = eng.runner.model.register_forward_hook(lambda m, a, o: seen.append(o.detach().clone()))
-    try:
-        for i, p in enumerate(prompts):
-            eng.add_request(f"r{i}", p, SamplingParams(temperature=0, max_tokens=1))
-        eng.step()
-    finally:
-        hook.remove()
-    assert len(seen) == 1, "all prompts should be prefilled in one step"
-    with torch.no_grad():
-        logits = eng.runner.model.compute_logits(seen[0], eng.runner.ops)
-    while eng.has_unfinished_requests():
-        eng.step()
-    return logits.split([len(p) for p in prompts])
+    return hf_loader(dense_models)
 
 
 def hf_logits(hf, prompt):

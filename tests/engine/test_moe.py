@@ -10,7 +10,13 @@ import torch
 from stencil import SamplingParams
 from stencil.engine.models.moe import MoeSpec, SparseMoeBlock, route
 from stencil.kernels import get_kernels
-from stencil.testing.tiny_models import build_tiny_model, hf_greedy, make_llm
+from stencil.testing.tiny_models import (
+    build_tiny_models,
+    hf_greedy,
+    hf_loader,
+    make_llm,
+    prefill_logits,
+)
 from stencil.testing.tiny_moe import MOE_BUILDERS
 
 ATOL = 1e-4  # fp32 logits, |logit| up to ~1
@@ -25,27 +31,12 @@ MODES = {
 
 @pytest.fixture(scope="module")
 def moe_models(tmp_path_factory, default_model_dir):
-    root = tmp_path_factory.mktemp("tiny_moe")
-    return {
-        name: build_tiny_model(name, root / name, default_model_dir, build())
-        for name, build in MOE_BUILDERS.items()
-    }
+    return build_tiny_models(MOE_BUILDERS, tmp_path_factory.mktemp("tiny_moe"), default_model_dir)
 
 
 @pytest.fixture(scope="module")
 def moe_hf(moe_models):
-    from transformers import AutoModelForCausalLM
-
-    cache: dict[str, torch.nn.Module] = {}
-
-    def get(name: str):
-        if name not in cache:
-            cache[name] = AutoModelForCausalLM.from_pretrained(
-                moe_models[name], dtype=torch.float32, attn_implementation="eager"
-            ).eval()
-        return cache[name]
-
-    return get
+    return hf_loader(moe_models)
 
 
 @pytest.mark.parametrize("backend", ["auto", "torch"])
@@ -53,26 +44,11 @@ def moe_hf(moe_models):
 def test_moe_logits_match_transformers(arch, backend, moe_models, moe_hf):
     """One prefill step over mixed prompt lengths (longest 30 > every sliding window of 8)."""
     llm = make_llm(moe_models[arch], block_size=4, num_kv_blocks=128, attention_backend=backend)
-    eng = llm.engine
-    seen: list[torch.Tensor] = []
-    hook = eng.runner.model.register_forward_hook(lambda m, a, o: seen.append(o.detach().clone()))
-    try:
-        for i, p in enumerate(PROMPTS):
-            eng.add_request(f"r{i}", p, SamplingParams(temperature=0, max_tokens=2))
-        eng.step()
-    finally:
-        hook.remove()
-    with torch.no_grad():
-        ours = eng.runner.model.compute_logits(seen[0], eng.runner.ops)
-    off = 0
-    for p in PROMPTS:
+    for p, ours in zip(PROMPTS, prefill_logits(llm, PROMPTS), strict=True):
         with torch.no_grad():
             ref = moe_hf(arch)(torch.tensor([p])).logits[0]
-        diff = (ours[off : off + len(p)] - ref).abs().max().item()
+        diff = (ours - ref).abs().max().item()
         assert diff < ATOL, f"{arch}: prompt of {len(p)} tokens, max abs diff {diff:.2e}"
-        off += len(p)
-    while eng.has_unfinished_requests():
-        eng.step()
 
 
 @pytest.mark.parametrize("mode", list(MODES))

@@ -1,7 +1,8 @@
 """Speculative decoding with a draft model (``"method": "draft_model"``): greedy output identical
 to decoding without it across constraint kinds, batched, with prefix caching and under
 preemption, for a draft with the target's weights (acceptance near 100%), a random-weight draft
-of another architecture and the embedded Q4_1 GGUF kept quantized; the draft's KV blocks all
+of another architecture, one with sliding-window layers (their own KV pool) and the embedded
+Q4_1 GGUF kept quantized; the draft's KV blocks all
 free at the end; config errors."""
 
 from __future__ import annotations
@@ -18,7 +19,12 @@ from stencil.testing.tiny_models import make_llm
 
 TARGET = "llama-tied"
 KW = dict(block_size=4, num_kv_blocks=512, max_model_len=256)
-DRAFTS = ["same-weights", "random-qwen2", "gguf-q4_1"]
+DRAFTS = ["same-weights", "random-qwen2", "gguf-q4_1", "sliding-window"]
+TINY_DRAFTS = {
+    "same-weights": TARGET,
+    "random-qwen2": "qwen2-bias",
+    "sliding-window": "mistral-swa8",
+}
 
 
 def _draft_path(name, tiny_models):
@@ -26,7 +32,7 @@ def _draft_path(name, tiny_models):
         from stencil.engine.models.default_model import default_model_file
 
         return str(default_model_file())
-    return str(tiny_models[{"same-weights": TARGET, "random-qwen2": "qwen2-bias"}[name]])
+    return str(tiny_models[TINY_DRAFTS[name]])
 
 
 def _spec(path, **kw):

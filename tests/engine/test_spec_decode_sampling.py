@@ -90,3 +90,34 @@ def test_engine_sampled_tokens_match_without_drafts(default_model_dir):
     keep = [i for i in range(len(cells)) if table[0][i] + table[1][i] >= 10]
     table = [[row[i] for i in keep] for row in table]
     assert homogeneity_pvalue(table) > P_MIN
+
+
+def test_engine_sampled_tokens_match_with_a_draft_model(default_model_dir):
+    """Drafts proposed by a draft model (the embedded Q4_1 file drafting for itself: its greedy
+    tokens) and verified by rejection sampling: the first two tokens (the second one
+    verified against a draft) follow the same distribution as without drafts (top-k 3, 200
+    seeds each)."""
+    from stencil.engine.models.default_model import default_model_file
+
+    kw = dict(max_model_len=64, kv_cache_memory=96 << 20)  # 1,000 tokens per pool with the draft
+    spec_cfg = {"method": "draft_model", "model": str(default_model_file()),
+                "num_speculative_tokens": 3, "disable_by_batch_size": 1000}  # fmt: skip
+    plain = make_llm(default_model_dir, **kw)
+    spec = make_llm(default_model_dir, speculative_config=spec_cfg, **kw)
+    prompt = "My favourite fruit is"
+    params = [
+        SamplingParams(temperature=1.0, top_k=3, max_tokens=4, ignore_eos=True, seed=s)
+        for s in range(200)
+    ]
+
+    def pairs(llm):
+        outs = llm.generate([prompt] * len(params), params, use_tqdm=False)
+        return [tuple(o.outputs[0].token_ids[:2]) for o in outs]
+
+    a, b = pairs(plain), pairs(spec)
+    assert spec.get_metrics()["spec_decode_num_accepted_tokens_total"] > 0
+    cells = sorted(set(a) | set(b))
+    table = [[a.count(c) for c in cells], [b.count(c) for c in cells]]
+    keep = [i for i in range(len(cells)) if table[0][i] + table[1][i] >= 10]
+    table = [[row[i] for i in keep] for row in table]
+    assert len(keep) >= 4 and homogeneity_pvalue(table) > P_MIN
