@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 
@@ -75,11 +76,21 @@ def test_bad_speculative_config_exits_2(command, capsys, tmp_path):
     assert "speculative_config.num_speculative_tokens" in capsys.readouterr().err
 
 
-def test_generate_with_speculative_config(capsys):
-    spec = '{"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 2}'
+@pytest.mark.parametrize("method", ["ngram", "draft_model"])
+def test_generate_with_speculative_config(capsys, method):
+    from stencil.engine.models.default_model import default_model_file
+
+    spec = {"ngram": {"prompt_lookup_max": 2}, "draft_model": {"model": str(default_model_file())}}
+    spec = json.dumps({"method": method, "num_speculative_tokens": 3, **spec[method]})
     argv = ["generate", "Say yes or no.", "--choice", "yes,no", "--speculative-config", spec]
     assert cli.main([*argv, "--max-tokens", "4", "--kv-cache-memory", str(TEST_KV_BYTES)]) == 0
     assert capsys.readouterr().out.strip() in ("yes", "no")
+
+
+def test_generate_with_a_missing_draft_model_exits_2(capsys, tmp_path):
+    spec = json.dumps({"method": "draft_model", "model": str(tmp_path / "none.gguf")})
+    assert cli.main(["generate", "hi", "--speculative-config", spec]) == 2
+    assert "speculative_config.model" in capsys.readouterr().err
 
 
 def test_extract_hook(monkeypatch, capsys):
