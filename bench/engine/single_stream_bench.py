@@ -22,8 +22,8 @@ K drafts from an N-token lookup: Stencil's ``{"method": "ngram", "num_speculativ
 "prompt_lookup_max": N, "prompt_lookup_min": N}`` and llama.cpp's ``--spec-type ngram-simple
 --spec-ngram-simple-size-n N --spec-ngram-simple-size-m K --spec-draft-n-max K``.
 ``$LLAMA_SERVER`` names the llama.cpp binary (``--llama-extra`` its extra flags, ``--no-repack``
-by default); it runs with the environment this process was started with (Stencil's OpenMP wait
-policy is its own: ``stencil/openmp.py``)."""
+by default) and inherits this process's environment: an ``OMP_WAIT_POLICY`` or
+``GOMP_SPINCOUNT`` applies to both engines (docs/engine.md § Threads)."""
 
 from __future__ import annotations
 
