@@ -1,6 +1,5 @@
 """Stencil: guaranteed structured output from local LLMs."""
 
-import stencil.openmp  # noqa: F401  (first: before anything loads torch)
 from stencil.engine.config import EngineConfig
 from stencil.engine.errors import ConfigError, EngineError, RequestError
 from stencil.engine.llm import LLM

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
+
+# engines, servers and Ray workers share the CI machine's 2 cores: OpenMP team threads that spin
+# between parallel regions would burn the CPU the others need (docs/engine.md § Threads); set
+# before anything loads torch, and inherited by every process the tests start
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from stencil.testing.live_server import LiveServer, serving
 from stencil.testing.tiny_models import TEST_KV_BYTES

@@ -20,13 +20,12 @@ ROOT = Path(__file__).resolve().parents[1] / "stencil"
 # area -> the areas it may import (its own always allowed)
 ALLOWED = {
     "paths": set(),
-    "openmp": set(),  # imported first by the root, before anything loads torch
     "constraints": {"paths"},
     "kernels": {"paths"},
     "engine": {"constraints", "kernels", "paths"},
     "api": {"engine", "constraints", "paths"},
     "extract": {"engine", "constraints", "root"},
-    "root": {"engine", "constraints", "openmp"},
+    "root": {"engine", "constraints"},
     # the playground page: the server's routes plus stencil extract's prompt, library and readers
     "playground": {"api", "extract", "engine", "constraints", "root"},
     "cli": {"playground", "api", "extract", "engine", "constraints", "root"},
