@@ -6,6 +6,9 @@ Workloads (greedy, max_tokens 256):
 - ``grounded``: one request at a time per document of ``examples/`` with its library schema,
   strings / numbers / dates grounded in the document (what ``stencil extract`` asks); outputs must
   be identical with and without speculation; the acceptance rate is reported;
+- ``extract``: ``stencil extract``'s in-process path on the same documents, one document at a
+  time (``EngineExtractor``, one question per top-level field over the shared document prefix,
+  then the record); the records must be identical;
 - ``chat``: free chat answers, one at a time, EOS honoured;
 - ``throughput``: 16 and 64 concurrent chat requests (max_tokens 64), speculation as configured
   (auto-disabled above ``disable_by_batch_size``);
@@ -17,7 +20,7 @@ Workloads (greedy, max_tokens 256):
   ``--draft`` (default: the embedded Q4_1 GGUF file, kept quantized); the grounded set and free
   chat, one at a time, outputs must be identical.
 
-    python -m bench.engine.latency_bench [--workloads grounded chat throughput threshold]
+    python -m bench.engine.latency_bench [--workloads grounded extract chat throughput threshold]
         [--rounds 3] [--k 5] [--threads 2] [--model PATH]
     python -m bench.engine.latency_bench --workloads draft_model [--draft PATH] [--k 4]
     python -m bench.engine.latency_bench --workloads threshold --method draft_model --k 4
@@ -34,7 +37,9 @@ from pathlib import Path
 from bench.common import median, table
 from stencil import LLM, SamplingParams
 from stencil.constraints import Constraint
-from stencil.extract.prompt import field_list
+from stencil.extract.engine_backend import EngineExtractor, ExtractSpec
+from stencil.extract.prompt import PromptTemplate, field_list
+from stencil.extract.records import Job
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ["invoice", "contact", "person", "receipt", "purchase_order", "event", "support_ticket"]
@@ -66,6 +71,29 @@ def grounded_requests(max_tokens: int) -> list[tuple[list[dict], SamplingParams]
     return out
 
 
+def extract_jobs(max_tokens: int) -> list[tuple[ExtractSpec, Job]]:
+    """What ``stencil extract --schema NAME FILE`` runs for each document (per-field default)."""
+    out = []
+    for i, name in enumerate(DOCS):
+        path = next((ROOT / "examples").glob(f"{name}.*"))
+        schema = json.loads((ROOT / "stencil/extract/schemas" / f"{name}.json").read_text())
+        spec = ExtractSpec(schema, PromptTemplate.load(None), max_tokens=max_tokens)
+        out.append((spec, Job(i, str(path), path.read_text())))
+    return out
+
+
+def run_extract(llm: LLM, jobs) -> dict:
+    """Extract the documents one at a time, as ``stencil extract`` does for each file."""
+    m0 = llm.get_metrics()
+    tokens, outs = 0, []
+    t = time.perf_counter()
+    for spec, job in jobs:
+        for outcome in EngineExtractor(llm, spec).run([job]):
+            outs.append(outcome.text or outcome.error)
+            tokens += outcome.completion_tokens
+    return _result(llm, m0, tokens, outs, time.perf_counter() - t)
+
+
 def chat_requests(max_tokens: int, n: int) -> list[tuple[list[dict], SamplingParams]]:
     return [
         ([{"role": "user", "content": CHATS[i % len(CHATS)] + f" (Answer {i})"}],
@@ -84,7 +112,10 @@ def run(llm: LLM, reqs, concurrent: int) -> dict:
         res = llm.chat([g[0] for g in group], [g[1] for g in group], use_tqdm=False)
         outs += [r.outputs[0].token_ids for r in res]
         tokens += sum(len(r.outputs[0].token_ids) for r in res)
-    dt = time.perf_counter() - t
+    return _result(llm, m0, tokens, outs, time.perf_counter() - t)
+
+
+def _result(llm: LLM, m0: dict, tokens: int, outs: list, dt: float) -> dict:
     m1 = llm.get_metrics()
     drafted = m1["spec_decode_num_draft_tokens_total"] - m0["spec_decode_num_draft_tokens_total"]
     acc = m1["spec_decode_num_accepted_tokens_total"] - m0["spec_decode_num_accepted_tokens_total"]
@@ -92,11 +123,12 @@ def run(llm: LLM, reqs, concurrent: int) -> dict:
             "load": os.getloadavg()[0]}  # fmt: skip
 
 
-def alternate(engines: dict[str, LLM], reqs, concurrent: int, rounds: int) -> dict[str, list]:
+def alternate(engines: dict[str, LLM], reqs, concurrent: int, rounds: int, fn=None) -> dict:
+    """``rounds`` runs of each engine, alternated; ``fn(llm, reqs)`` (default: ``run``)."""
     runs: dict[str, list] = {name: [] for name in engines}
     for _ in range(rounds):
         for name, llm in engines.items():
-            runs[name].append(run(llm, reqs, concurrent))
+            runs[name].append(fn(llm, reqs) if fn else run(llm, reqs, concurrent))
     return runs
 
 
@@ -175,6 +207,10 @@ def main() -> None:
         if "grounded" in args.workloads:
             runs = alternate(eng, grounded_requests(args.max_tokens), 1, args.rounds)
             rows.append(row(f"grounded extraction, {len(DOCS)} docs, 1 at a time", runs, True))
+        if "extract" in args.workloads:
+            jobs = extract_jobs(args.max_tokens)
+            runs = alternate(eng, jobs, 1, args.rounds, run_extract)
+            rows.append(row(f"stencil extract, {len(DOCS)} docs, 1 at a time", runs, True))
         if "chat" in args.workloads:
             runs = alternate(eng, chat_requests(args.max_tokens, 2), 1, args.rounds)
             rows.append(row("free chat, 2 answers, 1 at a time", runs, True))

@@ -65,9 +65,9 @@ class RandomProposer:
     def __init__(self, matcher, rng: random.Random) -> None:
         self.matcher, self.rng = matcher, rng
 
-    def propose(self, context: list[int], k: int) -> list[int]:
+    def lookup(self, context: list[int], k: int) -> tuple[list[int], int]:
         t = _allowed(self.matcher, self.rng)
-        return [] if t is None else [t]
+        return ([], 0) if t is None else ([t], 4)
 
 
 @pytest.mark.parametrize("index", range(len(CONSTRAINTS)))
@@ -100,8 +100,8 @@ def test_drafts_leave_the_matcher_where_it_was(compiler, tokenizer, index, seed)
 
 
 class NoProposer:
-    def propose(self, context: list[int], k: int) -> list[int]:
-        return []
+    def lookup(self, context: list[int], k: int) -> tuple[list[int], int]:
+        return [], 0
 
 
 @pytest.mark.parametrize(

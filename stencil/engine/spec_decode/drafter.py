@@ -4,21 +4,50 @@ scheduler runs.
 Drafts mirror what the non-speculative engine would append: a proposed token, then the tokens
 the constraint forces after it (jump-forward, free: they need no proposal), then the next
 proposal from the context so far. Where the constraint forces text but no token (``":"`` after a
-key could also start a longer token), the text's own tokenization is drafted too (free: the
-model nearly always writes forced text that way, and a wrong guess costs one row). Each proposed token is checked against the sequence's matcher
-and the drafts are cut at the first one it refuses; the matcher is rolled back to where it was
+key could also start a longer token), the text's own tokenization is drafted too. Proposals come
+from prompt lookup (tokens, then text) and, under a JSON schema, from the document's next row,
+a label naming the key and the schema's next key; each is checked against the sequence's matcher
+(a token it refuses is never drafted), and drafting stops where the chain's chance of being
+accepted no longer pays for its rows (``chance.py``). The matcher is rolled back to where it was
 (only verified tokens are ever accepted for good)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from stencil.engine.sequence import Sequence
+from stencil.engine.spec_decode.chance import (
+    FORCED_TEXT,
+    KEY,
+    KEY_AFTER_VALUE,
+    LABEL,
+    MIN_CHANCE,
+    ROW,
+    TEXT,
+    Guess,
+    forced_run_pays,
+    ngram_chance,
+)
 from stencil.engine.spec_decode.config import SpeculativeConfig
+from stencil.engine.spec_decode.key_proposer import KeyProposer, property_names
+from stencil.engine.spec_decode.label_proposer import LabelProposer, value_key
 from stencil.engine.spec_decode.ngram_proposer import NgramProposer
+from stencil.engine.spec_decode.row_proposer import RowProposer
 from stencil.engine.spec_decode.text_proposer import TextProposer
 
 MAX_FORCED = 64  # forced tokens taken as drafts per step, on top of num_speculative_tokens
+MERGED = ("}", "]")  # forced closers the model writes merged with what follows (``},{"``)
+TAIL_TOKENS = 16  # the output tokens whose text the key and label proposers read
+
+
+@dataclass(slots=True)
+class _Sources:
+    """What a running sequence's drafts come from besides its tokens (built once)."""
+
+    names: tuple[str, ...]  # its JSON schema's property names, declared order
+    document: str | None  # its grounded constraint's source text
+    prompt: str | None = None  # its prompt's text (on first use)
 
 
 class Drafter:
@@ -28,14 +57,17 @@ class Drafter:
         self.draft_model = draft_model  # a DraftModel (draft_model.py) proposes instead
         self.tokenizer = tokenizer
         self.text_proposer = TextProposer(tokenizer)
+        self.key_proposer = KeyProposer(tokenizer)
+        self.label_proposer = LabelProposer(tokenizer)
+        self.row_proposer = RowProposer(tokenizer)
         self._encoded: dict[str, list[int]] = {}  # forced text -> its tokens (a few distinct)
-        self._prompts: dict[int, str] = {}  # seq_id -> its prompt's text, while it runs
+        self._sources: dict[int, _Sources] = {}  # seq_id -> its sources, while it runs
 
     def propose(self, running: list[Sequence]) -> None:
         """Set every running sequence's drafts (none while the batch is too large)."""
         off = len(running) > self.config.disable_by_batch_size
         live = {seq.seq_id for seq in running}
-        self._prompts = {i: t for i, t in self._prompts.items() if i in live}
+        self._sources = {i: t for i, t in self._sources.items() if i in live}
         if self.draft_model is not None:
             self.draft_model.retain(live)
             for seq in running:
@@ -58,7 +90,7 @@ class Drafter:
             return []
         matcher = seq.matcher if seq.reasoning_done else None
         if matcher is None:
-            return self._propose(seq, seq.token_ids, k)
+            return self._free(seq, k)
         drafts: list[int] = []
         try:
             self._guided(seq, matcher, drafts, k, room)
@@ -66,56 +98,131 @@ class Drafter:
             matcher.rollback(len(drafts))
         return drafts
 
+    def _free(self, seq: Sequence, k: int) -> list[int]:
+        """Unconstrained: the first proposal, as far as its chain's chance holds."""
+        guess = next((g for g in self._candidates(seq, None, seq.token_ids, k) if g.tokens), None)
+        if guess is None:
+            return []
+        chance, p, n = 1.0, guess.first, 0
+        while n < len(guess.tokens) and chance * p >= MIN_CHANCE:
+            chance, p, n = chance * p, guess.rest, n + 1
+        return guess.tokens[:n]
+
     def _guided(self, seq: Sequence, matcher, drafts: list[int], k: int, room: int) -> None:
         """Proposals the matcher accepts, each followed by the tokens it then forces; a forced
-        run makes the next proposal come from the longer context."""
+        run, or a proposal the matcher refuses, makes the next proposal come from the longer
+        context. Drafting stops where the chain's chance falls below ``MIN_CHANCE``."""
         proposed = 0
-        self._force(matcher, drafts, room)  # forced text left by the last step
-        while proposed < k:
-            guesses = self._propose(seq, seq.token_ids + drafts, k - proposed)
-            if not guesses:
+        chance = self._force(matcher, drafts, room, 1.0)  # forced text left by the last step
+        while proposed < k and len(drafts) < room and chance >= MIN_CHANCE:
+            guess = self._fit(seq, matcher, seq.token_ids + drafts, k - proposed, chance)
+            if guess is None:
                 return
-            for token in guesses:
-                if len(drafts) >= room or not matcher.accept_token(token):
-                    return
+            p = guess.first
+            for i, token in enumerate(guess.tokens):  # the first is accepted already
+                if i and (proposed >= k or chance * p < MIN_CHANCE):
+                    return  # the chain is not worth more rows
+                if i and (len(drafts) >= room or not matcher.accept_token(token)):
+                    break  # refused: propose again from here
                 drafts.append(token)
                 proposed += 1
+                chance, p = chance * p, guess.rest
                 if matcher.is_terminated():
                     return
-                if self._force(matcher, drafts, room):
+                before = len(drafts)
+                chance = self._force(matcher, drafts, room, chance)
+                if len(drafts) > before:
                     break  # propose again after the forced run
 
-    def _propose(self, seq: Sequence, context: list[int], k: int) -> list[int]:
-        """Token n-gram lookup, else the same lookup on text (see ``text_proposer.py``)."""
-        guesses = self.proposer.propose(context, k)
-        if guesses:
-            return guesses
-        text = self._prompts.get(seq.seq_id)
-        if text is None:
-            text = self._prompts[seq.seq_id] = self.tokenizer.decode(
-                seq.token_ids[: seq.prompt_len]
-            )
-        return self.text_proposer.propose(text, context, k)
+    def _fit(self, seq: Sequence, matcher, context: list[int], k: int, chance: float):
+        """The first candidate worth drafting whose first token ``matcher`` accepts (accepted),
+        or None."""
+        for guess in self._candidates(seq, matcher, context, k):
+            if (
+                guess.tokens
+                and chance * guess.first >= MIN_CHANCE
+                and matcher.accept_token(guess.tokens[0])
+            ):
+                return guess
+        return None
 
-    def _force(self, matcher, drafts: list[int], room: int) -> bool:
-        """Append the tokens the constraint forces now (as jump-forward would), then the
-        tokenization of the text it forces beyond them; True if any."""
+    def _candidates(self, seq: Sequence, matcher, context: list[int], k: int):
+        """Proposals (``Guess``) in order of trust: at a value's start in a repeated structure
+        the document's next row; token n-grams found by 2 or more tokens; the same lookup on
+        text; the document text a label names for a value's start; the schema's next key;
+        n-grams found by one token."""
+        tokens, n = self.proposer.lookup(context, k)
+        ngram = Guess(tokens, *ngram_chance(n, matcher is not None))
+        sources = self._sources_of(seq)
+        if matcher is None or not (sources.names or sources.document):
+            yield ngram
+            yield self._text(seq, sources, context, k)
+            return
+        tail = self.tokenizer.decode(context[-TAIL_TOKENS:])
+        opens = value_key(tail) is not None
+        if opens and sources.document:
+            output = self.tokenizer.decode(context[seq.prompt_len :])
+            yield Guess(self.row_proposer.propose(sources.document, output, k), *ROW)
+        if n >= 2:
+            yield ngram
+        yield self._text(seq, sources, context, k)
+        if opens and sources.document:
+            for tokens in self.label_proposer.propose(sources.document, tail, k):
+                yield Guess(tokens, *LABEL)
+        tokens = self.key_proposer.propose(matcher, sources.names, tail)
+        yield Guess(tokens, *(KEY if tail.endswith('"') else KEY_AFTER_VALUE))
+        if n < 2:
+            yield ngram
+
+    def _sources_of(self, seq: Sequence) -> _Sources:
+        sources = self._sources.get(seq.seq_id)
+        if sources is None:
+            constraint = seq.params.constraint
+            options = dict(constraint.options) if constraint is not None else {}
+            document = options.get("source_text")
+            sources = self._sources[seq.seq_id] = _Sources(
+                property_names(constraint), document if isinstance(document, str) else None
+            )
+        return sources
+
+    def _text(self, seq: Sequence, sources: _Sources, context: list[int], k: int) -> Guess:
+        """The lookup on text in the prompt (``text_proposer.py``)."""
+        if sources.prompt is None:
+            sources.prompt = self.tokenizer.decode(seq.token_ids[: seq.prompt_len])
+        return Guess(self.text_proposer.propose(sources.prompt, context, k), *TEXT)
+
+    def _force(self, matcher, drafts: list[int], room: int, chance: float = 1.0) -> float:
+        """Append the tokens the constraint forces now (as jump-forward would: certain once the
+        drafts before them are), then the tokenization of the text it forces beyond them
+        (``FORCED_TEXT``), where the run pays (``forced_run_pays``); returns the chain's
+        chance."""
         start = len(drafts)
-        while len(drafts) - start < MAX_FORCED:
-            forced = matcher.jump_forward_tokens() or self._encode(matcher)
-            forced = forced[: room - len(drafts)]
+        run_chance = chance
+        while len(drafts) - start < MAX_FORCED and len(drafts) < room:
+            forced = matcher.jump_forward_tokens()
             if not forced:
-                break
-            for t in forced:
+                forced = self._encode(matcher)
+                if not forced:
+                    break
+                run_chance *= FORCED_TEXT
+            n = 0
+            for t in forced[: room - len(drafts)]:
                 if not matcher.accept_token(t):
-                    return len(drafts) > start
+                    break
                 drafts.append(t)
-        return len(drafts) > start
+                n += 1
+            if n < len(forced):
+                break
+        if len(drafts) > start and not forced_run_pays(chance, len(drafts) - start):
+            matcher.rollback(len(drafts) - start)
+            del drafts[start:]
+            return 0.0  # not worth its rows: the drafts end before it
+        return run_chance
 
     def _encode(self, matcher) -> list[int]:
         """The tokens of the text every continuation starts with ([] where there is none)."""
         text = matcher.find_jump_forward_string()
-        if not text:
+        if not text or text in MERGED:
             return []
         tokens = self._encoded.get(text)
         if tokens is None:

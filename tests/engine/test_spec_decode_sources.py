@@ -1,0 +1,208 @@
+"""The drafter's structure-aware sources (``key_proposer``, ``label_proposer``, ``row_proposer``)
+and how far it drafts (``chance``): each source's proposal at the points it serves, none where
+it does not apply. Drafts are proposals only: the engine's output with them is the output
+without them (``test_embedded_model_array_record_identical``)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from stencil import SamplingParams
+from stencil.constraints import Constraint, ConstraintCompiler, TokenVocab
+from stencil.engine.sequence import Sequence
+from stencil.engine.spec_decode.chance import MIN_CHANCE, forced_run_pays, ngram_chance
+from stencil.engine.spec_decode.config import SpeculativeConfig
+from stencil.engine.spec_decode.drafter import Drafter
+from stencil.engine.spec_decode.key_proposer import KeyProposer, property_names
+from stencil.engine.spec_decode.label_proposer import LabelProposer, label_patterns, value_key
+from stencil.engine.spec_decode.row_proposer import RowProposer
+from stencil.testing.tiny_models import make_llm
+
+RECEIPT = """BLUE BOTTLE CAFE
+Date: 2024-05-17
+
+Cappuccino             4.50
+Croissant              3.25
+Orange juice           3.80
+
+**Paid by:** card
+"""
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "merchant": {"type": "string"},
+        "date": {"type": "string"},
+        "items": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {"name": {"type": "string"}, "price": {"type": "number"}},
+                "required": ["name", "price"],
+            },
+        },
+        "paid_by": {"type": "string"},
+    },
+    "required": ["merchant", "date", "items", "paid_by"],
+}
+
+
+@pytest.fixture(scope="module")
+def compiler(tokenizer):
+    vocab = TokenVocab.from_hf(tokenizer, vocab_size=49152, eos_token_ids=[2])
+    return ConstraintCompiler(vocab, workers=0)
+
+
+def _matcher(compiler, tokenizer, text: str, grounded: bool = False):
+    ground = dict(source_text=RECEIPT, ground_strings=True) if grounded else {}
+    c = Constraint.json_schema(SCHEMA, whitespace="compact", **ground)
+    matcher = compiler.compile(c).new_matcher()
+    for t in tokenizer.encode(text, add_special_tokens=False):
+        assert matcher.accept_token(t), text
+    return matcher
+
+
+@pytest.mark.parametrize(
+    ("schema", "names"),
+    [
+        (SCHEMA, ("merchant", "date", "items", "name", "price", "paid_by")),
+        ({"type": "object", "properties": {"a": {"enum": [{"properties": {"x": 1}}]}}}, ("a",)),
+        ({"$defs": {"p": {"properties": {"b": {}}}}, "properties": {"a": {"$ref": "#/$defs/p"}}},
+         ("b", "a")),
+    ],
+)  # fmt: skip
+def test_property_names_in_declaration_order(schema, names):
+    assert property_names(Constraint.json_schema(schema)) == names
+
+
+def test_property_names_of_other_constraints():
+    assert property_names(Constraint.regex("[a-z]+")) == ()
+    assert property_names(None) == ()
+
+
+@pytest.mark.parametrize(
+    ("text", "draft"),
+    [
+        ('{"', "merchant"),  # right after a key's opening quote
+        ('{"merchant":"BLUE","', "date"),
+        ('{"merchant":"BLUE', '","date'),  # the value may end: closed, then the next key
+        ('{"merchant":"BLUE"', ',"date'),
+        ('{"merchant":"BLUE","date":"x","items":[{"name":"C","price":4.5', '},{"name'),
+        ('{"merchant":"BLUE","date":"x","items":[{"name":"C","', "price"),
+        ('{"merchant":"', ""),  # a value opens: no key fits
+        ('{"merchant":"BLUE","date":"x","items":[{"name', ""),  # inside a key
+    ],
+)
+def test_key_proposer_drafts_the_next_declared_key(compiler, tokenizer, text, draft):
+    matcher = _matcher(compiler, tokenizer, text)
+    before = matcher.num_tokens
+    tokens = KeyProposer(tokenizer).propose(matcher, property_names(_c()), text[-64:])
+    assert tokenizer.decode(tokens) == draft
+    assert matcher.num_tokens == before  # probing leaves the matcher where it was
+
+
+def _c():
+    return Constraint.json_schema(SCHEMA)
+
+
+@pytest.mark.parametrize(
+    ("tail", "first"),
+    [
+        ('{"date":"', "2024-05"),
+        ('{"paid_by":"', "card"),  # **Paid by:** -> past the markup
+        ('{"merchant":"', None),  # no label names it
+        ('{"date":"2024', None),  # not at a value's start
+    ],
+)
+def test_label_proposer_drafts_the_text_after_a_label(tokenizer, tail, first):
+    got = LabelProposer(tokenizer).propose(RECEIPT, tail, 8)
+    if first is None:
+        assert got == []
+    else:
+        assert tokenizer.decode(got[0]).startswith(first)
+
+
+@pytest.mark.parametrize(
+    ("key", "matches", "misses"),
+    [
+        ("due_date", ["Due date:", "due-date", "DUE DATE"], ["date due"]),
+        ("organizer", ["Organised by", "organizer"], ["organ"]),
+        ("customerEmail", ["customer e-mail", "Email:"], []),
+    ],
+)
+def test_label_patterns(key, matches, misses):
+    patterns = label_patterns(key)
+    for text in matches:
+        assert any(p.search(text) for p in patterns), text
+    for text in misses:
+        assert not patterns[0].search(text), text
+
+
+@pytest.mark.parametrize(
+    ("output", "draft"),
+    [
+        ('{"items":[{"name":"Cappuccino","price":4.5},{"name":"', "Croissant"),
+        ('{"items":[{"name":"Cappuccino","price":4.5},{"name":"Croissant","price":', "3.25"),
+        ('{"items":[{"name":"Croissant","price":3.25},{"name":"', "Orange juice"),
+        ('{"items":[{"name":"', ""),  # the key is new: no earlier row
+        ('{"items":[{"name":"Orange juice","price":3.8},{"name":"', ""),  # no next row
+    ],
+)
+def test_row_proposer_drafts_the_next_row(tokenizer, output, draft):
+    assert tokenizer.decode(RowProposer(tokenizer).propose(RECEIPT, output, 8)) == draft
+
+
+def test_value_key():
+    assert value_key('x,"price":') == "price" and value_key('{"a b":"') == "a b"
+    assert value_key('{"price":4') is None and value_key("plain text") is None
+
+
+@pytest.mark.parametrize(
+    ("chance", "length", "pays"),
+    [(1.0, 64, True), (0.9, 20, True), (0.5, 20, False), (0.5, 4, True), (0.2, 4, False)],
+)
+def test_forced_run_pays(chance, length, pays):
+    assert forced_run_pays(chance, length) is pays
+
+
+class FixedLookup:
+    """Proposes ``tokens`` as found by an n-gram of ``n`` tokens."""
+
+    def __init__(self, tokens: list[int], n: int) -> None:
+        self.tokens, self.n = tokens, n
+
+    def lookup(self, context: list[int], k: int) -> tuple[list[int], int]:
+        return self.tokens[:k], self.n
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4])
+def test_unconstrained_drafts_stop_where_the_chain_no_longer_pays(tokenizer, n):
+    drafter = Drafter(SpeculativeConfig(num_speculative_tokens=8), tokenizer)
+    drafter.proposer = FixedLookup(list(range(100, 108)), n)
+    seq = Sequence(1, "r", 0, [1, 2], 2, SamplingParams(temperature=0), 256, torch.Generator())
+    seq.num_computed_tokens = 2
+    first, rest = ngram_chance(n, guided=False)
+    want, chance, p = 0, 1.0, first
+    while want < 8 and chance * p >= MIN_CHANCE:
+        want, chance, p = want + 1, chance * p, rest
+    assert drafter.drafts(seq) == list(range(100, 100 + want))
+    assert want == {1: 1, 4: 8}.get(n, want)  # a long match is trusted for all k; one token, not
+
+
+def test_embedded_model_array_record_identical(default_model_dir):
+    """A grounded record with an array of table rows, where the key, row and label sources
+    draft: the output with speculation is the output without it, token for token."""
+    spec = {"method": "ngram", "num_speculative_tokens": 5, "prompt_lookup_min": 1}
+    plain = make_llm(default_model_dir, max_model_len=512)
+    fast = make_llm(default_model_dir, max_model_len=512, speculative_config=spec)
+    msgs = [{"role": "user", "content": f"Extract the receipt as JSON.\n\n{RECEIPT}"}]
+    c = Constraint.json_schema(SCHEMA, whitespace="compact", source_text=RECEIPT,
+                               ground_strings=True, ground_numbers=True)  # fmt: skip
+    p = SamplingParams(temperature=0, max_tokens=96, constraint=c)
+    want = plain.chat(msgs, p, use_tqdm=False)[0].outputs[0]
+    got = fast.chat(msgs, p, use_tqdm=False)[0].outputs[0]
+    assert got.token_ids == want.token_ids
+    m = fast.get_metrics()
+    assert (
+        m["spec_decode_num_accepted_tokens_total"] >= 0.3 * m["spec_decode_num_draft_tokens_total"]
+    )
