@@ -93,8 +93,8 @@ def test_engine_sampled_tokens_match_without_drafts(default_model_dir):
 
 
 def test_engine_sampled_tokens_match_with_a_draft_model(default_model_dir):
-    """Drafts proposed by a draft model (the embedded Q4_1 file drafting for itself: its greedy
-    tokens) and verified by rejection sampling: the first two tokens (the second one
+    """Drafts proposed by a draft model (the embedded Q4_1 file drafting for the same model's
+    fp32 weights) and verified by rejection sampling: the first two tokens (the second one
     verified against a draft) follow the same distribution as without drafts (top-k 3, 200
     seeds each)."""
     from stencil.engine.models.default_model import default_model_file

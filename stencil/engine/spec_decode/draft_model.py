@@ -34,7 +34,7 @@ from stencil.engine.sequence import Sequence
 from stencil.engine.sliding_blocks import SlidingBlocks
 from stencil.engine.spec_decode.config import SpeculativeConfig
 
-Force = Callable[..., bool]  # Drafter._force(matcher, drafts, room): append the forced tokens
+Force = Callable[..., float]  # Drafter._force(matcher, drafts, room): append the forced tokens
 
 
 @dataclass(slots=True, eq=False)
