@@ -66,17 +66,11 @@ def test_rejection_step_follows_target(params, draft):
     assert chi2_pvalue([observed], [expected], len(support) - 1) > P_MIN
 
 
-def test_engine_sampled_tokens_match_without_drafts():
-    """On a repetitive prompt the embedded model's drafts (its Q4_1 file, as ``LLM()`` loads it)
-    are prompt lookups it often accepts; the (3rd, 4th) tokens decoded with them follow the same
-    distribution as without (top-k 3, 200 seeds each)."""
-    from stencil.engine.models.default_model import default_model_file
-
-    target = default_model_file()
-    kw = dict(max_model_len=64, kv_cache_memory=256 << 20)
-    spec_cfg = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 2,
-                "prompt_lookup_min": 1, "disable_by_batch_size": 1000}  # fmt: skip
-    prompt = "1, 2, 1, 2, 1, 2, 1, 2, 1, 2, 1,"
+def _sampled_with_and_without(target, spec_cfg, kv_bytes, prompt, positions: slice):
+    """The tokens at ``positions`` of 200 seeded samples (temperature 1, top-k 3) without and
+    with speculation, one engine at a time (the test process stays small), and the speculative
+    engine's metrics."""
+    kw = dict(max_model_len=64, kv_cache_memory=kv_bytes)
     params = [
         SamplingParams(temperature=1.0, top_k=3, max_tokens=4, ignore_eos=True, seed=s)
         for s in range(200)
@@ -84,18 +78,35 @@ def test_engine_sampled_tokens_match_without_drafts():
 
     def pairs(llm):
         outs = llm.generate([prompt] * len(params), params, use_tqdm=False)
-        return [tuple(o.outputs[0].token_ids[2:4]) for o in outs]
+        return [tuple(o.outputs[0].token_ids[positions]) for o in outs]
 
     a = pairs(make_llm(target, **kw))
-    gc.collect()  # one engine at a time: the test process stays small
+    gc.collect()
     spec = make_llm(target, speculative_config=spec_cfg, **kw)
-    b = pairs(spec)
-    assert spec.get_metrics()["spec_decode_num_accepted_tokens_total"] > 0
+    return a, pairs(spec), spec.get_metrics()
+
+
+def _contingency(a: list, b: list) -> list[list[int]]:
+    """Counts of each outcome in ``a`` and ``b``, outcomes seen fewer than 10 times dropped."""
     cells = sorted(set(a) | set(b))
     table = [[a.count(c) for c in cells], [b.count(c) for c in cells]]
     keep = [i for i in range(len(cells)) if table[0][i] + table[1][i] >= 10]
-    table = [[row[i] for i in keep] for row in table]
-    assert homogeneity_pvalue(table) > P_MIN
+    return [[row[i] for i in keep] for row in table]
+
+
+def test_engine_sampled_tokens_match_without_drafts():
+    """On a repetitive prompt the embedded model's drafts (its Q4_1 file, as ``LLM()`` loads it)
+    are prompt lookups it often accepts; the (3rd, 4th) tokens decoded with them follow the same
+    distribution as without (top-k 3, 200 seeds each)."""
+    from stencil.engine.models.default_model import default_model_file
+
+    spec_cfg = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 2,
+                "prompt_lookup_min": 1, "disable_by_batch_size": 1000}  # fmt: skip
+    a, b, metrics = _sampled_with_and_without(
+        default_model_file(), spec_cfg, 256 << 20, "1, 2, 1, 2, 1, 2, 1, 2, 1, 2, 1,", slice(2, 4)
+    )
+    assert metrics["spec_decode_num_accepted_tokens_total"] > 0
+    assert homogeneity_pvalue(_contingency(a, b)) > P_MIN
 
 
 def test_engine_sampled_tokens_match_with_a_draft_model():
@@ -106,26 +117,12 @@ def test_engine_sampled_tokens_match_with_a_draft_model():
     from stencil.engine.models.default_model import default_model_file
 
     target = default_model_file()
-    kw = dict(max_model_len=64, kv_cache_memory=96 << 20)  # 1,000 tokens per pool with the draft
     spec_cfg = {"method": "draft_model", "model": str(target),
                 "num_speculative_tokens": 3, "disable_by_batch_size": 1000}  # fmt: skip
-    prompt = "My favourite fruit is"
-    params = [
-        SamplingParams(temperature=1.0, top_k=3, max_tokens=4, ignore_eos=True, seed=s)
-        for s in range(200)
-    ]
-
-    def pairs(llm):
-        outs = llm.generate([prompt] * len(params), params, use_tqdm=False)
-        return [tuple(o.outputs[0].token_ids[:2]) for o in outs]
-
-    a = pairs(make_llm(target, **kw))
-    gc.collect()
-    spec = make_llm(target, speculative_config=spec_cfg, **kw)
-    b = pairs(spec)
-    assert spec.get_metrics()["spec_decode_num_accepted_tokens_total"] > 0
-    cells = sorted(set(a) | set(b))
-    table = [[a.count(c) for c in cells], [b.count(c) for c in cells]]
-    keep = [i for i in range(len(cells)) if table[0][i] + table[1][i] >= 10]
-    table = [[row[i] for i in keep] for row in table]
-    assert len(keep) >= 4 and homogeneity_pvalue(table) > P_MIN
+    # 96 MiB: 1,000 tokens per pool with the draft
+    a, b, metrics = _sampled_with_and_without(
+        target, spec_cfg, 96 << 20, "My favourite fruit is", slice(0, 2)
+    )
+    assert metrics["spec_decode_num_accepted_tokens_total"] > 0
+    table = _contingency(a, b)
+    assert len(table[0]) >= 4 and homogeneity_pvalue(table) > P_MIN
