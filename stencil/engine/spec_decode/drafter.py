@@ -35,6 +35,7 @@ from stencil.engine.spec_decode.label_proposer import LabelProposer, value_key
 from stencil.engine.spec_decode.ngram_proposer import NgramProposer
 from stencil.engine.spec_decode.row_proposer import RowProposer
 from stencil.engine.spec_decode.text_proposer import TextProposer
+from stencil.engine.spec_decode.text_tokens import TextTokens
 
 MAX_FORCED = 64  # forced tokens taken as drafts per step, on top of num_speculative_tokens
 MERGED = ("}", "]")  # forced closers the model writes merged with what follows (``},{"``)
@@ -60,7 +61,7 @@ class Drafter:
         self.key_proposer = KeyProposer(tokenizer)
         self.label_proposer = LabelProposer(tokenizer)
         self.row_proposer = RowProposer(tokenizer)
-        self._encoded: dict[str, list[int]] = {}  # forced text -> its tokens (a few distinct)
+        self._text_tokens = TextTokens(tokenizer)  # forced text -> its tokens
         self._sources: dict[int, _Sources] = {}  # seq_id -> its sources, while it runs
 
     def propose(self, running: list[Sequence]) -> None:
@@ -224,12 +225,7 @@ class Drafter:
         text = matcher.find_jump_forward_string()
         if not text or text in MERGED:
             return []
-        tokens = self._encoded.get(text)
-        if tokens is None:
-            if len(self._encoded) >= 4096:
-                self._encoded.clear()
-            tokens = self._encoded[text] = self.tokenizer.encode(text, add_special_tokens=False)
-        return tokens
+        return self._text_tokens(text)
 
 
 def _eligible(seq: Sequence) -> bool:

@@ -15,6 +15,7 @@ import re
 from typing import Any
 
 from stencil.engine.spec_decode.label_proposer import value_key
+from stencil.engine.spec_decode.text_tokens import TextTokens
 
 CLOSERS = ("", '","', ',"', '{"', '"},{"', '},{"', '"}],"', '}],"')  # before the next key
 _LAST_KEY = re.compile(r'"((?:[^"\\\n]|\\.)+)":')
@@ -23,8 +24,7 @@ MAX_NAMES = 512  # property names kept per schema
 
 class KeyProposer:
     def __init__(self, tokenizer: Any) -> None:
-        self.tokenizer = tokenizer
-        self._encoded: dict[str, list[int]] = {}  # text -> its tokens (bounded)
+        self._tokens = TextTokens(tokenizer)
         vocab = tokenizer.get_vocab()
         # a closer the vocabulary holds whole is written as that token (``},{"``), which the
         # canonical tokenization of the text splits (``},`` ``{"``)
@@ -52,14 +52,6 @@ class KeyProposer:
                 if _fits(matcher, head + self._tokens(f'{name}":')):
                     return head + self._tokens(name)
         return []
-
-    def _tokens(self, text: str) -> list[int]:
-        tokens = self._encoded.get(text)
-        if tokens is None:
-            if len(self._encoded) >= 4096:
-                self._encoded.clear()
-            tokens = self._encoded[text] = self.tokenizer.encode(text, add_special_tokens=False)
-        return tokens
 
 
 def property_names(constraint: Any) -> tuple[str, ...]:
