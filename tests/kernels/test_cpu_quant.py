@@ -157,3 +157,25 @@ def test_grouped_gather_and_combine_in_the_call(fmt, tokens, top):
     want = reference.grouped_linear(h, down, counts, linear=KERNEL, combine=(rows, scale, tokens))
     assert got.shape == (tokens, 128)
     torch.testing.assert_close(got, want, rtol=0, atol=0)
+
+
+@pytest.mark.skipif(not INT8, reason="no C compiler or no AVX512-VNNI")
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("threads", [1, 2])
+def test_int8_rows_do_not_depend_on_the_rows_beside_them(fmt, threads):
+    """A row's output is the same bits alone (one-row decode) and inside any call (a k + 1-row
+    verification step, a decode batch) however the rows are split, at 1 or 2 threads: greedy
+    speculative decoding relies on it. 20 rows: VNNI passes of 8 rows and AMX tiles of 16."""
+    w, _ = random_weight(*fmt, 48, 512, seed=3)
+    gen = torch.Generator().manual_seed(7)
+    x, bias = torch.randn(20, 512, generator=gen), torch.randn(48, generator=gen)
+    x[3] *= 40  # rows of very different magnitudes
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        whole = KERNEL(x, w, bias)
+        for sizes in ([1] * 20, [2, 4, 6, 8], [12, 8], [16, 4], [5, 7, 3, 5]):
+            parts = torch.cat([KERNEL(p, w, bias) for p in x.split(sizes)])
+            assert torch.equal(parts, whole), sizes
+    finally:
+        torch.set_num_threads(before)

@@ -47,8 +47,11 @@ typedef struct {
     const uint16_t *scales, *mins;
 } QW;
 
-/* Row x [K] -> q [K] int8, d [K / 32] (the scale of each block), sq [K / G] (sum of q per group). */
-static void quantize_row(const float *x, int K, int G, int8_t *q, float *d, int32_t *sq) {
+/* Row x [K] -> q [K] int8, d [K / 32] (the scale of each block) and per group of G (sq its sum of
+ * q): zs [K / G] = -Z * sq, the int32 sums' start, and ds [K / G] = d * sq, the mins' factor (the
+ * combine's per-row scalars, made once per row instead of once per strip). */
+static void quantize_row(const float *x, int K, int G, int Z, int8_t *q, float *d, int32_t *zs,
+                         float *ds) {
     const __m512 sign = _mm512_set1_ps(-0.0f);
     for (int b = 0; b < K / BLOCK; b++) {
         const __m512 lo = _mm512_loadu_ps(x + BLOCK * b), hi = _mm512_loadu_ps(x + BLOCK * b + 16);
@@ -61,10 +64,12 @@ static void quantize_row(const float *x, int K, int G, int8_t *q, float *d, int3
         _mm_storeu_si128((__m128i *)(q + BLOCK * b + 16), _mm512_cvtepi32_epi8(qhi));
         d[b] = db;
         if (G == 16) {
-            sq[2 * b] = _mm512_reduce_add_epi32(qlo);
-            sq[2 * b + 1] = _mm512_reduce_add_epi32(qhi);
+            const int32_t s0 = _mm512_reduce_add_epi32(qlo), s1 = _mm512_reduce_add_epi32(qhi);
+            zs[2 * b] = -Z * s0, zs[2 * b + 1] = -Z * s1;
+            ds[2 * b] = db * (float)s0, ds[2 * b + 1] = db * (float)s1;
         } else {
-            sq[b] = _mm512_reduce_add_epi32(_mm512_add_epi32(qlo, qhi));
+            const int32_t s0 = _mm512_reduce_add_epi32(_mm512_add_epi32(qlo, qhi));
+            zs[b] = -Z * s0, ds[b] = db * (float)s0;
         }
     }
 }
@@ -128,14 +133,14 @@ static inline __attribute__((always_inline)) void dpbusd_bcast(__m512i *acc, __m
  * floats. */
 static inline __attribute__((always_inline)) void rows_chunk(
     const int RB, const int G, const QW *w, int64_t s, int q0, int nq, const __m512i *buf,
-    const int8_t *q, const float *d, const int32_t *sq, float *acc) {
+    const int8_t *q, const float *d, const int32_t *zs, const float *ds, float *acc) {
     const int gq = G / 4, groups = w->K / G, blocks = w->K / BLOCK;
     __m512 a[8];
     for (int r = 0; r < RB; r++) a[r] = _mm512_loadu_ps(acc + 16 * r);
     for (int g0 = 0; g0 < nq; g0 += gq) {
         const int g = (q0 + g0) / gq, b = g * G / BLOCK;
         __m512i part[8];
-        for (int r = 0; r < RB; r++) part[r] = _mm512_set1_epi32(-w->Z * sq[r * groups + g]);
+        for (int r = 0; r < RB; r++) part[r] = _mm512_set1_epi32(zs[r * groups + g]);
         for (int v = 0; v < gq; v++) {
             const __m512i wv = buf[g0 + v];
             const int k = 4 * (q0 + g0 + v);
@@ -149,21 +154,28 @@ static inline __attribute__((always_inline)) void rows_chunk(
         if (w->has_min) {
             const __m512 mn = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(w->mins + off)));
             for (int r = 0; r < RB; r++)
-                a[r] = _mm512_fmadd_ps(_mm512_set1_ps(d[r * blocks + b] * (float)sq[r * groups + g]),
-                                       mn, a[r]);
+                a[r] = _mm512_fmadd_ps(_mm512_set1_ps(ds[r * groups + g]), mn, a[r]);
         }
     }
     for (int r = 0; r < RB; r++) _mm512_storeu_ps(acc + 16 * r, a[r]);
 }
 
 #define ROWS_CALL(n, G) \
-    rows_chunk(n, G, w, s, q0, nq, buf, q + r * (int64_t)w->K, d + r * blocks, sq + r * groups, \
-               acc + 16 * r)
+    rows_chunk(n, G, w, s, q0, nq, buf, q + r * (int64_t)w->K, d + r * blocks, zs + r * groups, \
+               ds + r * groups, acc + 16 * r)
 #define ROWS_CASE(n) \
     case n: if (w->G == 16) ROWS_CALL(n, 16); else ROWS_CALL(n, 32); break;
 
-static void strip_tile(const QW *w, int64_t s, const int8_t *q, const float *d, const int32_t *sq,
-                       int rows, const float *bias, float *out, int64_t N) {
+#ifndef AMX_MIN
+#define AMX_MIN 2 /* rows of a tile from which its dot products go to AMX (where it is ready) */
+#endif
+#include "quant_amx.h"
+
+/* Strip s (16 channels) for a tile of rows: each chunk of codes expanded once, then dotted with
+ * every row (VNNI, RB <= 8 rows a pass; or AMX from AMX_MIN rows where amx is set). */
+static void strip_tile(const QW *w, int64_t s, const int8_t *q, const float *d, const int32_t *zs,
+                       const float *ds, int rows, const float *bias, float *out, int64_t N,
+                       int amx, int *config) {
     __m512i buf[CHUNK_Q];
     float acc[ROW_TILE * 16];
     const int64_t groups = w->K / w->G, blocks = w->K / BLOCK;
@@ -172,6 +184,14 @@ static void strip_tile(const QW *w, int64_t s, const int8_t *q, const float *d, 
     for (int q0 = 0; q0 < w->K / 4; q0 += CHUNK_Q) {
         const int nq = w->K / 4 - q0 < CHUNK_Q ? w->K / 4 - q0 : CHUNK_Q;
         expand(w, s, q0, nq, buf);
+#ifdef HAVE_AMX
+        if (amx) {
+            rows_chunk_amx(w, s, q0, nq, buf, q, d, zs, ds, rows, acc, config);
+            continue;
+        }
+#else
+        (void)amx, (void)config;
+#endif
         for (int r = 0; r < rows; r += 8) {
             switch (rows - r < 8 ? rows - r : 8) {
                 ROWS_CASE(1) ROWS_CASE(2) ROWS_CASE(3) ROWS_CASE(4)
@@ -180,6 +200,24 @@ static void strip_tile(const QW *w, int64_t s, const int8_t *q, const float *d, 
         }
     }
     for (int r = 0; r < rows; r++) memcpy(out + r * N + 16 * s, acc + 16 * r, 64);
+}
+
+/* Whether a call of M rows may run tiles on AMX (each thread then releases its tiles at the end). */
+static int use_amx(int64_t M) {
+#ifdef HAVE_AMX
+    return M >= AMX_MIN && amx_ready();
+#else
+    (void)M;
+    return 0;
+#endif
+}
+
+static void release_tiles(int amx) {
+#ifdef HAVE_AMX
+    if (amx) _tile_release();
+#else
+    (void)amx;
+#endif
 }
 #endif
 
@@ -195,26 +233,32 @@ int qlinear_i8(const float *x, int64_t M, int K, int64_t N, int bits, int G, int
     const int64_t blocks = K / BLOCK, groups = K / G;
     int8_t *q = malloc(M * K + 64);
     float *d = malloc(M * blocks * sizeof(float) + 64);
-    int32_t *sq = malloc(M * groups * sizeof(int32_t) + 64);
-    if (!q || !d || !sq) {
-        free(q); free(d); free(sq);
+    int32_t *zs = malloc(M * groups * sizeof(int32_t) + 64);
+    float *ds = malloc(M * groups * sizeof(float) + 64);
+    if (!q || !d || !zs || !ds) {
+        free(q); free(d); free(zs); free(ds);
         return -1;
     }
+    const int amx = use_amx(M);
 #pragma omp parallel num_threads(nthreads)
     {
+        int config = 0;
 #pragma omp for schedule(static)
         for (int64_t m = 0; m < M; m++)
-            quantize_row(x + m * K, K, G, q + m * K, d + m * blocks, sq + m * groups);
+            quantize_row(x + m * K, K, G, w.Z, q + m * K, d + m * blocks, zs + m * groups,
+                         ds + m * groups);
 #pragma omp for schedule(static) collapse(2)
         for (int64_t t = 0; t < tiles; t++)
             for (int64_t s = 0; s < strips; s++) {
                 const int64_t m0 = t * ROW_TILE;
                 const int rows = M - m0 < ROW_TILE ? (int)(M - m0) : ROW_TILE;
-                strip_tile(&w, s, q + m0 * K, d + m0 * blocks, sq + m0 * groups, rows, bias,
-                           out + m0 * N, N);
+                strip_tile(&w, s, q + m0 * K, d + m0 * blocks, zs + m0 * groups,
+                           ds + m0 * groups, rows, bias,
+                           out + m0 * N, N, amx && rows >= AMX_MIN, &config);
             }
+        release_tiles(amx);
     }
-    free(q); free(d); free(sq);
+    free(q); free(d); free(zs); free(ds);
     return 0;
 #else
     (void)x; (void)M; (void)K; (void)N; (void)bits; (void)G; (void)zero; (void)codes; (void)planes;
@@ -249,12 +293,14 @@ int qlinear_i8_grouped(const float *x, const int64_t *offsets, int E, int K, int
                        int64_t T, int top, const int64_t *pos, const float *w, float *combined) {
 #ifdef HAVE_KERNEL
     const int64_t M = offsets[E], strips = N / 16, blocks = K / BLOCK, groups = K / G;
+    const int Z = bits == 8 ? zero + 128 : zero;
     int8_t *q = malloc(M * K + 64);
     float *d = malloc(M * blocks * sizeof(float) + 64);
-    int32_t *sq = malloc(M * groups * sizeof(int32_t) + 64);
+    int32_t *zs = malloc(M * groups * sizeof(int32_t) + 64);
+    float *ds = malloc(M * groups * sizeof(float) + 64);
     int64_t *first = malloc((E + 1) * sizeof(int64_t));
-    if (!q || !d || !sq || !first) {
-        free(q); free(d); free(sq); free(first);
+    if (!q || !d || !zs || !ds || !first) {
+        free(q); free(d); free(zs); free(ds); free(first);
         return -1;
     }
     first[0] = 0;
@@ -262,12 +308,14 @@ int qlinear_i8_grouped(const float *x, const int64_t *offsets, int E, int K, int
         const int64_t rows = offsets[e + 1] - offsets[e];
         first[e + 1] = first[e] + (rows + ROW_TILE - 1) / ROW_TILE * strips;
     }
+    const int amx = use_amx(M);
 #pragma omp parallel num_threads(nthreads)
     {
+        int config = 0;
 #pragma omp for schedule(static)
         for (int64_t m = 0; m < M; m++)
-            quantize_row(x + (rows ? rows[m] : m) * K, K, G, q + m * K, d + m * blocks,
-                         sq + m * groups);
+            quantize_row(x + (rows ? rows[m] : m) * K, K, G, Z, q + m * K, d + m * blocks,
+                         zs + m * groups, ds + m * groups);
 #pragma omp for schedule(static)
         for (int64_t u = 0; u < first[E]; u++) {
             int lo = 0, hi = E - 1; /* the expert whose units hold u: first[e] <= u < first[e + 1] */
@@ -279,18 +327,20 @@ int qlinear_i8_grouped(const float *x, const int64_t *offsets, int E, int K, int
             const int64_t t = (u - first[e]) / strips, s = (u - first[e]) % strips;
             const int64_t m0 = offsets[e] + t * ROW_TILE, end = offsets[e + 1];
             const int rows = end - m0 < ROW_TILE ? (int)(end - m0) : ROW_TILE;
-            const QW w = {K, bits, G, bits == 8 ? zero + 128 : zero, mins[e] != 0,
+            const QW w = {K, bits, G, Z, mins[e] != 0,
                           (const uint8_t *)codes[e], planes[e], scales[e], mins[e]};
-            strip_tile(&w, s, q + m0 * K, d + m0 * blocks, sq + m0 * groups, rows, bias[e],
-                       out + m0 * N, N);
+            strip_tile(&w, s, q + m0 * K, d + m0 * blocks, zs + m0 * groups,
+                           ds + m0 * groups, rows, bias[e],
+                       out + m0 * N, N, amx && rows >= AMX_MIN, &config);
         }
+        release_tiles(amx);
         if (pos) { /* after the loop's barrier: every expert row is written */
 #pragma omp for schedule(static)
             for (int64_t t = 0; t < T; t++)
                 combine_row(out, N, pos + t * top, w + t * top, top, combined + t * N);
         }
     }
-    free(q); free(d); free(sq); free(first);
+    free(q); free(d); free(zs); free(ds); free(first);
     return 0;
 #else
     (void)x; (void)offsets; (void)E; (void)K; (void)N; (void)bits; (void)G; (void)zero;
