@@ -273,7 +273,9 @@ def main() -> None:
              "acceptance", "outputs identical", "load (1 min)"]  # fmt: skip
     print(table(heads, rows))
     if "grounded" in args.workloads:
-        print("\nGrounded set, every round: a step's time fitted as a + b * rows (STEP_ROWS = a / b)")
+        print(
+            "\nGrounded set, every round: a step's time fitted as a + b * rows (STEP_ROWS = a / b)"
+        )
         heads = ["engine", "steps (<= 16 rows)", "rows", "a ms", "b ms per row", "a / b"]
         print(table(heads, costs))
 
