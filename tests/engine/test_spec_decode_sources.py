@@ -65,15 +65,6 @@ def _matcher(compiler, tokenizer, text: str, grounded: bool = False):
     return matcher
 
 
-@pytest.mark.parametrize(
-    ("schema", "names"),
-    [
-        (SCHEMA, ("merchant", "date", "items", "name", "price", "paid_by")),
-        ({"type": "object", "properties": {"a": {"enum": [{"properties": {"x": 1}}]}}}, ("a",)),
-        ({"$defs": {"p": {"properties": {"b": {}}}}, "properties": {"a": {"$ref": "#/$defs/p"}}},
-         ("b", "a")),
-    ],
-)  # fmt: skip
 def _lookup_oracle(context: list[int], lo: int, hi: int, k: int) -> tuple[list[int], int]:
     """Prompt lookup by brute force: the longest suffix n in [lo, hi] that occurs earlier (the
     occurrence inside ``context[:-1]``), its most recent occurrence's next ``k`` tokens."""
@@ -96,6 +87,15 @@ def test_prompt_lookup_matches_brute_force():
         assert NgramProposer(lo, hi).lookup(context, k) == want, (context, lo, hi, k)
 
 
+@pytest.mark.parametrize(
+    ("schema", "names"),
+    [
+        (SCHEMA, ("merchant", "date", "items", "name", "price", "paid_by")),
+        ({"type": "object", "properties": {"a": {"enum": [{"properties": {"x": 1}}]}}}, ("a",)),
+        ({"$defs": {"p": {"properties": {"b": {}}}}, "properties": {"a": {"$ref": "#/$defs/p"}}},
+         ("b", "a")),
+    ],
+)  # fmt: skip
 def test_property_names_in_declaration_order(schema, names):
     assert property_names(Constraint.json_schema(schema)) == names
 
