@@ -44,7 +44,7 @@ def model_weights() -> tuple[list[QuantizedWeight], QuantizedWeight]:
     llm = stencil.LLM()
     model = llm.engine.runner.model
     layers = [
-        getattr(mod, "weight")
+        mod.weight
         for name, mod in model.named_modules()
         if name.rsplit(".", 1)[-1] in LAYER_LINEARS
     ]

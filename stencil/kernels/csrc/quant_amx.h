@@ -8,9 +8,11 @@
  * vectors of the expanded chunk as they lie (row k / 4, lane n = channel n's four k: the layout
  * TDPBSUD reads); C = R rows x 16 channels of int32. The scales are per group, so each group needs
  * its own C: four groups are in flight on C 0-3, their sums stored to L1 for the combine.
- * Measured by bench/kernels/quant_rows_bench.py: a group's tiles cost ~30 cycles whatever R, so
- * AMX only wins from ~8 rows (AMX_MIN), where the 8 vpdpbusd per row and group it saves outweigh
- * them; the fp32 combine (cvt, mul, 2 fma per row and group) is then most of the time.
+ * Measured by bench/kernels/quant_rows_bench.py: a group's tiles cost ~30 cycles whatever R (the
+ * store ~15 of them), so AMX only wins from 9 rows (AMX_MIN), where the 8 vpdpbusd per row and
+ * group it saves outweigh them; the fp32 combine (cvt, mul, 2 fma per row and group, on the same
+ * vector port as vpdpbusd here) is then most of the time. Pairing two groups per tile (A rows
+ * zero-padded to 2G k) did not lower that threshold.
  *
  * Linux hands out the tile data state on request: amx_ready() asks once per process
  * (arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)) and is 0 where the kernel refuses. Each
