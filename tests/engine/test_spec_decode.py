@@ -144,14 +144,16 @@ def test_quantized_gguf_grounded_extraction_identical(default_model_dir):
     schema = json.loads((root / "stencil/extract/schemas/support_ticket.json").read_text())
     path = _fetch_gguf(cache_root() / "downloads")
     spec_cfg = {**SPEC, "num_speculative_tokens": 5, "prompt_lookup_max": 4}
-    plain = make_llm(path, max_model_len=1024)
-    spec = make_llm(path, max_model_len=1024, speculative_config=spec_cfg)
     ask = f"Extract the support ticket as JSON with these fields:\n{field_list(schema)}\n\nDocument:\n"
     msgs = [{"role": "user", "content": ask + doc}]
     ground = dict(ground_strings=True, ground_numbers=True, ground_dates=True)
     c = Constraint.json_schema(schema, whitespace="compact", source_text=doc, **ground)
     p = SamplingParams(temperature=0, max_tokens=64, constraint=c)
+    plain = make_llm(path, max_model_len=1024)
     want = plain.chat(msgs, p, use_tqdm=False)[0].outputs[0].token_ids
+    del plain
+    gc.collect()  # one engine at a time
+    spec = make_llm(path, max_model_len=1024, speculative_config=spec_cfg)
     assert spec.chat(msgs, p, use_tqdm=False)[0].outputs[0].token_ids == want
     assert spec.get_metrics()["spec_decode_num_accepted_tokens_total"] > 0
 
