@@ -39,7 +39,8 @@ class Kernels:
 def get_kernels(device: torch.device | str, backend: str = "auto") -> Kernels:
     """``backend`` "auto": Triton kernels on CUDA when Triton imports; on CPU the C attention
     kernel when a C compiler works, with the C panel GEMM (fp32, bf16) and oneDNN linears (and the
-    C kernel for quantized weights) and the C layer ops; else (and for "torch") the reference kernels."""
+    C kernel for quantized weights), the C layer ops and the C token bitmask; else (and for "torch")
+    the reference kernels."""
     from stencil.kernels import reference
 
     kind = torch.device(device).type
@@ -51,6 +52,7 @@ def get_kernels(device: torch.device | str, backend: str = "auto") -> Kernels:
     if backend == "auto" and kind == "cpu":
         from stencil.kernels import (
             cpu_attention,
+            cpu_bitmask,
             cpu_layer_loop,
             cpu_layer_ops,
             cpu_linear,
@@ -69,7 +71,7 @@ def get_kernels(device: torch.device | str, backend: str = "auto") -> Kernels:
                 linear or reference.linear,
                 layer.write_kv,
                 attention,
-                reference.apply_token_bitmask_inplace,
+                cpu_bitmask.load() or reference.apply_token_bitmask_inplace,
                 layer.rms_norm,
                 layer.fused_add_rms_norm,
                 layer.rotary_embedding,
