@@ -2,6 +2,7 @@
 against the pure-torch path.
 
     python -m bench.kernels.attention_bench [--against GIT_REV|torch] [--threads 2] [--rounds 15]
+        [--only batch|single]
 
 Each case runs the kernel once per layer over that layer's own cache (SmolLM2-135M: 30 layers, 9
 query / 3 kv heads of 64), so a decode step's keys and values come from memory as in the engine,
@@ -10,6 +11,10 @@ scattered as decode allocates them). With ``--against``, the kernel source at th
 built beside the working tree's and the two run alternated (A B A B ...), medians reported with
 their ratio; ``--against torch`` alternates with ``reference.paged_attention`` (block gather +
 matmul, what runs without a C compiler). The memory read roof beside it: ``torch.sum`` over 1 GiB on the same threads.
+
+A second table, one sequence (one request at a time): a decode step (1 query row) and the
+verification steps of speculative decoding (k + 1 rows: 2, 6, 11) at contexts 300 and 900, fp32,
+on 2 threads and on 1.
 """
 
 from __future__ import annotations
@@ -35,6 +40,8 @@ CASES = (
     ("prefill, 4 x 256 tokens", "prefill", 4),
     ("prefill, 1,024 tokens at 1,024-2,048", "long", 1),
 )
+# one sequence: (context, query rows)
+SINGLE = [(ctx, rows) for ctx in (300, 900) for rows in (1, 2, 6, 11)]
 
 
 def shape(kind: str, batch: int, gen: torch.Generator) -> tuple[list[int], list[int]]:
@@ -48,6 +55,11 @@ def shape(kind: str, batch: int, gen: torch.Generator) -> tuple[list[int], list[
 def step_inputs(kind: str, batch: int, dtype: torch.dtype) -> tuple:
     gen = torch.Generator().manual_seed(0)
     ctxs, q_lens = shape(kind, batch, gen)
+    return inputs(ctxs, q_lens, dtype, gen)
+
+
+def inputs(ctxs: list[int], q_lens: list[int], dtype: torch.dtype, gen: torch.Generator) -> tuple:
+    """A step's query, per-layer caches, block tables, offsets, contexts, bytes and flops."""
     blocks = [-(-c // BLOCK) for c in ctxs]
     perm = torch.randperm(sum(blocks), generator=gen)
     tables = torch.zeros(len(ctxs), max(blocks), dtype=torch.int32)
@@ -100,6 +112,43 @@ def read_roof_gbs() -> float:
     return x.numel() * 4 / (time.perf_counter() - t) / 1e9
 
 
+def alternated(kernels: list, args: tuple, rounds: int) -> list[float]:
+    """Median ms of each kernel over ``rounds`` steps, the kernels alternated round by round."""
+    times: list[list[float]] = [[] for _ in kernels]
+    for _ in range(rounds):
+        for i, kernel in enumerate(kernels):
+            times[i].append(run_step(kernel, *args))
+    return [1000 * median(t) for t in times]
+
+
+def batch_table(kernels: list, rounds: int) -> list[list]:
+    rows = []
+    for dtype in (torch.float32, torch.bfloat16):
+        for label, kind, batch in CASES:
+            q, caches, tables, cu, ctxs, kv_bytes, flop = step_inputs(kind, batch, dtype)
+            ms = alternated(kernels, (q, caches, tables, cu, ctxs), rounds)
+            row = [label, str(dtype).removeprefix("torch."), ms[0]]
+            row += [kv_bytes / ms[0] / 1e6, flop / ms[0] / 1e6]
+            if len(ms) > 1:
+                row += [ms[1], f"{ms[1] / ms[0]:.2f}x"]
+            rows.append(row)
+    return rows
+
+
+def single_table(kernels: list, rounds: int, threads: list[int]) -> list[list]:
+    """One sequence, fp32: per (context, rows) the ms on each thread count (and the ratio)."""
+    rows = []
+    for ctx, n in SINGLE:
+        args = inputs([ctx], [n], torch.float32, torch.Generator().manual_seed(0))[:5]
+        row: list = [ctx, n]
+        for t in threads:
+            torch.set_num_threads(t)
+            ms = alternated(kernels, args, rounds)
+            row += [ms[0]] + ([ms[1], f"{ms[1] / ms[0]:.2f}x"] if len(ms) > 1 else [])
+        rows.append(row)
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument(
@@ -109,6 +158,7 @@ def main() -> None:
     )
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--only", choices=["batch", "single"], default=None, help="one table only")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     current = cpu_attention.load()
@@ -117,31 +167,28 @@ def main() -> None:
         old = reference.paged_attention  # block gather + matmul, the pure-torch path
     elif args.against:
         old = kernel_at(args.against)
-    rows = []
-    for dtype in (torch.float32, torch.bfloat16):
-        for label, kind, batch in CASES:
-            q, caches, tables, cu, ctxs, kv_bytes, flop = step_inputs(kind, batch, dtype)
-            kernels = [current] + ([old] if old else [])
-            times: list[list[float]] = [[] for _ in kernels]
-            for _ in range(args.rounds):
-                for i, kernel in enumerate(kernels):
-                    times[i].append(run_step(kernel, q, caches, tables, cu, ctxs))
-            ms = [1000 * median(t) for t in times]
-            row = [label, str(dtype).removeprefix("torch."), ms[0]]
-            row += [kv_bytes / ms[0] / 1e6, flop / ms[0] / 1e6]
-            if old:
-                row += [ms[1], f"{ms[1] / ms[0]:.2f}x"]
-            rows.append(row)
-    headers = ["step (30 layers)", "dtype", "ms", "KV GB/s", "GFLOP/s"]
-    if old:
-        headers += [f"ms at {args.against}", "speed-up"]
-    load = os.getloadavg()[0]
-    print(
-        f"\nPaged attention, one step over {LAYERS} layers' caches, {args.threads} threads, "
-        f"medians of {args.rounds}; memory read roof {read_roof_gbs():.1f} GB/s; "
-        f"1-minute load {load:.1f}\n"
-    )
-    print(table(headers, rows))
+    kernels = [current] + ([old] if old else [])
+    vs = f"at {args.against}"
+    if args.only != "single":
+        headers = ["step (30 layers)", "dtype", "ms", "KV GB/s", "GFLOP/s"]
+        headers += [f"ms {vs}", "speed-up"] if old else []
+        print(
+            f"\nPaged attention, one step over {LAYERS} layers' caches, {args.threads} threads, "
+            f"medians of {args.rounds}; memory read roof {read_roof_gbs():.1f} GB/s; "
+            f"1-minute load {os.getloadavg()[0]:.1f}\n"
+        )
+        print(table(headers, batch_table(kernels, args.rounds)))
+    if args.only != "batch":
+        threads = sorted({args.threads, 1}, reverse=True)
+        headers = ["context", "rows"]
+        for t in threads:
+            headers += [f"ms, {t} thr"] + ([f"{vs}, {t} thr", "speed-up"] if old else [])
+        print(
+            f"\nOne sequence, fp32, one step over {LAYERS} layers' caches, medians of "
+            f"{args.rounds}; 1-minute load {os.getloadavg()[0]:.1f}\n"
+        )
+        print(table(headers, single_table(kernels, args.rounds, threads)))
+        torch.set_num_threads(args.threads)
 
 
 if __name__ == "__main__":
