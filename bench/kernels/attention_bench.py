@@ -21,8 +21,10 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import importlib.util
 import os
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -90,18 +92,36 @@ def run_step(kernel, q, caches, tables, cu, ctxs) -> float:
     return time.perf_counter() - t
 
 
-def kernel_at(rev: str) -> cpu_attention.CpuPagedAttention:
-    """The kernel as of git revision ``rev`` (built into the cache like the current one)."""
+def kernel_at(rev: str):
+    """The kernel as of git revision ``rev``: its C sources and headers and its Python wrapper (which
+    plans the work units the C of that revision reads), built into the cache like the current one."""
     src = Path(cpu_attention.SOURCE)
-    tmp = Path(tempfile.mkdtemp())
-    for f in [src, *src.parent.glob("*.h")]:
-        rel = f.relative_to(Path(__file__).resolve().parents[2])
-        text = subprocess.run(
+    root = Path(__file__).resolve().parents[2]
+
+    def show(path: Path) -> str:
+        rel = path.relative_to(root)
+        return subprocess.run(
             ["git", "show", f"{rev}:{rel}"], capture_output=True, check=True, text=True
         ).stdout
-        (tmp / f.name).write_text(text)
-    lib = ctypes.CDLL(str(build_library(tmp / src.name, cpu_attention.FLAGS)))
-    return cpu_attention.CpuPagedAttention(lib)
+
+    tmp = Path(tempfile.mkdtemp())
+    listed = subprocess.run(
+        ["git", "ls-tree", "--name-only", rev, f"{src.parent.relative_to(root)}/"],
+        capture_output=True,
+        check=True,
+        text=True,
+        cwd=root,
+    ).stdout.split()
+    for name in [src.name] + [Path(n).name for n in listed if n.endswith(".h")]:
+        (tmp / name).write_text(show(src.parent / name))
+    wrapper = tmp / "cpu_attention_at_rev.py"
+    wrapper.write_text(show(Path(cpu_attention.__file__)))
+    spec = importlib.util.spec_from_file_location("cpu_attention_at_rev", wrapper)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    lib = ctypes.CDLL(str(build_library(tmp / src.name, module.FLAGS)))
+    return module.CpuPagedAttention(lib)
 
 
 def read_roof_gbs() -> float:
