@@ -66,14 +66,11 @@ static inline void chunk_rows(const Args *a, const int32_t *table, int h, int k0
 }
 
 /* Keys are taken in chunks of whole blocks (up to MAX_CHUNK keys, one online-softmax update per
- * chunk and row), cut where a KEY_RANGE starts (see merge()): boundaries at fixed key indices,
- * the same in any step. The chunk boundary at or before key x, and the next one after it: */
-static inline int chunk_floor(int x, int chunk) {
-    int c = x - x % chunk, r = x - x % KEY_RANGE;
-    return c > r ? c : r;
-}
-static inline int chunk_next(int x, int chunk) {
-    int c = x - x % chunk + chunk, r = x - x % KEY_RANGE + KEY_RANGE;
+ * chunk and row) from multiples of `chunk`, cut where a KEY_RANGE starts (see merge()):
+ * boundaries at fixed key indices, the same in any step. The end of the chunk from key x, where
+ * g is the multiple of `chunk` at or before x (kept by the caller: no division per chunk). */
+static inline int chunk_end(int x, int g, int chunk) {
+    int c = g + chunk, r = (x & -KEY_RANGE) + KEY_RANGE;
     return c < r ? c : r;
 }
 
@@ -244,10 +241,12 @@ static void unit(const Args *a, const int32_t *w, float *work) {
     span(a, w, range, &lo, &hi);
     const int32_t *table = a->tables + (int64_t)b * a->width;
     const void *rows_k[2][MAX_CHUNK], *rows_v[2][MAX_CHUNK];
-    int cur = 0, first = chunk_floor(lo, chunk), end = chunk_next(lo, chunk);
+    int g = lo - lo % chunk, first = g > (lo & -KEY_RANGE) ? g : (lo & -KEY_RANGE);
+    int cur = 0, end = chunk_end(lo, g, chunk);
     chunk_rows(a, table, h, lo, end < hi ? end : hi, rows_k[0], rows_v[0]);
     for (int start = first; start < hi; start = end, cur ^= 1) {
-        end = chunk_next(start, chunk);
+        end = chunk_end(start, g, chunk);
+        g = end == g + chunk ? end : g; /* the grid point at or before the next chunk */
         int k0 = start < lo ? lo : start, k1 = end < hi ? end : hi, nk = k1 - k0;
         if (start % KEY_RANGE == 0 && start > first) { /* a new key range, a new state */
             merge(run, part, rows, dim);
@@ -256,7 +255,7 @@ static void unit(const Args *a, const int32_t *w, float *work) {
         const void *const *krow = rows_k[cur], *const *vrow = rows_v[cur];
         int next_n = 0;  /* the next chunk's rows: known now, prefetched while this one is scored */
         if (k1 < hi) {
-            int next_end = chunk_next(k1, chunk) < hi ? chunk_next(k1, chunk) : hi;
+            int next_end = chunk_end(k1, g, chunk) < hi ? chunk_end(k1, g, chunk) : hi;
             chunk_rows(a, table, h, k1, next_end, rows_k[cur ^ 1], rows_v[cur ^ 1]);
             next_n = next_end - k1;
         }
@@ -357,7 +356,7 @@ static inline void prefetch_unit(const Args *a, const int32_t *w, const float *w
     int lo, hi, range = key_range(w, work), chunk = MAX_CHUNK / a->block_size * a->block_size;
     if (range == -2) return;
     span(a, w, range, &lo, &hi);
-    int end = chunk_next(lo, chunk), to = end < hi ? end : hi;
+    int end = chunk_end(lo, lo - lo % chunk, chunk), to = end < hi ? end : hi;
     const void *k[MAX_CHUNK], *v[MAX_CHUNK];
     chunk_rows(a, a->tables + (int64_t)w[0] * a->width, w[1], lo, to, k, v);
     prefetch_rows(k, row_bytes(a), 0, to - lo);
