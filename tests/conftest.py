@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -16,34 +17,103 @@ from stencil.testing.live_server import LiveServer, serving
 from stencil.testing.tiny_models import TEST_KV_BYTES
 
 API_KEY = "sk-stencil-test"
+LAST_LIVE_SERVER_USER = pytest.StashKey[str]()
+STOP_LIVE_SERVER = pytest.StashKey[Callable[[], None]]()
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _return_freed_memory() -> Iterator[None]:
-    """After each module, hand the heap's free pages back to the OS: the models and KV caches a
-    module loads are freed, but glibc keeps the pages, and the test process grew past 10 GiB."""
-    yield
+RELEASE_AFTER_MIB = 128  # a test that grew the process this much built (and dropped) engines
+
+
+def _rss_mib() -> int:
+    """The process's resident memory (0 where there is no /proc)."""
+    try:
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) >> 10 for line in f if line.startswith("VmRSS:"))
+    except (OSError, StopIteration):
+        return 0
+
+
+def _release_memory() -> None:
+    """Free what finished tests dropped. FastAPI keeps every endpoint it served in module-level
+    caches (4096 entries), and through the routes' closures each app's engine: cleared first.
+    An engine is a reference cycle, so it lasts until a full collection. glibc keeps the freed
+    heap pages: ``malloc_trim`` hands them back (the test process grew past 10 GiB without)."""
     import ctypes
     import gc
+    import sys
 
+    fastapi_models = sys.modules.get("fastapi.dependencies.models")
+    for cached in vars(fastapi_models).values() if fastapi_models else ():
+        if callable(getattr(cached, "cache_clear", None)):
+            cached.cache_clear()
     gc.collect()
     trim = getattr(ctypes.CDLL(None), "malloc_trim", None)  # glibc only
     if trim is not None:
         trim(0)
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Everything imported and collected (torch, transformers, the test tables: over a million
+    objects) to the collector's permanent generation: the full collections below, and the
+    automatic ones, then walk only what tests allocate (``freeze_heap`` does this in a server)."""
+    import gc
+
+    gc.collect()
+    gc.freeze()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """After a module (its models and KV caches freed), and after a test that grew the process
+    (it built engines: the next test must not build its own on top of them), release memory;
+    here, once pytest has dropped the test's arguments."""
+    before = _rss_mib()
+    result = yield
+    if nextitem is None or nextitem.path != item.path or _rss_mib() - before >= RELEASE_AFTER_MIB:
+        _release_memory()
+    return result
+
+
 @pytest.fixture(scope="session")
-def live_server() -> Iterator[LiveServer]:
+def live_server(request: pytest.FixtureRequest) -> Iterator[LiveServer]:
     """A real uvicorn server on 127.0.0.1 (a free port) around the embedded model, with the API
     key set and the playground mounted (as ``stencil serve`` does): the API tests (tests/api)
-    and the playground's (tests/playground) share it."""
+    and the playground's (tests/playground) share it. It stops after its last user, and its
+    engine is freed (``pytest_runtest_teardown``): the tests after them build models of their
+    own."""
     from stencil.engine.async_engine import AsyncLLMEngine
     from stencil.engine.config import EngineConfig
 
     config = EngineConfig(model=None, seed=0, kv_cache_memory=4 * TEST_KV_BYTES)
     engine = AsyncLLMEngine.from_config(config)
-    with serving(engine, API_KEY, playground=True) as live:
+    with contextlib.ExitStack() as stack:
+        live = stack.enter_context(serving(engine, API_KEY, playground=True))
+        del engine
+
+        def stop() -> None:
+            stack.close()
+            live.engine = None  # pytest keeps ``live`` until the session ends, not its engine
+            _release_memory()
+
+        request.config.stash[STOP_LIVE_SERVER] = stop
         yield live
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The live server's users first (whole modules, in their order): it stops after the last
+    of them, before the tests that load models of their own."""
+    users = {item.path for item in items if "live_server" in getattr(item, "fixturenames", ())}
+    items.sort(key=lambda item: item.path not in users)
+    last = [item for item in items if "live_server" in getattr(item, "fixturenames", ())]
+    config.stash[LAST_LIVE_SERVER_USER] = last[-1].nodeid if last else ""
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    yield
+    if nextitem is not None and item.nodeid == item.config.stash.get(LAST_LIVE_SERVER_USER, ""):
+        item.config.stash.get(STOP_LIVE_SERVER, lambda: None)()
 
 
 @pytest.fixture(scope="session")

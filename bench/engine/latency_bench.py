@@ -102,6 +102,40 @@ def chat_requests(max_tokens: int, n: int) -> list[tuple[list[dict], SamplingPar
     ]  # fmt: skip
 
 
+class StepLog:
+    """Every step of ``llm``'s engine that runs a forward: (rows, seconds of the whole step),
+    for ``fit``: the engine's step and its model runner wrapped on the instance."""
+
+    def __init__(self, llm: LLM) -> None:
+        self.steps: list[tuple[int, float]] = []
+        eng, rows = llm.engine, [0]
+        execute, step = eng.runner.execute, eng.step
+
+        def counted(sched):
+            rows[0] = sched.num_tokens
+            return execute(sched)
+
+        def timed():
+            rows[0], t = 0, time.perf_counter()
+            out = step()
+            if rows[0]:
+                self.steps.append((rows[0], time.perf_counter() - t))
+            return out
+
+        eng.runner.execute, eng.step = counted, timed
+
+
+def fit(steps: list[tuple[int, float]], max_rows: int = 16) -> list:
+    """[steps, rows, a ms, b ms, a / b]: least squares of a step's time = a + b * rows over the
+    steps of at most ``max_rows`` rows (decode and verification; prefills left out)."""
+    pts = [(r, s * 1000) for r, s in steps if r <= max_rows]
+    n, sx, sy = len(pts), sum(r for r, _ in pts), sum(ms for _, ms in pts)
+    sxx, sxy = sum(r * r for r, _ in pts), sum(r * ms for r, ms in pts)
+    b = (n * sxy - sx * sy) / (n * sxx - sx * sx) if n * sxx != sx * sx else 0.0
+    a = (sy - b * sx) / n if n else 0.0
+    return [n, sx, a, b, a / b if b > 0 else float("inf")]
+
+
 def run(llm: LLM, reqs, concurrent: int) -> dict:
     """Time ``reqs`` in groups of ``concurrent`` (1: one at a time)."""
     m0 = llm.get_metrics()
@@ -205,8 +239,10 @@ def main() -> None:
     if set(args.workloads) - {"threshold", "draft_model"}:
         eng = engines(args, spec)
         if "grounded" in args.workloads:
+            logs = {name: StepLog(llm) for name, llm in eng.items()}
             runs = alternate(eng, grounded_requests(args.max_tokens), 1, args.rounds)
             rows.append(row(f"grounded extraction, {len(DOCS)} docs, 1 at a time", runs, True))
+            costs = [[name, *fit(log.steps)] for name, log in logs.items()]
         if "extract" in args.workloads:
             jobs = extract_jobs(args.max_tokens)
             runs = alternate(eng, jobs, 1, args.rounds, run_extract)
@@ -236,6 +272,12 @@ def main() -> None:
     heads = ["workload", "plain tok/s per run", "speculative tok/s per run", "speculative / plain",
              "acceptance", "outputs identical", "load (1 min)"]  # fmt: skip
     print(table(heads, rows))
+    if "grounded" in args.workloads:
+        print(
+            "\nGrounded set, every round: a step's time fitted as a + b * rows (STEP_ROWS = a / b)"
+        )
+        heads = ["engine", "steps (<= 16 rows)", "rows", "a ms", "b ms per row", "a / b"]
+        print(table(heads, costs))
 
 
 if __name__ == "__main__":

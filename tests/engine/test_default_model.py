@@ -38,11 +38,24 @@ def smol_fp32():
 
 
 @pytest.fixture(scope="module")
-def hf_smol(default_model_dir):
+def hf_greedy(default_model_dir):
+    """transformers' fp32 model of the same weights (the converted HF directory): each
+    conversation's prompt ids and greedy continuation, and the tokenizer. The model is dropped
+    once they are computed (the test process keeps one fp32 copy of SmolLM2 at a time)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     model = AutoModelForCausalLM.from_pretrained(default_model_dir, dtype=torch.float32).eval()
-    return model, AutoTokenizer.from_pretrained(str(default_model_dir))
+    tok = AutoTokenizer.from_pretrained(str(default_model_dir))
+    greedy = []
+    for conv in CONVERSATIONS:
+        ids = tok.apply_chat_template(conv, add_generation_prompt=True, return_dict=True)
+        x = torch.tensor([ids["input_ids"]])
+        with torch.no_grad():
+            out = model.generate(
+                x, attention_mask=torch.ones_like(x), do_sample=False, max_new_tokens=MAX_NEW
+            )
+        greedy.append((list(ids["input_ids"]), out[0, x.shape[1] :].tolist()))
+    return greedy, tok
 
 
 def test_default_model_is_the_embedded_smollm2_kept_quantized(smol):
@@ -57,37 +70,24 @@ def test_default_model_is_the_embedded_smollm2_kept_quantized(smol):
     assert 2 in smol.engine.eos_token_ids
 
 
-def test_kept_default_answers_like_transformers(smol, hf_smol):
+def test_kept_default_answers_like_transformers(smol, hf_greedy):
     """Q4_1 weights with int8 activations: the same tokens as transformers' fp32 on the first
     two conversations; the third is a near-tie at its first token (both answers list the colors)."""
-    model, tok = hf_smol
+    greedy, _ = hf_greedy
     outs = smol.chat(CONVERSATIONS, SamplingParams(temperature=0, max_tokens=MAX_NEW), False)
-    for conv, out in zip(CONVERSATIONS[:2], outs, strict=False):
-        ids = tok.apply_chat_template(conv, add_generation_prompt=True, return_dict=True)
-        x = torch.tensor([ids["input_ids"]])
-        with torch.no_grad():
-            ref = model.generate(
-                x, attention_mask=torch.ones_like(x), do_sample=False, max_new_tokens=MAX_NEW
-            )[0, x.shape[1] :].tolist()
+    for (_, ref), out in zip(greedy[:2], outs, strict=False):
         assert out.outputs[0].token_ids == ref
     assert json.loads(outs[0].outputs[0].text) == {"name": "Ada Lovelace", "age": 36}
     assert all(c in outs[2].outputs[0].text.lower() for c in ("red", "blue", "green"))
 
 
-def test_greedy_chat_matches_transformers(smol_fp32, hf_smol):
-    model, tok = hf_smol
+def test_greedy_chat_matches_transformers(smol_fp32, hf_greedy):
+    greedy, tok = hf_greedy
     params = SamplingParams(temperature=0, max_tokens=MAX_NEW)
     outs = smol_fp32.chat(CONVERSATIONS, params, use_tqdm=False)
     assert len(outs) == len(CONVERSATIONS)
-    for conv, out in zip(CONVERSATIONS, outs, strict=True):
-        ids = tok.apply_chat_template(conv, add_generation_prompt=True, return_dict=True)
-        ids = ids["input_ids"]
-        assert out.prompt_token_ids == list(ids)
-        x = torch.tensor([ids])
-        with torch.no_grad():
-            ref = model.generate(
-                x, attention_mask=torch.ones_like(x), do_sample=False, max_new_tokens=MAX_NEW
-            )[0, len(ids) :].tolist()
+    for (ids, ref), out in zip(greedy, outs, strict=True):
+        assert out.prompt_token_ids == ids
         c = out.outputs[0]
         assert c.token_ids == ref, (c.text, tok.decode(ref))
         assert c.text == tok.decode(ref, skip_special_tokens=True)

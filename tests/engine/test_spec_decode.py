@@ -6,6 +6,14 @@ from __future__ import annotations
 import gc
 
 import pytest
+from spec_decode_helpers import (
+    CONSTRAINTS,
+    DOC,
+    check_greedy_identity_batched,
+    check_greedy_identity_under_preemption,
+    requests,
+    tokens,
+)
 
 from stencil import SamplingParams
 from stencil.constraints import Constraint
@@ -18,42 +26,6 @@ SPEC = {
     "prompt_lookup_max": 3,
     "prompt_lookup_min": 1,
 }
-DOC = (
-    "Invoice 4471 from Acme Tools Ltd, 12 Harbour Road, Leeds. Date 2024-03-05. Total due: "
-    "1250.00 GBP. Contact: Maria Lopez, maria.lopez@acme-tools.example. Acme Tools Ltd thanks you."
-)
-SCHEMA = {
-    "type": "object",
-    "properties": {
-        "vendor": {"type": "string"},
-        "contact": {"type": "string"},
-        "email": {"type": "string"},
-        "total": {"type": "number"},
-    },
-    "required": ["vendor", "contact", "email", "total"],
-}
-GRAMMAR = r"""
-start: item ("," item)*
-item: WORD "=" NUMBER
-WORD: /[a-z]{1,6}/
-NUMBER: /[0-9]{1,3}/
-"""
-CONSTRAINTS = {
-    "unconstrained": None,
-    "json_schema": Constraint.json_schema(SCHEMA),
-    "regex": Constraint.regex(r"(Acme|Tools|Ltd| |[0-9]{1,4}){4,24}"),
-    "grammar": Constraint.grammar(GRAMMAR),
-    "grounded": Constraint.json_schema(SCHEMA, source_text=DOC, ground_strings=True),
-}
-PROMPTS = [f"Extract the invoice: {DOC}", "a b a b a b a b", "Acme Tools Ltd, Acme Tools Ltd, Acme"]
-
-
-def _requests():
-    return [
-        SamplingParams(temperature=0, max_tokens=48, constraint=c, ignore_eos=c is None)
-        for c in CONSTRAINTS.values()
-        for _ in PROMPTS
-    ], [p for _ in CONSTRAINTS for p in PROMPTS]
 
 
 @pytest.fixture(scope="module")
@@ -66,15 +38,11 @@ def pair(tiny_models):
     )
 
 
-def _tokens(llm, prompts, params):
-    return [o.outputs[0].token_ids for o in llm.generate(prompts, params, use_tqdm=False)]
-
-
 def test_greedy_identity_one_at_a_time(pair):
     plain, spec = pair
-    params, prompts = _requests()
+    params, prompts = requests()
     for p, prompt in zip(params, prompts, strict=True):
-        assert _tokens(spec, [prompt], [p]) == _tokens(plain, [prompt], [p]), p.constraint
+        assert tokens(spec, [prompt], [p]) == tokens(plain, [prompt], [p]), p.constraint
     m = spec.get_metrics()
     assert m["spec_decode_num_draft_tokens_total"] > 0
     assert m["spec_decode_num_accepted_tokens_total"] > 0
@@ -83,14 +51,7 @@ def test_greedy_identity_one_at_a_time(pair):
 
 def test_greedy_identity_batched_with_prefix_cache(pair):
     """A batch under the auto-disable size drafts; one over it does not; both equal plain."""
-    plain, spec = pair
-    params, prompts = _requests()
-    for lo in range(0, len(params), 3):  # 3 at a time: drafting
-        want = _tokens(plain, prompts[lo : lo + 3], params[lo : lo + 3])
-        assert _tokens(spec, prompts[lo : lo + 3], params[lo : lo + 3]) == want
-    assert _tokens(spec, prompts, params) == _tokens(plain, prompts, params)  # 15: off
-    assert spec.get_metrics()["prefix_cache_hits_total"] > 0
-    spec.engine.block_manager.check_integrity([])
+    check_greedy_identity_batched(*pair)
 
 
 def test_greedy_identity_under_preemption(tiny_models):
@@ -99,15 +60,7 @@ def test_greedy_identity_under_preemption(tiny_models):
     spec_cfg = {**SPEC, "disable_by_batch_size": 8}
     plain = make_llm(tiny_models["llama-tied"], **kw)
     spec = make_llm(tiny_models["llama-tied"], speculative_config=spec_cfg, **kw)
-    params = [
-        SamplingParams(temperature=0, max_tokens=40, ignore_eos=True, constraint=c)
-        for c in (None, CONSTRAINTS["regex"], None, CONSTRAINTS["grammar"])
-    ]
-    prompts = [PROMPTS[1], PROMPTS[2], PROMPTS[2], PROMPTS[1]]
-    assert _tokens(spec, prompts, params) == _tokens(plain, prompts, params)
-    assert spec.get_metrics()["num_preemptions_total"] > 0
-    assert spec.get_metrics()["spec_decode_num_draft_tokens_total"] > 0
-    spec.engine.block_manager.check_integrity([])
+    check_greedy_identity_under_preemption(plain, spec)
 
 
 def test_embedded_model_grounded_extraction_identical(default_model_dir):
@@ -144,14 +97,16 @@ def test_quantized_gguf_grounded_extraction_identical(default_model_dir):
     schema = json.loads((root / "stencil/extract/schemas/support_ticket.json").read_text())
     path = _fetch_gguf(cache_root() / "downloads")
     spec_cfg = {**SPEC, "num_speculative_tokens": 5, "prompt_lookup_max": 4}
-    plain = make_llm(path, max_model_len=1024)
-    spec = make_llm(path, max_model_len=1024, speculative_config=spec_cfg)
     ask = f"Extract the support ticket as JSON with these fields:\n{field_list(schema)}\n\nDocument:\n"
     msgs = [{"role": "user", "content": ask + doc}]
     ground = dict(ground_strings=True, ground_numbers=True, ground_dates=True)
     c = Constraint.json_schema(schema, whitespace="compact", source_text=doc, **ground)
     p = SamplingParams(temperature=0, max_tokens=64, constraint=c)
+    plain = make_llm(path, max_model_len=1024)
     want = plain.chat(msgs, p, use_tqdm=False)[0].outputs[0].token_ids
+    del plain
+    gc.collect()  # one engine at a time
+    spec = make_llm(path, max_model_len=1024, speculative_config=spec_cfg)
     assert spec.chat(msgs, p, use_tqdm=False)[0].outputs[0].token_ids == want
     assert spec.get_metrics()["spec_decode_num_accepted_tokens_total"] > 0
 

@@ -11,7 +11,13 @@ import json
 import shutil
 
 import pytest
-from test_spec_decode import CONSTRAINTS, PROMPTS, _requests, _tokens
+from spec_decode_helpers import (
+    PROMPTS,
+    check_greedy_identity_batched,
+    check_greedy_identity_under_preemption,
+    requests,
+    tokens,
+)
 
 from stencil import SamplingParams
 from stencil.engine.errors import ConfigError
@@ -74,10 +80,10 @@ def _acceptance(llm) -> float:
 @pytest.mark.parametrize("draft", DRAFTS)
 def test_greedy_identity_one_at_a_time(plain, drafted, draft):
     spec = drafted(draft)
-    params, prompts = _requests()
+    params, prompts = requests()
     step = len(PROMPTS) if draft == "gguf-q4_1" else 1  # the 135M draft: one prompt per kind
     for p, prompt in list(zip(params, prompts, strict=True))[::step]:
-        assert _tokens(spec, [prompt], [p]) == _tokens(plain, [prompt], [p]), p.constraint
+        assert tokens(spec, [prompt], [p]) == tokens(plain, [prompt], [p]), p.constraint
     assert spec.get_metrics()["spec_decode_num_draft_tokens_total"] > 0
     spec.engine.block_manager.check_integrity([])
     _draft_kv_free(spec)
@@ -96,14 +102,8 @@ def test_same_weights_accepts_nearly_every_draft(tiny_models):
 @pytest.mark.parametrize("draft", DRAFTS[:2])
 def test_greedy_identity_batched_with_prefix_cache(plain, drafted, draft):
     spec = drafted(draft)
-    params, prompts = _requests()
-    for lo in range(0, len(params), 3):  # 3 at a time: drafting
-        want = _tokens(plain, prompts[lo : lo + 3], params[lo : lo + 3])
-        assert _tokens(spec, prompts[lo : lo + 3], params[lo : lo + 3]) == want
-    assert _tokens(spec, prompts, params) == _tokens(plain, prompts, params)  # 15: off
-    assert spec.get_metrics()["prefix_cache_hits_total"] > 0
+    check_greedy_identity_batched(plain, spec)
     assert spec.engine.drafter.draft_model.block_manager.prefix_hits > 0
-    spec.engine.block_manager.check_integrity([])
     _draft_kv_free(spec)
 
 
@@ -117,15 +117,7 @@ def test_greedy_identity_under_preemption(tiny_models, num_kv_blocks):
     plain = make_llm(tiny_models[TARGET], num_kv_blocks=24, **kw)
     spec = make_llm(tiny_models[TARGET], speculative_config=_spec(draft), **kw, **size)
     assert spec.engine.block_manager.num_blocks == 24
-    params = [
-        SamplingParams(temperature=0, max_tokens=40, ignore_eos=True, constraint=c)
-        for c in (None, CONSTRAINTS["regex"], None, CONSTRAINTS["grammar"])
-    ]
-    prompts = [PROMPTS[1], PROMPTS[2], PROMPTS[2], PROMPTS[1]]
-    assert _tokens(spec, prompts, params) == _tokens(plain, prompts, params)
-    assert spec.get_metrics()["num_preemptions_total"] > 0
-    assert spec.get_metrics()["spec_decode_num_draft_tokens_total"] > 0
-    spec.engine.block_manager.check_integrity([])
+    check_greedy_identity_under_preemption(plain, spec)
     _draft_kv_free(spec)
 
 

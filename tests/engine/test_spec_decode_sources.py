@@ -1,9 +1,12 @@
-"""The drafter's structure-aware sources (``key_proposer``, ``label_proposer``, ``row_proposer``)
-and how far it drafts (``chance``): each source's proposal at the points it serves, none where
+"""The drafter's sources (prompt lookup, and the structure-aware ``key_proposer``,
+``label_proposer``, ``row_proposer``) and how far it drafts (``chance``): each source's proposal at the points it serves, none where
 it does not apply. Drafts are proposals only: the engine's output with them is the output
 without them (``test_embedded_model_array_record_identical``)."""
 
 from __future__ import annotations
+
+import gc
+import random
 
 import pytest
 import torch
@@ -16,6 +19,7 @@ from stencil.engine.spec_decode.config import SpeculativeConfig
 from stencil.engine.spec_decode.drafter import Drafter
 from stencil.engine.spec_decode.key_proposer import KeyProposer, property_names
 from stencil.engine.spec_decode.label_proposer import LabelProposer, label_patterns, value_key
+from stencil.engine.spec_decode.ngram_proposer import NgramProposer
 from stencil.engine.spec_decode.row_proposer import RowProposer
 from stencil.testing.tiny_models import make_llm
 
@@ -60,6 +64,28 @@ def _matcher(compiler, tokenizer, text: str, grounded: bool = False):
     for t in tokenizer.encode(text, add_special_tokens=False):
         assert matcher.accept_token(t), text
     return matcher
+
+
+def _lookup_oracle(context: list[int], lo: int, hi: int, k: int) -> tuple[list[int], int]:
+    """Prompt lookup by brute force: the longest suffix n in [lo, hi] that occurs earlier (the
+    occurrence inside ``context[:-1]``), its most recent occurrence's next ``k`` tokens."""
+    for n in range(min(hi, len(context) - 1), lo - 1, -1):
+        ends = [
+            e for e in range(n - 1, len(context) - 1) if context[e - n + 1 : e + 1] == context[-n:]
+        ]
+        if ends:
+            return context[ends[-1] + 1 : ends[-1] + 1 + k], n
+    return [], 0
+
+
+def test_prompt_lookup_matches_brute_force():
+    rng = random.Random(0)
+    for _ in range(3000):
+        context = [rng.randrange(rng.randint(1, 6)) for _ in range(rng.randint(0, 40))]
+        lo, k = rng.randint(1, 4), rng.randint(0, 6)
+        hi = rng.randint(lo, 6)
+        want = _lookup_oracle(context, lo, hi, k) if k > 0 and len(context) > lo else ([], 0)
+        assert NgramProposer(lo, hi).lookup(context, k) == want, (context, lo, hi, k)
 
 
 @pytest.mark.parametrize(
@@ -193,13 +219,15 @@ def test_embedded_model_array_record_identical(default_model_dir):
     """A grounded record with an array of table rows, where the key, row and label sources
     draft: the output with speculation is the output without it, token for token."""
     spec = {"method": "ngram", "num_speculative_tokens": 5, "prompt_lookup_min": 1}
-    plain = make_llm(default_model_dir, max_model_len=512)
-    fast = make_llm(default_model_dir, max_model_len=512, speculative_config=spec)
     msgs = [{"role": "user", "content": f"Extract the receipt as JSON.\n\n{RECEIPT}"}]
     c = Constraint.json_schema(SCHEMA, whitespace="compact", source_text=RECEIPT,
                                ground_strings=True, ground_numbers=True)  # fmt: skip
     p = SamplingParams(temperature=0, max_tokens=96, constraint=c)
+    plain = make_llm(default_model_dir, max_model_len=512)
     want = plain.chat(msgs, p, use_tqdm=False)[0].outputs[0]
+    del plain
+    gc.collect()  # one engine of the fp32 model at a time: the test process stays small
+    fast = make_llm(default_model_dir, max_model_len=512, speculative_config=spec)
     got = fast.chat(msgs, p, use_tqdm=False)[0].outputs[0]
     assert got.token_ids == want.token_ids
     m = fast.get_metrics()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -33,6 +34,16 @@ def chromium() -> Iterator[object]:
         browser = p.chromium.launch(executable_path=path, args=["--no-sandbox"])
         yield browser
         browser.close()
+
+
+@pytest.fixture(scope="session")
+def shots(tmp_path_factory) -> Path:
+    """Where the browser tests' screenshots go: docs/playground/ (what docs/playground.md shows)
+    with ``STENCIL_SCREENSHOTS=1``, else a temporary folder, so a test run leaves the tree as it
+    was."""
+    if os.environ.get("STENCIL_SCREENSHOTS") == "1":
+        return Path(__file__).resolve().parents[2] / "docs" / "playground"
+    return tmp_path_factory.mktemp("playground-shots")
 
 
 @pytest.fixture

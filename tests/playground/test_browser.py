@@ -1,19 +1,16 @@
 """The playground in a real headless Chromium against the live server (the embedded model): a
 schema and a document pasted, Run streams JSON that validates; grounded spans marked at their
 offsets; a bad schema shows the API's own 400; many files give one table and CSV row each.
-Screenshots of the views go to docs/playground/ (docs/playground.md shows them)."""
+Screenshots of the views go to the ``shots`` folder (docs/playground/ with STENCIL_SCREENSHOTS=1)."""
 
 from __future__ import annotations
 
 import csv
 import io
 import json
-from pathlib import Path
 
 import httpx
 import jsonschema
-
-SHOTS = Path(__file__).resolve().parents[2] / "docs" / "playground"
 
 SCHEMA = {
     "type": "object",
@@ -37,7 +34,7 @@ def _run(page) -> None:
     assert page.inner_text("#run-error") == ""
 
 
-def test_run_streams_json_that_validates(page) -> None:
+def test_run_streams_json_that_validates(page, shots) -> None:
     _paste(page, SCHEMA, DOC)
     page.evaluate(
         """() => { window.updates = 0; new MutationObserver(() => window.updates++)
@@ -47,10 +44,10 @@ def test_run_streams_json_that_validates(page) -> None:
     value = json.loads(page.inner_text("#output"))
     jsonschema.validate(value, SCHEMA)
     assert page.evaluate("window.updates") > 3  # it came in pieces, as it streamed
-    page.screenshot(path=str(SHOTS / "output.png"))
+    page.screenshot(path=str(shots / "output.png"))
 
 
-def test_grounded_spans_are_marked_at_their_offsets(page) -> None:
+def test_grounded_spans_are_marked_at_their_offsets(page, shots) -> None:
     _paste(page, SCHEMA, DOC)
     page.check("#grounding")
     page.wait_for_selector("#spec-status.ok", timeout=60_000)
@@ -70,7 +67,7 @@ def test_grounded_spans_are_marked_at_their_offsets(page) -> None:
         assert DOC[m["start"] : m["end"]] == m["text"]
     page.hover('#fields button[data-pointer="/name"]')
     assert page.get_attribute('#grounded-doc mark[data-pointer="/name"]', "class").endswith("hot")
-    page.screenshot(path=str(SHOTS / "grounding.png"))
+    page.screenshot(path=str(shots / "grounding.png"))
     page.hover('#grounded-doc mark[data-pointer="/name"]')  # and back: the span finds its field
     assert "hot" in page.get_attribute('#fields button[data-pointer="/name"]', "class")
 
@@ -99,7 +96,7 @@ def test_a_bad_schema_shows_the_apis_error(page, live_server) -> None:
     assert "/properties/age/minimum" in shown  # the pointer of the offending keyword
 
 
-def test_many_files_give_a_table_and_a_csv_row_each(page) -> None:
+def test_many_files_give_a_table_and_a_csv_row_each(page, shots) -> None:
     _paste(page, SCHEMA, "")
     files = [
         {"name": "ada.txt", "mimeType": "text/plain", "buffer": DOC.encode()},
@@ -130,10 +127,10 @@ def test_many_files_give_a_table_and_a_csv_row_each(page) -> None:
     assert len(lines) == 3
     for line in lines:
         jsonschema.validate(json.loads(line)["data"], SCHEMA)
-    page.screenshot(path=str(SHOTS / "results.png"))
+    page.screenshot(path=str(shots / "results.png"))
 
 
-def test_the_constraint_view_lists_forced_tokens(page) -> None:
+def test_the_constraint_view_lists_forced_tokens(page, shots) -> None:
     fixed = {
         "type": "object",
         "properties": {"first_name": {"type": "string"}, "age_in_years": {"type": "integer"}},
@@ -155,10 +152,10 @@ def test_the_constraint_view_lists_forced_tokens(page) -> None:
     assert page.locator("#trace-chart svg rect").count() == len(tokens)
     summary = page.inner_text("#trace-summary")
     assert f"{len(tokens)} tokens" in summary and "Mask" in summary and "forward" in summary
-    page.screenshot(path=str(SHOTS / "constraint.png"))
+    page.screenshot(path=str(shots / "constraint.png"))
 
 
-def test_keyboard_and_the_schema_library(page) -> None:
+def test_keyboard_and_the_schema_library(page, shots) -> None:
     page.select_option("#library", "invoice")  # a library schema fills the editor, checked
     page.wait_for_selector("#spec-status.ok", timeout=60_000)
     assert json.loads(page.input_value("#spec"))["title"].lower().startswith("invoice")
@@ -171,7 +168,7 @@ def test_keyboard_and_the_schema_library(page) -> None:
     page.keyboard.press("ArrowLeft")
     assert page.evaluate("document.activeElement.id") == "tab-facts"
     page.wait_for_function("document.querySelector('#facts').textContent.includes('vocabulary')")
-    page.screenshot(path=str(SHOTS / "server.png"))
+    page.screenshot(path=str(shots / "server.png"))
     page.evaluate(  # the file input's click is what opens the chooser: count it instead
         """() => document.querySelector('#files').addEventListener('click',
              (e) => { window.chosen = (window.chosen || 0) + 1; e.preventDefault(); })"""

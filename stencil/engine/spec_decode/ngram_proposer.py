@@ -4,7 +4,6 @@ prompt and the output so far) and propose the tokens that followed them there.""
 from __future__ import annotations
 
 import numpy as np
-from numpy.lib.stride_tricks import sliding_window_view
 
 
 class NgramProposer:
@@ -18,14 +17,24 @@ class NgramProposer:
         return self.lookup(context, k)[0]
 
     def lookup(self, context: list[int], k: int) -> tuple[list[int], int]:
-        """``propose``'s tokens and the n of the suffix found (0: none)."""
+        """``propose``'s tokens and the n of the suffix found (0: none).
+
+        One pass over the context finds where its last token occurred before; each longer
+        suffix only narrows those ends (an n + 1-gram occurrence ends where an n-gram one does),
+        so the cost is one comparison of the context plus the few ends left."""
         if k <= 0 or len(context) <= self.min_n:
             return [], 0
         ctx = np.asarray(context, dtype=np.int64)  # [L]
-        for n in range(min(self.max_n, len(ctx) - 1), self.min_n - 1, -1):
-            windows = sliding_window_view(ctx[:-1], n)  # [L - n, n]: every earlier n-gram
-            hits = np.flatnonzero((windows == ctx[-n:]).all(axis=1))
-            if hits.size:
-                start = int(hits[-1]) + n  # the most recent occurrence's continuation
-                return ctx[start : start + k].tolist(), n
-        return [], 0
+        ends = np.flatnonzero(ctx[:-1] == ctx[-1])  # occurrences of the 1-gram, by last index
+        found, end = 0, -1
+        for n in range(1, min(self.max_n, len(ctx) - 1) + 1):
+            if n > 1:  # keep the ends whose occurrence also matches the suffix's n-th last token
+                ends = ends[ends >= n - 1]
+                ends = ends[ctx[ends - (n - 1)] == ctx[-n]]
+            if not ends.size:
+                break
+            if n >= self.min_n:
+                found, end = n, int(ends[-1])  # the most recent occurrence
+        if not found:
+            return [], 0
+        return ctx[end + 1 : end + 1 + k].tolist(), found
