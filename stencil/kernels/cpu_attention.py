@@ -34,8 +34,6 @@ FLAGS = [
     "-fPIC",
 ]  # no -ffinite-math-only: -inf masks
 MAX_ROWS, MAX_DIM, MAX_CHUNK = 64, 256, 64  # the C kernel's per-unit buffers
-KEY_RANGE = 128  # keys per independent softmax state in the C kernel (its KEY_RANGE)
-SPLIT_WORK = 1 << 22  # most floats of range states a split step may take (16 MiB)
 _P = ctypes.c_void_p
 _ARGTYPES = [
     _P,
@@ -152,7 +150,7 @@ def _launch(q, k_cache, v_cache, block_tables, cu_seqlens_q, context_lens) -> _L
     # the C kernel trusts its indices: check the step's shapes once
     if cu_seqlens_q[-1] != q.shape[0] or max(context_lens, default=0) > block_tables.shape[1] * bs:
         raise ValueError("paged_attention: query offsets or context lengths exceed the inputs")
-    cu, ctx, units = _plan(cu_seqlens_q, context_lens, group, kv_heads, dim)
+    cu, ctx, units = _plan(cu_seqlens_q, context_lens, group, kv_heads)
     tables = block_tables.to(torch.int32).contiguous()
     sb, ss, sh, _ = k_cache.stride()
     args = (
@@ -186,45 +184,20 @@ def _fits(k_cache, v_cache, block_size, dim, group) -> bool:
     )
 
 
-def _plan(cu_seqlens_q, context_lens, group, kv_heads, dim) -> tuple[torch.Tensor, ...]:
-    """Offsets, context lengths and the work units (sequence, kv head, first position, positions,
-    key range, work offset). A step with fewer units than 4 per thread (one sequence's few rows)
-    is split: one unit per KEY_RANGE keys, their states merged after, so that every core takes a
-    share of the keys; the kernel computes a row the same way split or not (see its merge())."""
+def _plan(cu_seqlens_q, context_lens, group, kv_heads) -> tuple[torch.Tensor, ...]:
+    """Offsets, context lengths and the work units (sequence, kv head, first position, positions)."""
     tile = MAX_ROWS // group
     units = [
-        (b, h, p, min(tile, cu_seqlens_q[b + 1] - cu_seqlens_q[b] - p), -1, 0)
+        (b, h, p, min(tile, cu_seqlens_q[b + 1] - cu_seqlens_q[b] - p))
         for b in range(len(context_lens))
         for p in range(0, cu_seqlens_q[b + 1] - cu_seqlens_q[b], tile)
         for h in range(kv_heads)
     ]
-    threads = torch.get_num_threads()
-    if threads > 1 and len(units) < 4 * threads:
-        units = _split(units, cu_seqlens_q, context_lens, group, dim) or units
-
-    def cost(u: tuple) -> int:  # query rows x keys
-        b, _, p, n, key_range, _ = u
-        hi = context_lens[b] - (cu_seqlens_q[b + 1] - cu_seqlens_q[b]) + p + n
-        return n * (hi if key_range < 0 else min(KEY_RANGE, hi - key_range * KEY_RANGE))
-
-    units.sort(key=lambda u: -cost(u))  # longest first: better dynamic balance
+    units.sort(key=lambda u: -u[3] * context_lens[u[0]])  # longest first: better dynamic balance
     cu, ctx, units = (
         torch.tensor(x, dtype=torch.int32) for x in (cu_seqlens_q, context_lens, units)
     )
-    return cu, ctx, units.view(-1, 6)
-
-
-def _split(units, cu_seqlens_q, context_lens, group, dim) -> list[tuple] | None:
-    """Each unit as one unit per key range (the ranges up to its last row's position), with the
-    offset of its range states in the kernel's work buffer; None where that buffer would exceed
-    SPLIT_WORK floats."""
-    split, offset = [], 0
-    for b, h, p, n, _, _ in units:
-        hi = context_lens[b] - (cu_seqlens_q[b + 1] - cu_seqlens_q[b]) + p + n
-        ranges = -(-hi // KEY_RANGE)
-        split += [(b, h, p, n, r, offset) for r in range(ranges)]
-        offset += ranges * group * n * (dim + 2)
-    return split if offset <= SPLIT_WORK else None
+    return cu, ctx, units.view(-1, 4)
 
 
 def load() -> CpuPagedAttention | None:

@@ -192,8 +192,8 @@ def test_cpu_attention_reads_queries_from_a_qkv_view(kernel) -> None:
 
 
 # (heads, kv heads, dim, block size, window, softcap, sinks): SmolLM2's heads, 4-row AVX512 dot
-# products (dim % 16 == 0) and the scalar path (dim 8), windows (one inside a 128-key range, one
-# across ranges), Gemma 2's soft cap, GPT-OSS's sinks, 48-key chunks that do not divide 128
+# products (dim % 16 == 0) and the scalar path (dim 8), windows (9 keys, and 100 keys
+# across 64-key chunks), Gemma 2's soft cap, GPT-OSS's sinks, 48-key chunks that do not divide 128
 ROW_INVARIANCE_CASES = {
     "smollm2-bs16": (9, 3, 64, 16, None, None, False),
     "gqa2-dim32-bs4": (4, 2, 32, 4, None, None, False),
@@ -203,7 +203,7 @@ ROW_INVARIANCE_CASES = {
     "gqa2-dim64-softcap": (4, 2, 64, 16, None, 3.0, False),
     "smollm2-bs48": (9, 3, 64, 48, None, None, False),
 }
-# contexts around the kernel's 64-key chunks and 128-key ranges
+# contexts around the kernel's 64-key chunks and past 128 and 256 keys
 ROW_INVARIANCE_CONTEXTS = (7, 64, 65, 127, 128, 129, 200, 255, 256, 257, 300)
 
 
@@ -213,8 +213,7 @@ def test_cpu_attention_is_row_invariant(kernel, name: str, dtype: torch.dtype) -
     """A position's output is the same, bit for bit, computed alone (a decode step) and among
     the 1-12 positions of a speculative verification step, on 1 thread or 2, alone in its step or
     beside other sequences: greedy speculative decoding is exact only if no op's numerics depend
-    on the rows per step. The kernel splits one sequence's keys between the threads where a step
-    has few work units (2 threads, one sequence) and not otherwise (1 thread, or beside others)."""
+    on the rows per step, nor on the threads or the other sequences sharing the step."""
     heads, kv_heads, dim, bs, window, softcap, sinks = ROW_INVARIANCE_CASES[name]
     gen = torch.Generator().manual_seed(7)
     top = max(ROW_INVARIANCE_CONTEXTS)

@@ -19,12 +19,154 @@
 #include <stdint.h>
 #include <string.h>
 
-#include <stdlib.h>
+#include "cpu_math.h"
+#if defined(__AVX512F__) && defined(__AVX512DQ__)
+#include <immintrin.h>
+#define HAVE_AVX512 1
+#if defined(__AVX512BF16__)
+#define HAVE_AVX512_BF16 1
+#endif
+#endif
 
-#include "attention_simd.h"
+#define MAX_ROWS 64
+#define MAX_DIM 256
+#define MAX_CHUNK 64 /* keys per online-softmax update: whole blocks, so block_size <= 64 */
 
-#define KEY_RANGE 128 /* keys per independent softmax state, a multiple of 64: see merge() */
-#define UNIT 6        /* int32 columns of a work unit */
+/* A cache row as float32 (the row itself, or widened from bf16 into `tmp`). */
+static inline const float *cache_row(const void *row, int bf16, int dim, float *tmp) {
+    if (!bf16) return (const float *)row;
+    for (int d = 0; d < dim; d++) tmp[d] = bf16_to_f32(((const uint16_t *)row)[d]);
+    return tmp;
+}
+
+static inline float dot(const float *a, const float *b, int dim) {
+    float s = 0.f;
+#pragma omp simd reduction(+ : s)
+    for (int d = 0; d < dim; d++) s += a[d] * b[d];
+    return s;
+}
+
+#ifdef HAVE_AVX512
+/* [sum(a), sum(b), sum(c), sum(d)]: four horizontal sums for the price of about one. */
+static inline __m128 hsum4(__m512 a, __m512 b, __m512 c, __m512 d) {
+    __m512 ab = _mm512_add_ps(_mm512_unpacklo_ps(a, b), _mm512_unpackhi_ps(a, b));
+    __m512 cd = _mm512_add_ps(_mm512_unpacklo_ps(c, d), _mm512_unpackhi_ps(c, d));
+    __m512 abcd = _mm512_add_ps(
+        _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(ab), _mm512_castps_pd(cd))),
+        _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(ab), _mm512_castps_pd(cd))));
+    __m256 half = _mm256_add_ps(_mm512_castps512_ps256(abcd), _mm512_extractf32x8_ps(abcd, 1));
+    return _mm_add_ps(_mm256_castps256_ps128(half), _mm256_extractf128_ps(half, 1));
+}
+
+/* Scores of rows x four keys (dim a multiple of 16): out[r * stride + i] = q_r . k_i. Four rows
+ * at a time share each loaded key chunk (16 accumulators); the remaining rows one by one. */
+static inline void dot4(const float *const *qrow, int rows, const float *const k[4], int dim,
+                        float *out, int stride) {
+    int r = 0;
+    for (; r + 4 <= rows; r += 4) {
+        __m512 c[4][4];
+        for (int i = 0; i < 4; i++)
+            for (int j = 0; j < 4; j++) c[i][j] = _mm512_setzero_ps();
+        for (int d = 0; d < dim; d += 16) {
+            __m512 kv[4];
+            for (int j = 0; j < 4; j++) kv[j] = _mm512_loadu_ps(k[j] + d);
+            for (int i = 0; i < 4; i++) {
+                __m512 q = _mm512_loadu_ps(qrow[r + i] + d);
+                for (int j = 0; j < 4; j++) c[i][j] = _mm512_fmadd_ps(q, kv[j], c[i][j]);
+            }
+        }
+        for (int i = 0; i < 4; i++)
+            _mm_storeu_ps(out + (int64_t)(r + i) * stride, hsum4(c[i][0], c[i][1], c[i][2], c[i][3]));
+    }
+    for (; r < rows; r++) {
+        __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+        for (int d = 0; d < dim; d += 16) {
+            __m512 q = _mm512_loadu_ps(qrow[r] + d);
+            s0 = _mm512_fmadd_ps(q, _mm512_loadu_ps(k[0] + d), s0);
+            s1 = _mm512_fmadd_ps(q, _mm512_loadu_ps(k[1] + d), s1);
+            s2 = _mm512_fmadd_ps(q, _mm512_loadu_ps(k[2] + d), s2);
+            s3 = _mm512_fmadd_ps(q, _mm512_loadu_ps(k[3] + d), s3);
+        }
+        _mm_storeu_ps(out + (int64_t)r * stride, hsum4(s0, s1, s2, s3));
+    }
+}
+#endif
+
+#ifdef HAVE_AVX512_BF16
+/* A query row as bf16 (dim a multiple of 32). Exact for a bf16 model, whose queries were bf16
+ * before the wrapper widened them. */
+static inline void to_bf16(const float *src, int dim, uint16_t *dst) {
+    for (int d = 0; d < dim; d += 32) {
+        __m512bh v = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(src + d + 16), _mm512_loadu_ps(src + d));
+        _mm512_storeu_si512(dst + d, (__m512i)v);
+    }
+}
+
+/* dot4 for bf16 keys read in place (rows a multiple of 4): AVX512-BF16 pair dot products, fp32
+ * accumulation, four rows sharing each loaded key chunk. */
+static inline void dot4_bf16(const uint16_t (*qb)[MAX_DIM], int rows, const uint16_t *const k[4],
+                             int dim, float *out, int stride) {
+    for (int r = 0; r < rows; r += 4) {
+        __m512 c[4][4];
+        for (int i = 0; i < 4; i++)
+            for (int j = 0; j < 4; j++) c[i][j] = _mm512_setzero_ps();
+        for (int d = 0; d < dim; d += 32) {
+            __m512bh kv[4];
+            for (int j = 0; j < 4; j++) kv[j] = (__m512bh)_mm512_loadu_si512(k[j] + d);
+            for (int i = 0; i < 4; i++) {
+                __m512bh q = (__m512bh)_mm512_loadu_si512(qb[r + i] + d);
+                for (int j = 0; j < 4; j++) c[i][j] = _mm512_dpbf16_ps(c[i][j], q, kv[j]);
+            }
+        }
+        for (int i = 0; i < 4; i++)
+            _mm_storeu_ps(out + (int64_t)(r + i) * stride, hsum4(c[i][0], c[i][1], c[i][2], c[i][3]));
+    }
+}
+#endif
+
+/* Prefetch rows [from, to) of a list of cache rows, `bytes` each: a decode step otherwise waits on
+ * each block's lines. */
+static inline void prefetch_rows(const void *const *rows, int bytes, int from, int to) {
+    for (int j = from; j < to; j++)
+        for (int o = 0; o < bytes; o += 64) prefetch_line((const char *)rows[j] + o);
+}
+
+#ifdef HAVE_AVX512
+/* 16 values of a cache row as float32: loaded, or widened from bf16 in registers. */
+static inline __m512 load16(const void *row, int d, int bf16) {
+    if (!bf16) return _mm512_loadu_ps((const float *)row + d);
+    __m256i h = _mm256_loadu_si256((const __m256i *)((const uint16_t *)row + d));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+/* acc[r] += sum_j p[r][j] * v_j over nk keys, 4 rows x 64 dims of accumulators held in
+ * registers across the keys (dim a multiple of 64; rows padded to a multiple of 4 by the caller,
+ * the padding rows' p all zero). Each value chunk is loaded once per 4 rows, where the row-by-row
+ * loop loaded and stored the accumulator once per key. The first pass prefetches the next
+ * chunk's first nk value rows, one per key. */
+static inline void accumulate_v(float (*acc)[MAX_DIM], float (*p)[MAX_CHUNK], int rows,
+                                const void *const *vrow, int bf16, int nk, int dim,
+                                const void *const *next_v, int next_n) {
+    int bytes = dim * (bf16 ? 2 : 4);
+    for (int r0 = 0; r0 < rows; r0 += 4)
+        for (int d0 = 0; d0 < dim; d0 += 64) {
+            __m512 c[4][4];
+            for (int r = 0; r < 4; r++)
+                for (int i = 0; i < 4; i++) c[r][i] = _mm512_loadu_ps(acc[r0 + r] + d0 + 16 * i);
+            for (int j = 0; j < nk; j++) {
+                if (r0 + d0 == 0 && j < next_n) prefetch_rows(next_v, bytes, j, j + 1);
+                __m512 v[4];
+                for (int i = 0; i < 4; i++) v[i] = load16(vrow[j], d0 + 16 * i, bf16);
+                for (int r = 0; r < 4; r++) {
+                    __m512 w = _mm512_set1_ps(p[r0 + r][j]);
+                    for (int i = 0; i < 4; i++) c[r][i] = _mm512_fmadd_ps(w, v[i], c[r][i]);
+                }
+            }
+            for (int r = 0; r < 4; r++)
+                for (int i = 0; i < 4; i++) _mm512_storeu_ps(acc[r0 + r] + d0 + 16 * i, c[r][i]);
+        }
+}
+#endif
 
 typedef struct {
     const float *q;
@@ -51,39 +193,17 @@ static inline int first_key(const Args *a, int b, int p0) {
     return a->window > 0 && pos - a->window + 1 > 0 ? pos - a->window + 1 : 0;
 }
 
-/* Pointers to the key and value rows [k0, k1) of kv head h. */
-static inline void chunk_rows(const Args *a, const int32_t *table, int h, int k0, int k1,
+/* Pointers to the key and value rows [k0, k1) of kv head h (blocks from `start`, a block start). */
+static inline void chunk_rows(const Args *a, const int32_t *table, int h, int start, int k0, int k1,
                               const void **krow, const void **vrow) {
     int bs = a->block_size, elt = a->bf16 ? 2 : 4;
-    for (int blk = k0 - k0 % bs; blk < k1; blk += bs) {
+    for (int blk = start; blk < k1; blk += bs) {
         int64_t base = (int64_t)table[blk / bs] * a->sb + (int64_t)h * a->sh;
         for (int key = blk < k0 ? k0 : blk; key < blk + bs && key < k1; key++) {
             int64_t off = (base + (int64_t)(key - blk) * a->ss) * elt;
             krow[key - k0] = (const char *)a->k + off;
             vrow[key - k0] = (const char *)a->v + off;
         }
-    }
-}
-
-/* Keys are taken in chunks of whole blocks (up to MAX_CHUNK keys, one online-softmax update per
- * chunk and row) from multiples of `chunk`, cut where a KEY_RANGE starts (see merge()):
- * boundaries at fixed key indices, the same in any step. The end of the chunk from key x, where
- * g is the multiple of `chunk` at or before x (kept by the caller: no division per chunk). */
-static inline int chunk_end(int x, int g, int chunk) {
-    int c = g + chunk, r = (x & -KEY_RANGE) + KEY_RANGE;
-    return c < r ? c : r;
-}
-
-/* A unit's key span [lo, hi): from the first key its first row sees to its last row's position,
- * cut to key range `range` where that is >= 0. */
-static inline void span(const Args *a, const int32_t *w, int range, int *lo, int *hi) {
-    int b = w[0];
-    *lo = first_key(a, b, w[2]);
-    *hi = a->ctx[b] - (a->cu_q[b + 1] - a->cu_q[b]) + w[2] + w[3];
-    if (range >= 0) {
-        int r0 = range * KEY_RANGE, r1 = r0 + KEY_RANGE;
-        *lo = *lo > r0 ? *lo : r0;
-        *hi = *hi < r1 ? *hi : r1;
     }
 }
 
@@ -136,99 +256,29 @@ static void scores(const Args *a, const float *const *qrow, const uint16_t (*qb)
 #endif
 }
 
-/* A softmax state per row: running max m, denominator l and unnormalized output acc (row r's at
- * acc + r * stride). */
-typedef struct {
-    float *m, *l, *acc;
-    int stride;
-} State;
-
-/* run <- run merged with part, row by row: the state over a row's keys so far, then the state of
- * its next KEY_RANGE keys computed from scratch. A row's keys are split at fixed multiples of
- * KEY_RANGE and the ranges merged in order, one at a time, whether one unit runs them all (merging
- * as it goes) or one unit per range runs on each thread and the ranges are merged after (a step
- * with too few units for the threads: one sequence's keys shared between the cores). Not inlined,
- * so both run the same instructions: a row's output is the same bit for bit either way. */
-static __attribute__((noinline)) void merge(State run, State part, int rows, int dim) {
-    for (int r = 0; r < rows; r++) {
-        float pm = part.m[r], rm = run.m[r], *ra = run.acc + (int64_t)r * run.stride;
-        const float *pa = part.acc + (int64_t)r * part.stride;
-        if (pm == -INFINITY) continue; /* the row sees no key of the range */
-        if (rm == -INFINITY) {
-            memcpy(ra, pa, sizeof(float) * dim);
-            run.m[r] = pm, run.l[r] = part.l[r];
-            continue;
-        }
-        float mx = pm > rm ? pm : rm, c0 = expf(rm - mx), c1 = expf(pm - mx);
-        for (int d = 0; d < dim; d++) ra[d] = fmaf(pa[d], c1, ra[d] * c0);
-        run.l[r] = fmaf(part.l[r], c1, run.l[r] * c0);
-        run.m[r] = mx;
-    }
-}
-
-/* An empty state: no key seen. */
-static void reset(State st, int rows, int dim) {
-    for (int r = 0; r < rows; r++) {
-        st.m[r] = -INFINITY, st.l[r] = 0.f;
-        memset(st.acc + (int64_t)r * st.stride, 0, sizeof(float) * dim);
-    }
-}
-
-/* The unit's outputs acc / l, the sinks joining the denominators. */
-static __attribute__((noinline)) void finish(const Args *a, const int32_t *w, State st) {
-    int group = a->heads / a->kv_heads, rows = group * w[3], dim = a->dim;
-    for (int r = 0; r < rows; r++) {
-        int p = w[2] + r / group, head = w[1] * group + r % group;
-        float *o = a->out + ((int64_t)(a->cu_q[w[0]] + p) * a->heads + head) * dim;
-        float m = st.m[r], l = st.l[r], *acc = st.acc + (int64_t)r * st.stride;
-        if (a->sinks && m != -INFINITY) { /* the sink joins the denominator, adds no value */
-            float sink = a->sinks[head], mx = sink > m ? sink : m, corr = expf(m - mx);
-            for (int d = 0; d < dim; d++) acc[d] *= corr;
-            l = l * corr + expf(sink - mx);
-        }
-        float inv = l > 0.f ? 1.f / l : 0.f;
-        for (int d = 0; d < dim; d++) o[d] = acc[d] * inv;
-    }
-}
-
-/* Key range `range`'s states of a split unit's rows in the work buffer: m [rows], l [rows],
- * acc [rows, dim] per range, the unit's ranges one after another from offset w[5]. */
-static inline State partial(const Args *a, const int32_t *w, float *work, int range) {
-    int rows = a->heads / a->kv_heads * w[3];
-    float *p = work + w[5] + (int64_t)range * rows * (a->dim + 2);
-    return (State){p, p + rows, p + 2 * rows, a->dim};
-}
-
-/* The key range unit w runs: its own; -1 (every key) or -2 (none) for a split unit without a
- * work buffer. */
-static inline int key_range(const int32_t *w, const float *work) {
-    return w[4] < 0 || work ? w[4] : (w[4] == 0 ? -1 : -2);
-}
-
-/* Rows of a unit: row r = (position p0 + r / group, query head h * group + r % group). Unit w
- * = (sequence, kv head, first position, positions, key range, work offset): key range -1 runs
- * every key and writes the outputs; a key range >= 0 runs that range's keys only and leaves its
- * state in the work buffer (where there is none, range 0 runs every key and the others none). */
-static void unit(const Args *a, const int32_t *w, float *work) {
-    int b = w[0], h = w[1], p0 = w[2], np = w[3], range = key_range(w, work);
-    if (range == -2) return;
+/* Rows of a unit: row r = (position p0 + r / group, query head h * group + r % group). The keys
+ * are taken a chunk of whole blocks (up to MAX_CHUNK keys) at a time: one online-softmax update
+ * per chunk and row. */
+static void unit(const Args *a, int b, int h, int p0, int np) {
     int group = a->heads / a->kv_heads, rows = group * np, dim = a->dim, bs = a->block_size;
     int q_len = a->cu_q[b + 1] - a->cu_q[b], ctx = a->ctx[b];
     float acc[MAX_ROWS][MAX_DIM], m[MAX_ROWS], l[MAX_ROWS], s[MAX_ROWS][MAX_CHUNK];
-    float run_acc[MAX_ROWS][MAX_DIM], run_m[MAX_ROWS], run_l[MAX_ROWS];
-    State part = {m, l, &acc[0][0], MAX_DIM}, run = {run_m, run_l, &run_acc[0][0], MAX_DIM};
     const float *qrow[MAX_ROWS];
     int qpos[MAX_ROWS];
     for (int r = 0; r < rows; r++) {
         int p = p0 + r / group, head = h * group + r % group;
         qrow[r] = a->q + (int64_t)(a->cu_q[b] + p) * a->q_stride + (int64_t)head * dim;
         qpos[r] = ctx - q_len + p;
+        m[r] = -INFINITY;
+        l[r] = 0.f;
+        memset(acc[r], 0, sizeof(float) * dim);
     }
     /* rows padded to a multiple of 4 for the 4-row kernels: copies of row 0, results unused */
     int padded = (rows + 3) & ~3;
-    for (int r = rows; r < padded; r++) qrow[r] = qrow[0];
-    reset(part, padded, dim);
-    if (range < 0) reset(run, rows, dim);
+    for (int r = rows; r < padded; r++) {
+        qrow[r] = qrow[0];
+        memset(acc[r], 0, sizeof(float) * dim);
+    }
     uint16_t (*qb)[MAX_DIM] = NULL;
 #ifdef HAVE_AVX512_BF16
     uint16_t qbuf[MAX_ROWS][MAX_DIM];
@@ -237,26 +287,18 @@ static void unit(const Args *a, const int32_t *w, float *work) {
         for (int r = 0; r < padded; r++) to_bf16(qrow[r], dim, qb[r]);
     }
 #endif
-    int lo, hi, chunk = MAX_CHUNK / bs * bs;
-    span(a, w, range, &lo, &hi);
+    int hi = qpos[rows - 1] + 1, lo = first_key(a, b, p0), chunk = MAX_CHUNK / bs * bs;
     const int32_t *table = a->tables + (int64_t)b * a->width;
     const void *rows_k[2][MAX_CHUNK], *rows_v[2][MAX_CHUNK];
-    int g = lo - lo % chunk, first = g > (lo & -KEY_RANGE) ? g : (lo & -KEY_RANGE);
-    int cur = 0, end = chunk_end(lo, g, chunk);
-    chunk_rows(a, table, h, lo, end < hi ? end : hi, rows_k[0], rows_v[0]);
-    for (int start = first; start < hi; start = end, cur ^= 1) {
-        end = chunk_end(start, g, chunk);
-        g = end == g + chunk ? end : g; /* the grid point at or before the next chunk */
-        int k0 = start < lo ? lo : start, k1 = end < hi ? end : hi, nk = k1 - k0;
-        if (start % KEY_RANGE == 0 && start > first) { /* a new key range, a new state */
-            merge(run, part, rows, dim);
-            reset(part, rows, dim);
-        }
+    int cur = 0, start = lo - lo % chunk; /* chunks at multiples of `chunk`: the same in any step */
+    chunk_rows(a, table, h, start, lo, start + chunk < hi ? start + chunk : hi, rows_k[0], rows_v[0]);
+    for (; start < hi; start += chunk, cur ^= 1) {
+        int k0 = start < lo ? lo : start, k1 = start + chunk < hi ? start + chunk : hi, nk = k1 - k0;
         const void *const *krow = rows_k[cur], *const *vrow = rows_v[cur];
         int next_n = 0;  /* the next chunk's rows: known now, prefetched while this one is scored */
         if (k1 < hi) {
-            int next_end = chunk_end(k1, g, chunk) < hi ? chunk_end(k1, g, chunk) : hi;
-            chunk_rows(a, table, h, k1, next_end, rows_k[cur ^ 1], rows_v[cur ^ 1]);
+            int next_end = k1 + chunk < hi ? k1 + chunk : hi;
+            chunk_rows(a, table, h, k1, k1, next_end, rows_k[cur ^ 1], rows_v[cur ^ 1]);
             next_n = next_end - k1;
         }
         scores(a, qrow, (const uint16_t (*)[MAX_DIM])qb, rows, padded, krow, nk, s, rows_k[cur ^ 1],
@@ -327,45 +369,33 @@ static void unit(const Args *a, const int32_t *w, float *work) {
         }
         prefetch_rows(next_v, row_bytes(a), nk, next_n);  /* a next chunk longer than this one */
     }
-    if (range >= 0) { /* this range's state, for merge_unit */
-        State out = partial(a, w, work, range);
-        for (int r = 0; r < rows; r++) {
-            out.m[r] = m[r], out.l[r] = l[r];
-            memcpy(out.acc + (int64_t)r * dim, acc[r], sizeof(float) * dim);
+    for (int r = 0; r < rows; r++) {
+        int p = p0 + r / group, head = h * group + r % group;
+        float *o = a->out + ((int64_t)(a->cu_q[b] + p) * a->heads + head) * dim;
+        if (a->sinks && m[r] != -INFINITY) { /* the sink joins the denominator, adds no value */
+            float sink = a->sinks[head], mx = sink > m[r] ? sink : m[r], corr = expf(m[r] - mx);
+            for (int d = 0; d < dim; d++) acc[r][d] *= corr;
+            l[r] = l[r] * corr + expf(sink - mx);
         }
-        return;
+        float inv = l[r] > 0.f ? 1.f / l[r] : 0.f;
+        for (int d = 0; d < dim; d++) o[d] = acc[r][d] * inv;
     }
-    merge(run, part, rows, dim);
-    finish(a, w, run);
-}
-
-/* A split unit's outputs: its key ranges' states merged in order (w: the unit of range 0). */
-static void merge_unit(const Args *a, const int32_t *w, float *work) {
-    int rows = a->heads / a->kv_heads * w[3], lo, hi;
-    float acc[MAX_ROWS][MAX_DIM], m[MAX_ROWS], l[MAX_ROWS];
-    State run = {m, l, &acc[0][0], MAX_DIM};
-    reset(run, rows, a->dim);
-    span(a, w, -1, &lo, &hi);
-    for (int range = 0; range * KEY_RANGE < hi; range++)
-        merge(run, partial(a, w, work, range), rows, a->dim);
-    finish(a, w, run);
 }
 
 /* Prefetch the first chunk a unit reads. */
-static inline void prefetch_unit(const Args *a, const int32_t *w, const float *work) {
-    int lo, hi, range = key_range(w, work), chunk = MAX_CHUNK / a->block_size * a->block_size;
-    if (range == -2) return;
-    span(a, w, range, &lo, &hi);
-    int end = chunk_end(lo, lo - lo % chunk, chunk), to = end < hi ? end : hi;
+static inline void prefetch_unit(const Args *a, const int32_t *w) {
+    int b = w[0], lo = first_key(a, b, w[2]), bs = a->block_size, chunk = MAX_CHUNK / bs * bs;
+    int first = lo - lo % chunk;
+    int hi = a->ctx[b] - (a->cu_q[b + 1] - a->cu_q[b]) + w[2] + w[3];
+    int end = first + chunk, to = end < hi ? end : hi;
     const void *k[MAX_CHUNK], *v[MAX_CHUNK];
-    chunk_rows(a, a->tables + (int64_t)w[0] * a->width, w[1], lo, to, k, v);
+    chunk_rows(a, a->tables + (int64_t)b * a->width, w[1], first, lo, to, k, v);
     prefetch_rows(k, row_bytes(a), 0, to - lo);
     prefetch_rows(v, row_bytes(a), 0, to - lo);
 }
 
-/* `units`: [num_units, UNIT] int32 rows (see unit()), planned by the caller; each unit has at most
- * MAX_ROWS query rows; the units of one split unit, one per key range from 0 up, share a work
- * offset (the caller's sum of the floats they need before it). */
+/* `units`: [num_units, 4] int32 rows (sequence, kv head, first position, positions), planned by
+ * the caller; each unit has at most MAX_ROWS query rows. */
 void paged_attention(const float *q, int64_t q_stride, const void *k, const void *v, int bf16,
                      int64_t sb, int64_t ss, int64_t sh, const int32_t *tables, int width,
                      const int32_t *cu_q, const int32_t *ctx, const int32_t *units, int num_units,
@@ -374,32 +404,19 @@ void paged_attention(const float *q, int64_t q_stride, const void *k, const void
     Args a = {q,    q_stride, k,     v,        bf16, sb,         ss,     sh,    tables, width,
               cu_q, ctx,      heads, kv_heads, dim, block_size, window, scale, sinks, out,
               softcap};
-    int64_t size = 0; /* floats of the split units' range states */
-    for (int u = 0; u < num_units; u++) {
-        const int32_t *w = units + UNIT * u;
-        int64_t end = w[5] + (int64_t)(w[4] + 1) * (heads / kv_heads * w[3]) * (dim + 2);
-        if (w[4] >= 0 && end > size) size = end;
-    }
-    float *work = size ? malloc(sizeof(float) * size) : NULL;
     /* dynamic scheduling, one unit at a time, each thread claiming its next unit before it runs
      * the current one so that the next unit's first block is on its way meanwhile */
     int next = 0;
 #pragma omp parallel num_threads(threads)
     {
         int u = __atomic_fetch_add(&next, 1, __ATOMIC_RELAXED);
-        if (u < num_units) prefetch_unit(&a, units + UNIT * u, work);
+        if (u < num_units) prefetch_unit(&a, units + 4 * u);
         while (u < num_units) {
             int after = __atomic_fetch_add(&next, 1, __ATOMIC_RELAXED);
-            if (after < num_units) prefetch_unit(&a, units + UNIT * after, work);
-            unit(&a, units + UNIT * u, work);
+            if (after < num_units) prefetch_unit(&a, units + 4 * after);
+            const int32_t *w = units + 4 * u;
+            unit(&a, w[0], w[1], w[2], w[3]);
             u = after;
         }
-        if (work) {
-#pragma omp barrier
-#pragma omp for schedule(dynamic)
-            for (int i = 0; i < num_units; i++)
-                if (units[UNIT * i + 4] == 0) merge_unit(&a, units + UNIT * i, work);
-        }
     }
-    free(work);
 }
