@@ -2,6 +2,7 @@
 against the pure-torch path.
 
     python -m bench.kernels.attention_bench [--against GIT_REV|torch] [--threads 2] [--rounds 15]
+        [--only batch|single]
 
 Each case runs the kernel once per layer over that layer's own cache (SmolLM2-135M: 30 layers, 9
 query / 3 kv heads of 64), so a decode step's keys and values come from memory as in the engine,
@@ -10,14 +11,20 @@ scattered as decode allocates them). With ``--against``, the kernel source at th
 built beside the working tree's and the two run alternated (A B A B ...), medians reported with
 their ratio; ``--against torch`` alternates with ``reference.paged_attention`` (block gather +
 matmul, what runs without a C compiler). The memory read roof beside it: ``torch.sum`` over 1 GiB on the same threads.
+
+A second table, one sequence (one request at a time): a decode step (1 query row) and the
+verification steps of speculative decoding (k + 1 rows: 2, 6, 11) at contexts 300 and 900, fp32,
+on 2 threads and on 1.
 """
 
 from __future__ import annotations
 
 import argparse
 import ctypes
+import importlib.util
 import os
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -35,6 +42,8 @@ CASES = (
     ("prefill, 4 x 256 tokens", "prefill", 4),
     ("prefill, 1,024 tokens at 1,024-2,048", "long", 1),
 )
+# one sequence: (context, query rows)
+SINGLE = [(ctx, rows) for ctx in (300, 900) for rows in (1, 2, 6, 11)]
 
 
 def shape(kind: str, batch: int, gen: torch.Generator) -> tuple[list[int], list[int]]:
@@ -48,6 +57,11 @@ def shape(kind: str, batch: int, gen: torch.Generator) -> tuple[list[int], list[
 def step_inputs(kind: str, batch: int, dtype: torch.dtype) -> tuple:
     gen = torch.Generator().manual_seed(0)
     ctxs, q_lens = shape(kind, batch, gen)
+    return inputs(ctxs, q_lens, dtype, gen)
+
+
+def inputs(ctxs: list[int], q_lens: list[int], dtype: torch.dtype, gen: torch.Generator) -> tuple:
+    """A step's query, per-layer caches, block tables, offsets, contexts, bytes and flops."""
     blocks = [-(-c // BLOCK) for c in ctxs]
     perm = torch.randperm(sum(blocks), generator=gen)
     tables = torch.zeros(len(ctxs), max(blocks), dtype=torch.int32)
@@ -78,18 +92,36 @@ def run_step(kernel, q, caches, tables, cu, ctxs) -> float:
     return time.perf_counter() - t
 
 
-def kernel_at(rev: str) -> cpu_attention.CpuPagedAttention:
-    """The kernel as of git revision ``rev`` (built into the cache like the current one)."""
+def kernel_at(rev: str):
+    """The kernel as of git revision ``rev``: its C sources and headers and its Python wrapper (which
+    plans the work units the C of that revision reads), built into the cache like the current one."""
     src = Path(cpu_attention.SOURCE)
-    tmp = Path(tempfile.mkdtemp())
-    for f in [src, *src.parent.glob("*.h")]:
-        rel = f.relative_to(Path(__file__).resolve().parents[2])
-        text = subprocess.run(
+    root = Path(__file__).resolve().parents[2]
+
+    def show(path: Path) -> str:
+        rel = path.relative_to(root)
+        return subprocess.run(
             ["git", "show", f"{rev}:{rel}"], capture_output=True, check=True, text=True
         ).stdout
-        (tmp / f.name).write_text(text)
-    lib = ctypes.CDLL(str(build_library(tmp / src.name, cpu_attention.FLAGS)))
-    return cpu_attention.CpuPagedAttention(lib)
+
+    tmp = Path(tempfile.mkdtemp())
+    listed = subprocess.run(
+        ["git", "ls-tree", "--name-only", rev, f"{src.parent.relative_to(root)}/"],
+        capture_output=True,
+        check=True,
+        text=True,
+        cwd=root,
+    ).stdout.split()
+    for name in [src.name] + [Path(n).name for n in listed if n.endswith(".h")]:
+        (tmp / name).write_text(show(src.parent / name))
+    wrapper = tmp / "cpu_attention_at_rev.py"
+    wrapper.write_text(show(Path(cpu_attention.__file__)))
+    spec = importlib.util.spec_from_file_location("cpu_attention_at_rev", wrapper)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    lib = ctypes.CDLL(str(build_library(tmp / src.name, module.FLAGS)))
+    return module.CpuPagedAttention(lib)
 
 
 def read_roof_gbs() -> float:
@@ -98,6 +130,43 @@ def read_roof_gbs() -> float:
     t = time.perf_counter()
     x.sum()
     return x.numel() * 4 / (time.perf_counter() - t) / 1e9
+
+
+def alternated(kernels: list, args: tuple, rounds: int) -> list[float]:
+    """Median ms of each kernel over ``rounds`` steps, the kernels alternated round by round."""
+    times: list[list[float]] = [[] for _ in kernels]
+    for _ in range(rounds):
+        for i, kernel in enumerate(kernels):
+            times[i].append(run_step(kernel, *args))
+    return [1000 * median(t) for t in times]
+
+
+def batch_table(kernels: list, rounds: int) -> list[list]:
+    rows = []
+    for dtype in (torch.float32, torch.bfloat16):
+        for label, kind, batch in CASES:
+            q, caches, tables, cu, ctxs, kv_bytes, flop = step_inputs(kind, batch, dtype)
+            ms = alternated(kernels, (q, caches, tables, cu, ctxs), rounds)
+            row = [label, str(dtype).removeprefix("torch."), ms[0]]
+            row += [kv_bytes / ms[0] / 1e6, flop / ms[0] / 1e6]
+            if len(ms) > 1:
+                row += [ms[1], f"{ms[1] / ms[0]:.2f}x"]
+            rows.append(row)
+    return rows
+
+
+def single_table(kernels: list, rounds: int, threads: list[int]) -> list[list]:
+    """One sequence, fp32: per (context, rows) the ms on each thread count (and the ratio)."""
+    rows = []
+    for ctx, n in SINGLE:
+        args = inputs([ctx], [n], torch.float32, torch.Generator().manual_seed(0))[:5]
+        row: list = [ctx, n]
+        for t in threads:
+            torch.set_num_threads(t)
+            ms = alternated(kernels, args, rounds)
+            row += [ms[0]] + ([ms[1], f"{ms[1] / ms[0]:.2f}x"] if len(ms) > 1 else [])
+        rows.append(row)
+    return rows
 
 
 def main() -> None:
@@ -109,6 +178,7 @@ def main() -> None:
     )
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--only", choices=["batch", "single"], default=None, help="one table only")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     current = cpu_attention.load()
@@ -117,31 +187,28 @@ def main() -> None:
         old = reference.paged_attention  # block gather + matmul, the pure-torch path
     elif args.against:
         old = kernel_at(args.against)
-    rows = []
-    for dtype in (torch.float32, torch.bfloat16):
-        for label, kind, batch in CASES:
-            q, caches, tables, cu, ctxs, kv_bytes, flop = step_inputs(kind, batch, dtype)
-            kernels = [current] + ([old] if old else [])
-            times: list[list[float]] = [[] for _ in kernels]
-            for _ in range(args.rounds):
-                for i, kernel in enumerate(kernels):
-                    times[i].append(run_step(kernel, q, caches, tables, cu, ctxs))
-            ms = [1000 * median(t) for t in times]
-            row = [label, str(dtype).removeprefix("torch."), ms[0]]
-            row += [kv_bytes / ms[0] / 1e6, flop / ms[0] / 1e6]
-            if old:
-                row += [ms[1], f"{ms[1] / ms[0]:.2f}x"]
-            rows.append(row)
-    headers = ["step (30 layers)", "dtype", "ms", "KV GB/s", "GFLOP/s"]
-    if old:
-        headers += [f"ms at {args.against}", "speed-up"]
-    load = os.getloadavg()[0]
-    print(
-        f"\nPaged attention, one step over {LAYERS} layers' caches, {args.threads} threads, "
-        f"medians of {args.rounds}; memory read roof {read_roof_gbs():.1f} GB/s; "
-        f"1-minute load {load:.1f}\n"
-    )
-    print(table(headers, rows))
+    kernels = [current] + ([old] if old else [])
+    vs = f"at {args.against}"
+    if args.only != "single":
+        headers = ["step (30 layers)", "dtype", "ms", "KV GB/s", "GFLOP/s"]
+        headers += [f"ms {vs}", "speed-up"] if old else []
+        print(
+            f"\nPaged attention, one step over {LAYERS} layers' caches, {args.threads} threads, "
+            f"medians of {args.rounds}; memory read roof {read_roof_gbs():.1f} GB/s; "
+            f"1-minute load {os.getloadavg()[0]:.1f}\n"
+        )
+        print(table(headers, batch_table(kernels, args.rounds)))
+    if args.only != "batch":
+        threads = sorted({args.threads, 1}, reverse=True)
+        headers = ["context", "rows"]
+        for t in threads:
+            headers += [f"ms, {t} thr"] + ([f"{vs}, {t} thr", "speed-up"] if old else [])
+        print(
+            f"\nOne sequence, fp32, one step over {LAYERS} layers' caches, medians of "
+            f"{args.rounds}; 1-minute load {os.getloadavg()[0]:.1f}\n"
+        )
+        print(table(headers, single_table(kernels, args.rounds, threads)))
+        torch.set_num_threads(args.threads)
 
 
 if __name__ == "__main__":

@@ -191,38 +191,71 @@ def test_cpu_attention_reads_queries_from_a_qkv_view(kernel) -> None:
     )
 
 
-# (heads, kv heads, dim, block size, window, softcap): SmolLM2's heads, 4-row AVX512 dot products
-# (dim % 16 == 0) and the scalar path (dim 8), a window, Gemma 2's soft cap
+# (heads, kv heads, dim, block size, window, softcap, sinks): SmolLM2's heads, 4-row AVX512 dot
+# products (dim % 16 == 0) and the scalar path (dim 8), windows (9 keys, and 100 keys
+# across 64-key chunks), Gemma 2's soft cap, GPT-OSS's sinks, 48-key chunks that do not divide 128
 ROW_INVARIANCE_CASES = {
-    "smollm2-bs16": (9, 3, 64, 16, None, None),
-    "gqa2-dim32-bs4": (4, 2, 32, 4, None, None),
-    "mha-dim64-window9": (4, 4, 64, 16, 9, None),
-    "gqa2-dim8": (4, 2, 8, 4, None, None),
-    "gqa2-dim64-softcap": (4, 2, 64, 16, None, 3.0),
+    "smollm2-bs16": (9, 3, 64, 16, None, None, False),
+    "gqa2-dim32-bs4": (4, 2, 32, 4, None, None, False),
+    "mha-dim64-window9": (4, 4, 64, 16, 9, None, False),
+    "gqa3-dim64-window100-sinks": (6, 2, 64, 16, 100, None, True),
+    "gqa2-dim8": (4, 2, 8, 4, None, None, False),
+    "gqa2-dim64-softcap": (4, 2, 64, 16, None, 3.0, False),
+    "smollm2-bs48": (9, 3, 64, 48, None, None, False),
 }
+# contexts around the kernel's 64-key chunks and past 128 and 256 keys
+ROW_INVARIANCE_CONTEXTS = (7, 64, 65, 127, 128, 129, 200, 255, 256, 257, 300)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("name", list(ROW_INVARIANCE_CASES))
 def test_cpu_attention_is_row_invariant(kernel, name: str, dtype: torch.dtype) -> None:
     """A position's output is the same, bit for bit, computed alone (a decode step) and among
-    the 6 positions of a speculative verification step: greedy speculative decoding is exact
-    only if no op's numerics depend on the rows per step. Contexts straddle the kernel's 64-key
-    chunks and its groups of 4 keys."""
-    heads, kv_heads, dim, bs, window, softcap = ROW_INVARIANCE_CASES[name]
+    the 1-12 positions of a speculative verification step, on 1 thread or 2, alone in its step or
+    beside other sequences: greedy speculative decoding is exact only if no op's numerics depend
+    on the rows per step, nor on the threads or the other sequences sharing the step."""
+    heads, kv_heads, dim, bs, window, softcap, sinks = ROW_INVARIANCE_CASES[name]
     gen = torch.Generator().manual_seed(7)
-    n, blocks = 6, 160 // bs
+    top = max(ROW_INVARIANCE_CONTEXTS)
+    blocks = -(-top // bs) + 1
     k_cache, v_cache = (
         torch.randn(blocks, bs, kv_heads, dim, generator=gen).to(dtype) for _ in range(2)
     )
     tables = torch.randperm(blocks, generator=gen).to(torch.int32).view(1, -1)
-    scale = dim**-0.5
-    for ctx in (7, 13, 63, 64, 65, 69, 70, 101, 128, 133):
-        q = 2 * torch.randn(n, heads, dim, generator=gen).to(dtype)
-        kw = dict(sliding_window=window, softcap=softcap)
-        verify = kernel(q, k_cache, v_cache, tables, [0, n], [ctx], scale, **kw)
-        for i in range(n):
-            decode = kernel(
-                q[i : i + 1], k_cache, v_cache, tables, [0, 1], [ctx - n + i + 1], scale, **kw
+    q = 2 * torch.randn(top, heads, dim, generator=gen).to(dtype)  # position p's query: q[p]
+    kw = dict(
+        scale=dim**-0.5,
+        sliding_window=window,
+        softcap=softcap,
+        sinks=torch.linspace(-2.0, 4.0, heads) if sinks else None,
+    )
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        decode = [
+            kernel(q[p : p + 1], k_cache, v_cache, tables, [0, 1], [p + 1], **kw)[0]
+            for p in range(top)
+        ]
+        for t in (1, 2):
+            torch.set_num_threads(t)
+            for ctx in ROW_INVARIANCE_CONTEXTS:
+                for n in range(1, min(12, ctx) + 1):
+                    verify = kernel(q[ctx - n : ctx], k_cache, v_cache, tables, [0, n], [ctx], **kw)
+                    for i in range(n):
+                        assert torch.equal(decode[ctx - n + i], verify[i]), (t, ctx, n, i)
+        # beside 7 other sequences (enough work units: not split), the same bits again
+        for ctx in ROW_INVARIANCE_CONTEXTS:
+            n = min(6, ctx)
+            batch = kernel(
+                q[ctx - n : ctx].repeat(8, 1, 1),
+                k_cache,
+                v_cache,
+                tables.repeat(8, 1),
+                [n * b for b in range(9)],
+                [ctx] * 8,
+                **kw,
             )
-            assert torch.equal(decode[0], verify[i]), (ctx, i)
+            for i in range(n):
+                assert torch.equal(decode[ctx - n + i], batch[i]), (ctx, n, i)
+    finally:
+        torch.set_num_threads(threads)
