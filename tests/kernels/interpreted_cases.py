@@ -23,7 +23,9 @@ pytest.importorskip("triton")
 from kernel_helpers import (  # noqa: E402
     ATTN_CASES,
     BITMASK_CASES,
+    BITMASK_INDICES,
     AttnCase,
+    check_bitmask_against_reference,
     make_attn_inputs,
     naive_attention,
     random_bitmask,
@@ -42,17 +44,9 @@ from stencil.kernels.triton_kv import write_kv  # noqa: E402
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("case", list(BITMASK_CASES))
-@pytest.mark.parametrize("indices", [None, [3, 0], [1], []], ids=["all", "3-0", "1", "none"])
+@pytest.mark.parametrize("indices", list(BITMASK_INDICES.values()), ids=list(BITMASK_INDICES))
 def test_bitmask(case: str, dtype: torch.dtype, indices: list[int] | None) -> None:
-    vocab, words = BITMASK_CASES[case]
-    gen = torch.Generator().manual_seed(vocab * 7 + words)
-    logits = torch.randn(4, vocab, generator=gen).to(dtype)
-    bitmask = random_bitmask(4, words, gen)
-    idx = None if indices is None else torch.tensor(indices, dtype=torch.int32)
-    expect, got = logits.clone(), logits.clone()
-    reference.apply_token_bitmask_inplace(expect, bitmask, idx)
-    apply_token_bitmask_inplace(got, bitmask, idx)
-    assert torch.equal(got, expect)
+    check_bitmask_against_reference(apply_token_bitmask_inplace, case, dtype, indices)
 
 
 def test_bitmask_strided_logits() -> None:

@@ -29,6 +29,25 @@ def random_bitmask(rows: int, words: int, gen: torch.Generator) -> torch.Tensor:
     return bits
 
 
+BITMASK_INDICES = {"all": None, "3-0": [3, 0], "1": [1], "none": []}  # rows masked of 4
+
+
+def check_bitmask_against_reference(apply, case: str, dtype: torch.dtype, indices) -> None:
+    """``apply`` (a twin of ``reference.apply_token_bitmask_inplace``) writes the same logits as
+    the reference on 4 random rows of ``BITMASK_CASES[case]``, masking rows ``indices``."""
+    from stencil.kernels import reference
+
+    vocab, words = BITMASK_CASES[case]
+    gen = torch.Generator().manual_seed(vocab * 7 + words)
+    logits = torch.randn(4, vocab, generator=gen).to(dtype)
+    bitmask = random_bitmask(4, words, gen)
+    idx = None if indices is None else torch.tensor(indices, dtype=torch.int32)
+    expect, got = logits.clone(), logits.clone()
+    reference.apply_token_bitmask_inplace(expect, bitmask, idx)
+    apply(got, bitmask, idx)
+    assert torch.equal(got, expect)
+
+
 def naive_mask(logits: torch.Tensor, bitmask: torch.Tensor, rows: list[int]) -> torch.Tensor:
     """``logits`` with -inf at every token of ``rows`` whose bit is 0 or missing, bit by bit."""
     out = logits.clone()

@@ -6,7 +6,12 @@ from __future__ import annotations
 
 import pytest
 import torch
-from kernel_helpers import BITMASK_CASES, random_bitmask
+from kernel_helpers import (
+    BITMASK_CASES,
+    BITMASK_INDICES,
+    check_bitmask_against_reference,
+    random_bitmask,
+)
 
 from stencil.kernels import get_kernels, reference
 from stencil.kernels.cpu_bitmask import CpuTokenBitmask, load
@@ -21,17 +26,9 @@ def kernel() -> CpuTokenBitmask:
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("case", list(BITMASK_CASES))
-@pytest.mark.parametrize("indices", [None, [3, 0], [1], []], ids=["all", "3-0", "1", "none"])
+@pytest.mark.parametrize("indices", list(BITMASK_INDICES.values()), ids=list(BITMASK_INDICES))
 def test_matches_the_twin(kernel, case: str, dtype: torch.dtype, indices) -> None:
-    vocab, words = BITMASK_CASES[case]
-    gen = torch.Generator().manual_seed(vocab * 7 + words)
-    logits = torch.randn(4, vocab, generator=gen).to(dtype)
-    bitmask = random_bitmask(4, words, gen)
-    idx = None if indices is None else torch.tensor(indices, dtype=torch.int32)
-    expect, got = logits.clone(), logits.clone()
-    reference.apply_token_bitmask_inplace(expect, bitmask, idx)
-    kernel(got, bitmask, idx)
-    assert torch.equal(got, expect)
+    check_bitmask_against_reference(kernel, case, dtype, indices)
 
 
 def test_strided_logits_and_inference_tensors(kernel) -> None:
