@@ -14,6 +14,7 @@ import pytest
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from stencil.testing.live_server import LiveServer, serving
+from stencil.testing.memory import release_memory, resident_mib
 from stencil.testing.tiny_models import TEST_KV_BYTES
 
 API_KEY = "sk-stencil-test"
@@ -22,34 +23,6 @@ STOP_LIVE_SERVER = pytest.StashKey[Callable[[], None]]()
 
 
 RELEASE_AFTER_MIB = 128  # a test that grew the process this much built (and dropped) engines
-
-
-def _rss_mib() -> int:
-    """The process's resident memory (0 where there is no /proc)."""
-    try:
-        with open("/proc/self/status") as f:
-            return next(int(line.split()[1]) >> 10 for line in f if line.startswith("VmRSS:"))
-    except (OSError, StopIteration):
-        return 0
-
-
-def _release_memory() -> None:
-    """Free what finished tests dropped. FastAPI keeps every endpoint it served in module-level
-    caches (4096 entries), and through the routes' closures each app's engine: cleared first.
-    An engine is a reference cycle, so it lasts until a full collection. glibc keeps the freed
-    heap pages: ``malloc_trim`` hands them back (the test process grew past 10 GiB without)."""
-    import ctypes
-    import gc
-    import sys
-
-    fastapi_models = sys.modules.get("fastapi.dependencies.models")
-    for cached in vars(fastapi_models).values() if fastapi_models else ():
-        if callable(getattr(cached, "cache_clear", None)):
-            cached.cache_clear()
-    gc.collect()
-    trim = getattr(ctypes.CDLL(None), "malloc_trim", None)  # glibc only
-    if trim is not None:
-        trim(0)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -67,10 +40,14 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     """After a module (its models and KV caches freed), and after a test that grew the process
     (it built engines: the next test must not build its own on top of them), release memory;
     here, once pytest has dropped the test's arguments."""
-    before = _rss_mib()
+    before = resident_mib()
     result = yield
-    if nextitem is None or nextitem.path != item.path or _rss_mib() - before >= RELEASE_AFTER_MIB:
-        _release_memory()
+    if (
+        nextitem is None
+        or nextitem.path != item.path
+        or resident_mib() - before >= RELEASE_AFTER_MIB
+    ):
+        release_memory()
     return result
 
 
@@ -93,7 +70,7 @@ def live_server(request: pytest.FixtureRequest) -> Iterator[LiveServer]:
         def stop() -> None:
             stack.close()
             live.engine = None  # pytest keeps ``live`` until the session ends, not its engine
-            _release_memory()
+            release_memory()
 
         request.config.stash[STOP_LIVE_SERVER] = stop
         yield live
@@ -103,10 +80,10 @@ def live_server(request: pytest.FixtureRequest) -> Iterator[LiveServer]:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The live server's users first (whole modules, in their order): it stops after the last
     of them, before the tests that load models of their own."""
-    users = {item.path for item in items if "live_server" in getattr(item, "fixturenames", ())}
-    items.sort(key=lambda item: item.path not in users)
-    last = [item for item in items if "live_server" in getattr(item, "fixturenames", ())]
-    config.stash[LAST_LIVE_SERVER_USER] = last[-1].nodeid if last else ""
+    using = [item for item in items if "live_server" in getattr(item, "fixturenames", ())]
+    users = {item.path for item in using}
+    items.sort(key=lambda item: item.path not in users)  # stable: the last user stays last
+    config.stash[LAST_LIVE_SERVER_USER] = using[-1].nodeid if using else ""
 
 
 @pytest.hookimpl(wrapper=True)

@@ -1,4 +1,4 @@
-"""The suite's memory release (``tests/conftest.py::_release_memory``) frees an app it served:
+"""The suite's memory release (``stencil.testing.memory.release_memory``) frees an app it served:
 FastAPI keeps every endpoint in module-level caches, and the endpoint's closure holds what the
 app serves (a test server's engine). Fails where a FastAPI upgrade moves those caches and the
 clearing silently does nothing."""
@@ -8,9 +8,10 @@ from __future__ import annotations
 import gc
 import weakref
 
-from conftest import _release_memory
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
+
+from stencil.testing.memory import release_memory
 
 
 class Engine:
@@ -32,6 +33,6 @@ def _serve_once() -> weakref.ref:
 
 def test_a_served_app_is_freed() -> None:
     ref = _serve_once()
-    _release_memory()
+    release_memory()
     gc.collect()
-    assert ref() is None, "FastAPI's caches still hold the app: update _release_memory"
+    assert ref() is None, "FastAPI's caches still hold the app: update release_memory"
