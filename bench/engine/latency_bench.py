@@ -12,6 +12,9 @@ Workloads (greedy, max_tokens 256):
 - ``chat``: free chat answers, one at a time, EOS honoured;
 - ``throughput``: 16 and 64 concurrent chat requests (max_tokens 64), speculation as configured
   (auto-disabled above ``disable_by_batch_size``);
+- ``ceiling``: the grounded set beside a speculative engine whose drafts are the plain engine's
+  own outputs, k tokens a step (forced tokens counted in k): what chain speculation gives on this
+  machine with every draft right, the bound for any drafter at that k;
 - ``threshold``: grounded documents at 1, 2, 4, 8, 16 concurrent requests with speculation forced on,
   the measurement behind the ``disable_by_batch_size`` default (``--method draft_model``: with the
   draft model's engines below);
@@ -20,7 +23,8 @@ Workloads (greedy, max_tokens 256):
   ``--draft`` (default: the embedded Q4_1 GGUF file, kept quantized); the grounded set and free
   chat, one at a time, outputs must be identical.
 
-    python -m bench.engine.latency_bench [--workloads grounded extract chat throughput threshold]
+    python -m bench.engine.latency_bench [--workloads grounded extract chat throughput ceiling
+        threshold]
         [--rounds 3] [--k 5] [--threads 2] [--model PATH]
     python -m bench.engine.latency_bench --workloads draft_model [--draft PATH] [--k 4]
     python -m bench.engine.latency_bench --workloads threshold --method draft_model --k 4
@@ -189,6 +193,31 @@ def engines(args, spec: dict) -> dict[str, LLM]:
     return out
 
 
+class PerfectDrafts:
+    """A drafter's ``drafts(seq)`` that proposes the next ``k`` tokens of the output the plain
+    engine wrote for the same prompt: every draft right (the ceiling)."""
+
+    def __init__(self, outputs: dict[tuple[int, ...], list[int]], k: int) -> None:
+        self.outputs, self.k = outputs, k
+
+    def __call__(self, seq) -> list[int]:
+        want = self.outputs.get(tuple(seq.token_ids[: seq.prompt_len]), [])
+        done = seq.num_tokens - seq.prompt_len
+        room = seq.max_len - seq.num_tokens - 1
+        return want[done : done + max(0, min(self.k, room))]
+
+
+def ceiling_rows(args, spec: dict) -> list[list]:
+    """The grounded set: plain beside perfect drafts (``PerfectDrafts``), alternated."""
+    eng = engines(args, spec)
+    reqs = grounded_requests(args.max_tokens)
+    done = eng["plain"].chat([r[0] for r in reqs], [r[1] for r in reqs], use_tqdm=False)
+    outputs = {tuple(r.prompt_token_ids): list(r.outputs[0].token_ids) for r in done}
+    eng["spec"].engine.drafter.drafts = PerfectDrafts(outputs, args.k)
+    runs = alternate(eng, reqs, 1, args.rounds)
+    return [row(f"perfect drafts (ceiling), grounded, {len(DOCS)} docs", runs, True)]
+
+
 def draft_engines(args, disable_by_batch_size: int = 8) -> dict[str, LLM]:
     """(plain target, target drafted for by the draft model), both warmed."""
     from stencil.engine.models.default_model import default_model_file
@@ -236,7 +265,7 @@ def main() -> None:
     spec = {"method": "ngram", "num_speculative_tokens": args.k,
             "prompt_lookup_max": args.lookup_max, "prompt_lookup_min": args.lookup_min}  # fmt: skip
     rows = []
-    if set(args.workloads) - {"threshold", "draft_model"}:
+    if set(args.workloads) - {"threshold", "draft_model", "ceiling"}:
         eng = engines(args, spec)
         if "grounded" in args.workloads:
             logs = {name: StepLog(llm) for name, llm in eng.items()}
@@ -255,6 +284,8 @@ def main() -> None:
                 runs = alternate(eng, chat_requests(64, n), n, args.rounds)
                 rows.append(row(f"{n} concurrent chat requests", runs, False))
         del eng
+    if "ceiling" in args.workloads:
+        rows += ceiling_rows(args, spec)
     if "threshold" in args.workloads:
         if args.method == "draft_model":
             eng = draft_engines(args, 1 << 20)

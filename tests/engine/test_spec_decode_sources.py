@@ -1,5 +1,6 @@
 """The drafter's sources (prompt lookup, and the structure-aware ``key_proposer``,
-``label_proposer``, ``row_proposer``) and how far it drafts (``chance``): each source's proposal at the points it serves, none where
+``label_proposer``, ``row_proposer``), how it spells structure (``spelling``), where a copied value
+ends and how far it drafts (``chance``): each source's proposal at the points it serves, none where
 it does not apply. Drafts are proposals only: the engine's output with them is the output
 without them (``test_embedded_model_array_record_identical``)."""
 
@@ -21,6 +22,8 @@ from stencil.engine.spec_decode.key_proposer import KeyProposer, property_names
 from stencil.engine.spec_decode.label_proposer import LabelProposer, label_patterns, value_key
 from stencil.engine.spec_decode.ngram_proposer import NgramProposer
 from stencil.engine.spec_decode.row_proposer import RowProposer
+from stencil.engine.spec_decode.spelling import Spelling
+from stencil.engine.spec_decode.text_proposer import TextProposer
 from stencil.testing.tiny_models import make_llm
 
 RECEIPT = """BLUE BOTTLE CAFE
@@ -31,6 +34,13 @@ Croissant              3.25
 Orange juice           3.80
 
 **Paid by:** card
+"""
+INVOICE = """INVOICE  No. INV-7
+Organised by:** Acme Events
+
+Description            Qty     Amount
+Cloud hosting (March)    1    1200.00
+Extra storage (TB)       2      80.00
 """
 SCHEMA = {
     "type": "object",
@@ -122,7 +132,7 @@ def test_property_names_of_other_constraints():
 def test_key_proposer_drafts_the_next_declared_key(compiler, tokenizer, text, draft):
     matcher = _matcher(compiler, tokenizer, text)
     before = matcher.num_tokens
-    tokens = KeyProposer(tokenizer).propose(matcher, property_names(_c()), text[-64:])
+    tokens = KeyProposer(tokenizer).propose(matcher, property_names(_c()), text[-64:], {})
     assert tokenizer.decode(tokens) == draft
     assert matcher.num_tokens == before  # probing leaves the matcher where it was
 
@@ -146,6 +156,20 @@ def test_label_proposer_drafts_the_text_after_a_label(tokenizer, tail, first):
         assert got == []
     else:
         assert tokenizer.decode(got[0]).startswith(first)
+
+
+@pytest.mark.parametrize(
+    ("key", "first"),
+    [
+        ("organizer", "Acme Events"),  # past the label's last words: ``Organised by:**``
+        ("description", "Cloud hosting (March)"),  # a column's header: the cell below
+        ("amount", "1200.00"),  # a right-aligned cell starts left of its header
+        ("invoice", "No. INV-7"),  # blanks, then digits: a field on its line, not a header
+    ],
+)
+def test_label_proposer_reads_labels_and_headers(tokenizer, key, first):
+    got = LabelProposer(tokenizer).propose(INVOICE, f'{{"{key}":"', 8)
+    assert tokenizer.decode(got[0]) == first
 
 
 @pytest.mark.parametrize(
@@ -176,6 +200,70 @@ def test_label_patterns(key, matches, misses):
 )
 def test_row_proposer_drafts_the_next_row(tokenizer, output, draft):
     assert tokenizer.decode(RowProposer(tokenizer).propose(RECEIPT, output, 8)) == draft
+
+
+def test_spelling_records_how_the_output_split_short_texts(compiler, tokenizer):
+    vocab = tokenizer.get_vocab()
+    split = [vocab['",'], vocab['"']]  # ``","`` is one token too: the model may write either
+    output = tokenizer.encode('{"a":"x', add_special_tokens=False) + split
+    prompt = [1, 2, 3]
+    spelled: dict[str, list[int]] = {}
+    Spelling(tokenizer).update(spelled, prompt + output, 0, len(prompt))
+    assert spelled['","'] == split and spelled['x",'] == output[-3:-1]
+    assert all(len(text) <= 8 for text in spelled)
+    assert tokenizer.decode(prompt) not in spelled  # only the output is read
+    tokens = KeyProposer(tokenizer).propose(
+        _matcher(compiler, tokenizer, '{"merchant":"BLUE'),
+        property_names(_c()),
+        '{"merchant":"BLUE',
+        spelled,
+    )
+    assert tokens[:2] == split and tokenizer.decode(tokens) == '","date'  # the closer as spelled
+
+
+def test_spelling_keeps_a_token_s_leading_blank(tokenizer):
+    token = tokenizer.encode(" hosting", add_special_tokens=False)
+    assert Spelling(tokenizer).piece(token[0]) == " hosting"
+
+
+@pytest.mark.parametrize(
+    ("text", "kept"),
+    [
+        ("Meetup: Structured Output", "Meetup"),  # a colon before a blank
+        ("Cloud hosting (March)     1", "Cloud hosting (March)"),  # a gap between columns
+        ("Engine. She wrote", "Engine"),  # a sentence's end
+        ("London\nShe", "London"),  # a line's end
+        ("Rheinsberger Str. 76/77", "Rheinsberger Str. 76/77"),  # an abbreviation goes on
+        ("San Francisco, CA 94105", "San Francisco, CA 94105"),  # so does a comma
+    ],
+)
+def test_a_copied_value_stops_where_it_most_likely_ends(tokenizer, text, kept):
+    drafter = Drafter(SpeculativeConfig(num_speculative_tokens=8), tokenizer)
+    tokens = tokenizer.encode(text, add_special_tokens=False)
+    assert tokenizer.decode(drafter._to_value_end(tokens)) == kept
+
+
+def test_a_forced_quote_is_drafted_where_it_opens_a_value_only(compiler, tokenizer):
+    drafter = Drafter(SpeculativeConfig(num_speculative_tokens=8), tokenizer)
+    colon = tokenizer.encode('":', add_special_tokens=False)[-1]
+    opening = _matcher(compiler, tokenizer, '{"merchant":')
+    assert tokenizer.decode(drafter._encode(opening, colon)) == '"'
+    code = {
+        "type": "object",
+        "properties": {"code": {"type": "string", "pattern": "^[A-Z]{3}$"}, "n": {}},
+    }  # after the code: its quote, then ``,`` or ``}``
+    closing = compiler.compile(Constraint.json_schema(code, whitespace="compact")).new_matcher()
+    for t in tokenizer.encode('{"code":"ABC', add_special_tokens=False):
+        assert closing.accept_token(t)
+    assert closing.find_jump_forward_string() == '"'  # three letters: it must close
+    assert drafter._encode(closing, tokenizer.encode("ABC", add_special_tokens=False)[-1]) == []
+
+
+def test_text_lookup_copies_from_the_last_occurrence(tokenizer):
+    prompt = "Extract the items.\n\nDocument:\nExtra storage (TB)"
+    context = tokenizer.encode('{"name":"Extra', add_special_tokens=False)
+    got = TextProposer(tokenizer).propose(prompt, context, 4)
+    assert tokenizer.decode(got).startswith(" storage")  # not ``ct the items``
 
 
 def test_value_key():

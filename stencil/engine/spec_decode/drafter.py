@@ -7,13 +7,15 @@ proposal from the context so far. Where the constraint forces text but no token 
 key could also start a longer token), the text's own tokenization is drafted too. Proposals come
 from prompt lookup (tokens, then text) and, under a JSON schema, from the document's next row,
 a label naming the key and the schema's next key; each is checked against the sequence's matcher
-(a token it refuses is never drafted), and drafting stops where the chain's chance of being
+(a token it refuses is never drafted). A copied value stops where it most likely ends
+(``VALUE_END``), so the next proposal closes it. Drafting stops where the chain's chance of being
 accepted no longer pays for its rows (``chance.py``). The matcher is rolled back to where it was
 (only verified tokens are ever accepted for good)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 from typing import Any
 
 from stencil.engine.sequence import Sequence
@@ -34,11 +36,17 @@ from stencil.engine.spec_decode.key_proposer import KeyProposer, property_names
 from stencil.engine.spec_decode.label_proposer import LabelProposer, value_key
 from stencil.engine.spec_decode.ngram_proposer import NgramProposer
 from stencil.engine.spec_decode.row_proposer import RowProposer
+from stencil.engine.spec_decode.spelling import Spelling
 from stencil.engine.spec_decode.text_proposer import TextProposer
 from stencil.engine.spec_decode.text_tokens import TextTokens
 
+# where a value copied from a document most likely ends: a line's end, a gap between columns, a
+# sentence's end, a colon or semicolon before a blank (``Meetup: Structured Output``)
+VALUE_END = re.compile(r"\n|\t| {2}|[.!?](?=\s+[A-Z]|\s*\n)|[.!?]\"|[;:](?=\s)")
+IN_VALUE = re.compile(r'":\s*"(?:[^"\\]|\\.)*$')  # the tail ends inside a string value
 MAX_FORCED = 64  # forced tokens taken as drafts per step, on top of num_speculative_tokens
-MERGED = ("}", "]")  # forced closers the model writes merged with what follows (``},{"``)
+# forced closers the model writes merged with what follows (``},{"``, a value's ``",``)
+MERGED = ("}", "]", '"')
 TAIL_TOKENS = 16  # the output tokens whose text the key and label proposers read
 
 
@@ -49,6 +57,8 @@ class _Sources:
     names: tuple[str, ...]  # its JSON schema's property names, declared order
     document: str | None  # its grounded constraint's source text
     prompt: str | None = None  # its prompt's text (on first use)
+    spelled: dict[str, list[int]] = field(default_factory=dict)  # ``spelling.py``
+    spelled_to: int = 0  # its tokens ``spelled`` has seen
 
 
 class Drafter:
@@ -61,6 +71,7 @@ class Drafter:
         self.key_proposer = KeyProposer(tokenizer)
         self.label_proposer = LabelProposer(tokenizer)
         self.row_proposer = RowProposer(tokenizer)
+        self.spelling = Spelling(tokenizer)
         self._text_tokens = TextTokens(tokenizer)  # forced text -> its tokens
         self._sources: dict[int, _Sources] = {}  # seq_id -> its sources, while it runs
 
@@ -93,8 +104,11 @@ class Drafter:
         if matcher is None:
             return self._free(seq, k)
         drafts: list[int] = []
+        sources = self._sources_of(seq)
+        self.spelling.update(sources.spelled, seq.token_ids, sources.spelled_to, seq.prompt_len)
+        sources.spelled_to = seq.num_tokens
         try:
-            self._guided(seq, matcher, drafts, k, room)
+            self._guided(seq, sources, matcher, drafts, k, room)
         finally:
             matcher.rollback(len(drafts))
         return drafts
@@ -109,12 +123,15 @@ class Drafter:
             chance, p, n = chance * p, guess.rest, n + 1
         return guess.tokens[:n]
 
-    def _guided(self, seq: Sequence, matcher, drafts: list[int], k: int, room: int) -> None:
+    def _guided(
+        self, seq: Sequence, sources: _Sources, matcher, drafts: list[int], k: int, room: int
+    ) -> None:
         """Proposals the matcher accepts, each followed by the tokens it then forces; a forced
         run, or a proposal the matcher refuses, makes the next proposal come from the longer
         context. Drafting stops where the chain's chance falls below ``MIN_CHANCE``."""
         proposed = 0
-        chance = self._force(matcher, drafts, room, 1.0)  # forced text left by the last step
+        last = seq.token_ids[-1]
+        chance = self._force(matcher, drafts, room, 1.0, last)  # forced text left by the last step
         while proposed < k and len(drafts) < room and chance >= MIN_CHANCE:
             guess = self._fit(seq, matcher, seq.token_ids + drafts, k - proposed, chance)
             if guess is None:
@@ -131,7 +148,7 @@ class Drafter:
                 if matcher.is_terminated():
                     return
                 before = len(drafts)
-                chance = self._force(matcher, drafts, room, chance)
+                chance = self._force(matcher, drafts, room, chance, last)
                 if len(drafts) > before:
                     break  # propose again after the forced run
 
@@ -161,19 +178,36 @@ class Drafter:
             return
         tail = self.tokenizer.decode(context[-TAIL_TOKENS:])
         opens = value_key(tail) is not None
+        copy = bool(sources.document and IN_VALUE.search(tail))  # copying a value: stop at its end
+        if copy:
+            ngram = Guess(self._to_value_end(ngram.tokens), ngram.first, ngram.rest)
         if opens and sources.document:
             output = self.tokenizer.decode(context[seq.prompt_len :])
             yield Guess(self.row_proposer.propose(sources.document, output, k), *ROW)
         if n >= 2:
             yield ngram
-        yield self._text(seq, sources, context, k)
+        text = self._text(seq, sources, context, k)
+        yield Guess(self._to_value_end(text.tokens), text.first, text.rest) if copy else text
         if opens and sources.document:
             for tokens in self.label_proposer.propose(sources.document, tail, k):
                 yield Guess(tokens, *LABEL)
-        tokens = self.key_proposer.propose(matcher, sources.names, tail)
+        tokens = self.key_proposer.propose(matcher, sources.names, tail, sources.spelled)
         yield Guess(tokens, *(KEY if tail.endswith('"') else KEY_AFTER_VALUE))
         if n < 2:
             yield ngram
+
+    def _to_value_end(self, tokens: list[int]) -> list[int]:
+        """``tokens`` (a copy of document text) up to the token where the value most likely
+        ends (``VALUE_END``), so the next proposal closes it."""
+        pieces = [self.spelling.piece(t) for t in tokens]
+        found = VALUE_END.search("".join(pieces))
+        if found is None:
+            return tokens
+        n, chars = 0, 0
+        while chars + len(pieces[n]) <= found.start():
+            chars += len(pieces[n])
+            n += 1
+        return tokens[:n]
 
     def _sources_of(self, seq: Sequence) -> _Sources:
         sources = self._sources.get(seq.seq_id)
@@ -192,17 +226,20 @@ class Drafter:
             sources.prompt = self.tokenizer.decode(seq.token_ids[: seq.prompt_len])
         return Guess(self.text_proposer.propose(sources.prompt, context, k), *TEXT)
 
-    def _force(self, matcher, drafts: list[int], room: int, chance: float = 1.0) -> float:
+    def _force(
+        self, matcher, drafts: list[int], room: int, chance: float = 1.0, last: int | None = None
+    ) -> float:
         """Append the tokens the constraint forces now (as jump-forward would: certain once the
         drafts before them are), then the tokenization of the text it forces beyond them
         (``FORCED_TEXT``), where the run pays (``forced_run_pays``); returns the chain's
-        chance."""
+        chance. ``last``: the token before the drafts."""
         start = len(drafts)
         run_chance = chance
         while len(drafts) - start < MAX_FORCED and len(drafts) < room:
             forced = matcher.jump_forward_tokens()
             if not forced:
-                forced = self._encode(matcher)
+                before = drafts[-1] if drafts else last
+                forced = self._encode(matcher, before)
                 if not forced:
                     break
                 run_chance *= FORCED_TEXT
@@ -220,10 +257,13 @@ class Drafter:
             return 0.0  # not worth its rows: the drafts end before it
         return run_chance
 
-    def _encode(self, matcher) -> list[int]:
-        """The tokens of the text every continuation starts with ([] where there is none)."""
+    def _encode(self, matcher, before: int | None) -> list[int]:
+        """The tokens of the text every continuation starts with ([] where there is none, or
+        where it is a closer (``MERGED``): a quote only opens a value after a colon, the token
+        ``before``)."""
         text = matcher.find_jump_forward_string()
-        if not text or text in MERGED:
+        opens = text == '"' and before is not None and self.spelling.piece(before).endswith(":")
+        if not text or (text in MERGED and not opens):
             return []
         return self._text_tokens(text)
 

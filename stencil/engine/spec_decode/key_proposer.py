@@ -5,8 +5,8 @@ keeps that order), so where the grammar lets the output write a property name, t
 declared property after the last key written whose ``name":`` the matcher accepts is the guess.
 That point is right after a key's opening quote, or where the value just written may end: then
 the guess is written with what closes the value first (``","name``, ``,"name``, ``"},{"name``:
-the next key, or the next array item's first key). A wrong guess costs its rows; the verifier
-decides."""
+the next key, or the next array item's first key), spelled as the output spelled that closer
+before (``spelling.py``). A wrong guess costs its rows; the verifier decides."""
 
 from __future__ import annotations
 
@@ -33,10 +33,13 @@ class KeyProposer:
             for c in CLOSERS
         }
 
-    def propose(self, matcher, names: tuple[str, ...], tail: str) -> list[int]:
+    def propose(
+        self, matcher, names: tuple[str, ...], tail: str, spelled: dict[str, list[int]]
+    ) -> list[int]:
         """Tokens of the next declared property name (with what closes the value before it)
         where ``matcher`` accepts ``name":`` next; [] where none fits. ``tail``: the text of
-        the output's last tokens."""
+        the output's last tokens; ``spelled``: how the output split short texts before
+        (``spelling.py``), which the closer follows."""
         if not names or value_key(tail) is not None:
             return []  # a value opens here (an empty string closed at once is no guess)
         keys = _LAST_KEY.findall(tail)
@@ -45,7 +48,7 @@ class KeyProposer:
         for closer in CLOSERS:
             if closer == "" and not tail.endswith('"'):
                 continue
-            head = self._closers[closer]
+            head = spelled.get(closer) or self._closers[closer]
             if closer and not _fits(matcher, head):
                 continue
             for name in order:

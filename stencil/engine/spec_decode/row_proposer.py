@@ -13,10 +13,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from stencil.engine.spec_decode.label_proposer import value_key
+from stencil.engine.spec_decode.label_proposer import cell_below, value_key
 
 CHARS_PER_TOKEN = 8  # text taken, per token wanted
-_CELL_END = re.compile(r"\s{2,}|\t|$")
 
 
 class RowProposer:
@@ -37,13 +36,5 @@ class RowProposer:
         at = document.rfind(previous) if previous else -1
         if at < 0:
             return []
-        line_start = document.rfind("\n", 0, at) + 1
-        column = at - line_start
-        nxt = document.find("\n", at)
-        if nxt < 0:
-            return []
-        end = document.find("\n", nxt + 1)
-        line = document[nxt + 1 : end if end >= 0 else len(document)]  # the next row
-        cell = line[column:].lstrip() if len(line) > column else ""
-        cell = cell[: _CELL_END.search(cell).start()][: CHARS_PER_TOKEN * k]
+        cell = cell_below(document, at)[1][: CHARS_PER_TOKEN * k]
         return self.tokenizer.encode(cell, add_special_tokens=False)[:k] if cell else []
