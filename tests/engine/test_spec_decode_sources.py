@@ -23,7 +23,6 @@ from stencil.engine.spec_decode.label_proposer import LabelProposer, label_patte
 from stencil.engine.spec_decode.ngram_proposer import NgramProposer
 from stencil.engine.spec_decode.row_proposer import RowProposer
 from stencil.engine.spec_decode.spelling import Spelling
-from stencil.engine.spec_decode.text_proposer import TextProposer
 from stencil.testing.tiny_models import make_llm
 
 RECEIPT = """BLUE BOTTLE CAFE
@@ -259,11 +258,18 @@ def test_a_forced_quote_is_drafted_where_it_opens_a_value_only(compiler, tokeniz
     assert drafter._encode(closing, tokenizer.encode("ABC", add_special_tokens=False)[-1]) == []
 
 
-def test_text_lookup_copies_from_the_last_occurrence(tokenizer):
-    prompt = "Extract the items.\n\nDocument:\nExtra storage (TB)"
-    context = tokenizer.encode('{"name":"Extra', add_special_tokens=False)
-    got = TextProposer(tokenizer).propose(prompt, context, 4)
-    assert tokenizer.decode(got).startswith(" storage")  # not ``ct the items``
+def test_text_lookup_copies_from_the_grounded_document(tokenizer):
+    doc = "Extra storage (TB)"
+    grounded = Constraint.json_schema(SCHEMA, source_text=doc, ground_strings=True)
+    prompt = tokenizer.encode(f"Extract the items.\n\n{doc}", add_special_tokens=False)
+    output = tokenizer.encode('{"name":"Extra', add_special_tokens=False)
+    drafter = Drafter(SpeculativeConfig(num_speculative_tokens=8), tokenizer)
+    for constraint, first in ((grounded, " storage"), (None, "ct the")):
+        params = SamplingParams(temperature=0, constraint=constraint)
+        seq = Sequence(1, "r", 0, prompt + output, len(prompt), params, 256, torch.Generator())
+        drafter._sources.clear()
+        got = drafter._text(seq, drafter._sources_of(seq), seq.token_ids, 4).tokens
+        assert tokenizer.decode(got).startswith(first)  # the prompt's first ``Extra``: Extract
 
 
 def test_value_key():

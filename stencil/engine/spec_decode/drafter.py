@@ -221,7 +221,11 @@ class Drafter:
         return sources
 
     def _text(self, seq: Sequence, sources: _Sources, context: list[int], k: int) -> Guess:
-        """The lookup on text in the prompt (``text_proposer.py``)."""
+        """The lookup on text (``text_proposer.py``) in the grounded constraint's document, where
+        values are copied from (the instructions around it are not: ``"Extra`` would find
+        ``Extract the``), else in the prompt."""
+        if sources.document:
+            return Guess(self.text_proposer.propose(sources.document, context, k), *TEXT)
         if sources.prompt is None:
             sources.prompt = self.tokenizer.decode(seq.token_ids[: seq.prompt_len])
         return Guess(self.text_proposer.propose(sources.prompt, context, k), *TEXT)

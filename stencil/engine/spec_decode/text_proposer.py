@@ -18,14 +18,14 @@ class TextProposer:
         self.max_chars = max_chars
 
     def propose(self, prompt_text: str, context: list[int], k: int) -> list[int]:
-        """Up to ``k`` tokens of the text that follows the last occurrence in ``prompt_text``
+        """Up to ``k`` tokens of the text that follows the first occurrence in ``prompt_text``
         of the longest suffix (``max_chars`` down to ``min_chars`` characters) of the text of
         ``context``'s last tokens; [] where none occurs."""
         if k <= 0:
             return []
         tail = self.tokenizer.decode(context[-TAIL_TOKENS:])
         for n in range(min(len(tail), self.max_chars), self.min_chars - 1, -1):
-            at = prompt_text.rfind(tail[-n:])  # the document, not the instructions before it
+            at = prompt_text.find(tail[-n:])
             if at >= 0:
                 follow = prompt_text[at + n : at + n + CHARS_PER_TOKEN * k]
                 return self.tokenizer.encode(follow, add_special_tokens=False)[:k] if follow else []
