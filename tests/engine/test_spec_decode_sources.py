@@ -119,6 +119,7 @@ def test_property_names_of_other_constraints():
     ("text", "draft"),
     [
         ('{"', "merchant"),  # right after a key's opening quote
+        ("{", '"merchant'),  # the object opened: the key's quote first
         ('{"merchant":"BLUE","', "date"),
         ('{"merchant":"BLUE', '","date'),  # the value may end: closed, then the next key
         ('{"merchant":"BLUE"', ',"date'),
@@ -220,6 +221,19 @@ def test_spelling_records_how_the_output_split_short_texts(compiler, tokenizer):
     assert tokens[:2] == split and tokenizer.decode(tokens) == '","date'  # the closer as spelled
 
 
+def test_spelling_of_a_text_an_output_has_not_written_yet(tokenizer):
+    vocab = tokenizer.get_vocab()
+    split = [vocab['":'], vocab['"']]  # the first key's ``":"``, as the model writes it
+    rest = tokenizer.encode('x","b":"y', add_special_tokens=False)
+    assert vocab['":"'] in rest  # later ones whole
+    output = tokenizer.encode('{"a', add_special_tokens=False) + split + rest
+    spelling, spelled = Spelling(tokenizer), {}
+    spelling.update(spelled, output, 0, 0)
+    assert spelled['":"'] == [vocab['":"']] and spelling.first['":"'] == split
+    assert spelling.first_time('":"', spelled) is None  # this output wrote it: not first
+    assert spelling.first_time('":"', {}) == split  # a new output's first ``":"``
+
+
 def test_spelling_keeps_a_token_s_leading_blank(tokenizer):
     token = tokenizer.encode(" hosting", add_special_tokens=False)
     assert Spelling(tokenizer).piece(token[0]) == " hosting"
@@ -246,7 +260,7 @@ def test_a_forced_quote_is_drafted_where_it_opens_a_value_only(compiler, tokeniz
     drafter = Drafter(SpeculativeConfig(num_speculative_tokens=8), tokenizer)
     colon = tokenizer.encode('":', add_special_tokens=False)[-1]
     opening = _matcher(compiler, tokenizer, '{"merchant":')
-    assert tokenizer.decode(drafter._encode(opening, colon)) == '"'
+    assert tokenizer.decode(drafter._encode(opening, colon, {})) == '"'
     code = {
         "type": "object",
         "properties": {"code": {"type": "string", "pattern": "^[A-Z]{3}$"}, "n": {}},
@@ -255,7 +269,7 @@ def test_a_forced_quote_is_drafted_where_it_opens_a_value_only(compiler, tokeniz
     for t in tokenizer.encode('{"code":"ABC', add_special_tokens=False):
         assert closing.accept_token(t)
     assert closing.find_jump_forward_string() == '"'  # three letters: it must close
-    assert drafter._encode(closing, tokenizer.encode("ABC", add_special_tokens=False)[-1]) == []
+    assert drafter._encode(closing, tokenizer.encode("ABC", add_special_tokens=False)[-1], {}) == []
 
 
 def test_text_lookup_copies_from_the_grounded_document(tokenizer):

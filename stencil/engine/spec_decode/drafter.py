@@ -130,8 +130,8 @@ class Drafter:
         run, or a proposal the matcher refuses, makes the next proposal come from the longer
         context. Drafting stops where the chain's chance falls below ``MIN_CHANCE``."""
         proposed = 0
-        last = seq.token_ids[-1]
-        chance = self._force(matcher, drafts, room, 1.0, last)  # forced text left by the last step
+        last, spelled = seq.token_ids[-1], sources.spelled
+        chance = self._force(matcher, drafts, room, 1.0, last, spelled)  # left by the last step
         while proposed < k and len(drafts) < room and chance >= MIN_CHANCE:
             guess = self._fit(seq, matcher, seq.token_ids + drafts, k - proposed, chance)
             if guess is None:
@@ -148,7 +148,7 @@ class Drafter:
                 if matcher.is_terminated():
                     return
                 before = len(drafts)
-                chance = self._force(matcher, drafts, room, chance, last)
+                chance = self._force(matcher, drafts, room, chance, last, spelled)
                 if len(drafts) > before:
                     break  # propose again after the forced run
 
@@ -231,19 +231,25 @@ class Drafter:
         return Guess(self.text_proposer.propose(sources.prompt, context, k), *TEXT)
 
     def _force(
-        self, matcher, drafts: list[int], room: int, chance: float = 1.0, last: int | None = None
+        self,
+        matcher,
+        drafts: list[int],
+        room: int,
+        chance: float = 1.0,
+        last: int | None = None,
+        spelled: dict[str, list[int]] | None = None,
     ) -> float:
         """Append the tokens the constraint forces now (as jump-forward would: certain once the
-        drafts before them are), then the tokenization of the text it forces beyond them
-        (``FORCED_TEXT``), where the run pays (``forced_run_pays``); returns the chain's
-        chance. ``last``: the token before the drafts."""
+        drafts before them are), then the text it forces beyond them, tokenized (``_encode``;
+        ``FORCED_TEXT``), where the run pays (``forced_run_pays``); returns the chain's chance.
+        ``last``: the token before the drafts; ``spelled``: the sequence's spellings."""
         start = len(drafts)
         run_chance = chance
         while len(drafts) - start < MAX_FORCED and len(drafts) < room:
             forced = matcher.jump_forward_tokens()
             if not forced:
                 before = drafts[-1] if drafts else last
-                forced = self._encode(matcher, before)
+                forced = self._encode(matcher, before, spelled or {})
                 if not forced:
                     break
                 run_chance *= FORCED_TEXT
@@ -261,15 +267,16 @@ class Drafter:
             return 0.0  # not worth its rows: the drafts end before it
         return run_chance
 
-    def _encode(self, matcher, before: int | None) -> list[int]:
-        """The tokens of the text every continuation starts with ([] where there is none, or
-        where it is a closer (``MERGED``): a quote only opens a value after a colon, the token
-        ``before``)."""
+    def _encode(self, matcher, before: int | None, spelled: dict[str, list[int]]) -> list[int]:
+        """The tokens of the text every continuation starts with: where the output writes it
+        for the first time, as the latest output first did (``Spelling.first_time``), else as
+        the tokenizer does. [] where there is none, or where it is a closer (``MERGED``): a
+        quote only opens a value after a colon, the token ``before``."""
         text = matcher.find_jump_forward_string()
         opens = text == '"' and before is not None and self.spelling.piece(before).endswith(":")
         if not text or (text in MERGED and not opens):
             return []
-        return self._text_tokens(text)
+        return self.spelling.first_time(text, spelled) or self._text_tokens(text)
 
 
 def _eligible(seq: Sequence) -> bool:

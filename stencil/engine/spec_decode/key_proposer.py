@@ -5,7 +5,8 @@ keeps that order), so where the grammar lets the output write a property name, t
 declared property after the last key written whose ``name":`` the matcher accepts is the guess.
 That point is right after a key's opening quote, or where the value just written may end: then
 the guess is written with what closes the value first (``","name``, ``,"name``, ``"},{"name``:
-the next key, or the next array item's first key), spelled as the output spelled that closer
+the next key, or the next array item's first key), or after an object's ``{`` with its quote
+(``"name``), spelled as the output spelled that closer
 before (``spelling.py``). A wrong guess costs its rows; the verifier decides."""
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 from stencil.engine.spec_decode.label_proposer import value_key
 from stencil.engine.spec_decode.text_tokens import TextTokens
 
-CLOSERS = ("", '","', ',"', '{"', '"},{"', '},{"', '"}],"', '}],"')  # before the next key
+CLOSERS = ("", '","', ',"', '{"', '"},{"', '},{"', '"}],"', '}],"', '"')  # before the next key
 _LAST_KEY = re.compile(r'"((?:[^"\\\n]|\\.)+)":')
 MAX_NAMES = 512  # property names kept per schema
 

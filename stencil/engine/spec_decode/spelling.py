@@ -1,12 +1,14 @@
-"""How a sequence's output so far split short texts into tokens (``","`` as ``",`` ``"``).
+"""How outputs split short texts into tokens (``","`` as ``",`` ``"``, ``":"`` as ``":`` ``"``).
 
 The drafters write structure (a value's closing ``","``, the ``":"`` after a key) as the
-tokenizer splits it, which is not always how the model writes it: the embedded model writes
-``","`` as one token in one record and as ``",`` ``"`` in the next, and keeps to its choice
-within an output. A draft spelled the other way is refused at its first token and costs a step.
-``Spelling`` records, for each text of up to ``MAX_CHARS`` characters that ended a run of up to
-``MAX_TOKENS`` whole output tokens, the latest such run; the drafters write that text the same
-way again."""
+tokenizer splits it, which is not always how the model writes it. A draft spelled the other way
+is refused at its first token and costs a step. The embedded model writes ``","`` as one token
+in one record and as ``",`` ``"`` in the next, and keeps to its choice within an output; it
+writes the ``":"`` after an output's first key as ``":`` ``"`` (every answer of ``stencil
+extract``'s field questions starts so) and later ones whole. ``Spelling`` records, for each text
+of up to ``MAX_CHARS`` characters that ended a run of up to ``MAX_TOKENS`` whole output tokens,
+the latest such run of this output (``spelled``, one per sequence) and the run of its first
+occurrence in the latest output that wrote it (``first``, shared by all sequences)."""
 
 from __future__ import annotations
 
@@ -14,12 +16,13 @@ from typing import Any
 
 MAX_CHARS = 8
 MAX_TOKENS = 3
-MAX_PIECES = 65536  # token texts kept (cleared when it grows past)
+MAX_ENTRIES = 65536  # token texts and first spellings kept (each cleared when it grows past)
 
 
 class Spelling:
     def __init__(self, tokenizer: Any) -> None:
         self.tokenizer = tokenizer
+        self.first: dict[str, list[int]] = {}  # text -> its run where an output first wrote it
         self._pieces: dict[int, str] = {}  # token id -> its text
         # a token decoded after an anchor keeps the leading blank a lone decode may drop
         self._anchor = tokenizer.encode("a", add_special_tokens=False)[-1:]
@@ -29,20 +32,36 @@ class Spelling:
         self, spelled: dict[str, list[int]], tokens: list[int], start: int, first: int
     ) -> None:
         """Record in ``spelled`` the runs of ``tokens[first:]`` (the output) that end at
-        ``tokens[start:]`` (the tokens since the last update)."""
+        ``tokens[start:]`` (the tokens since the last update); a text the output writes for the
+        first time also in ``first``."""
+        if len(self.first) >= MAX_ENTRIES:
+            self.first.clear()
         for end in range(max(start, first), len(tokens)):
             text = ""
             for begin in range(end, max(end - MAX_TOKENS, first - 1), -1):
                 text = self.piece(tokens[begin]) + text
                 if len(text) > MAX_CHARS:
                     break
-                spelled[text] = tokens[begin : end + 1]
+                run = tokens[begin : end + 1]
+                if text not in spelled:
+                    self.first[text] = run
+                spelled[text] = run
+
+    def of(self, text: str, spelled: dict[str, list[int]]) -> list[int] | None:
+        """How to write ``text`` next: as this output (``spelled``) last did, else as the
+        latest output first did, else None (the tokenizer's way)."""
+        return spelled.get(text) or self.first.get(text)
+
+    def first_time(self, text: str, spelled: dict[str, list[int]]) -> list[int] | None:
+        """How the latest output first wrote ``text``, where this output has not written it
+        yet (None otherwise, or where no output has)."""
+        return None if text in spelled else self.first.get(text)
 
     def piece(self, token: int) -> str:
         """``token``'s text."""
         piece = self._pieces.get(token)
         if piece is None:
-            if len(self._pieces) >= MAX_PIECES:
+            if len(self._pieces) >= MAX_ENTRIES:
                 self._pieces.clear()
             text = self.tokenizer.decode(self._anchor + [token])
             piece = self._pieces[token] = text[self._anchor_chars :]
