@@ -225,10 +225,10 @@ class LLMEngine:
         """Drafts are a speed-up only: a proposer's failure (a matcher raising mid-draft) costs
         this step its drafts, never the engine (each sequence's matcher is rolled back)."""
         try:
-            self.drafter.propose(self.scheduler.running)
+            self.drafter.propose(self.scheduler.running, self.scheduler.waiting)
         except Exception:
             logger.exception("drafting failed; this step runs without drafts")
-            for seq in self.scheduler.running:
+            for seq in (*self.scheduler.running, *self.scheduler.waiting):
                 seq.spec_token_ids = []
 
     def _run(self, sched) -> set[str]:

@@ -121,6 +121,10 @@ class Scheduler:
             matched = self.bm.match_prefix(seq.token_ids) if fresh else []
             start = len(matched) * self.bm.block_size
             n = min(seq.num_tokens - start, budget)
+            del seq.spec_token_ids[budget - n :]  # drafts with the prompt's end, within budget
+            if not self.bm.can_admit(matched, start + n + len(seq.spec_token_ids)):
+                seq.spec_token_ids = []  # room for the prompt only, or not even that
+            n += len(seq.spec_token_ids)
             if not self.bm.can_admit(matched, start + n):
                 break
             self.waiting.popleft()

@@ -1,7 +1,8 @@
 """Property test (hypothesis): speculative drafts through the real Scheduler and BlockManager.
 
 The scheduler harness of ``test_scheduler_properties`` drives random arrivals, steps and aborts;
-here every running decoding sequence also carries random drafts each step, and verification is
+here every running decoding sequence also carries random drafts each step, and so does every
+waiting one (drafted with the end of its prompt, as the drafter does), and verification is
 replayed as ``spec_decode.Verifier`` does it: a random number of drafts is accepted, a correction
 token appended, only the drafts that match the verified tokens count as computed, then
 ``commit`` and ``release_after``. After every step the ref counts match the live tables (both
@@ -32,6 +33,10 @@ class SpecHarness(Harness):
             room = seq.max_len - seq.num_tokens - 1
             k = min(self.rng.randrange(self.max_drafts + 1), max(room, 0)) if decoding else 0
             seq.spec_token_ids = [self.rng.randrange(4) for _ in range(k)]
+        for seq in self.sched.waiting:  # drafts for the step that computes the rest of its prompt
+            room = seq.max_len - seq.num_tokens - 1
+            k = 0 if seq.pending_forks else min(self.rng.randrange(self.max_drafts + 1), room)
+            seq.spec_token_ids = [self.rng.randrange(4) for _ in range(max(k, 0))]
         self.steps += 1
         out = self.sched.schedule()
         self._check_schedule(out)

@@ -15,6 +15,7 @@ accepted no longer pays for its rows (``chance.py``). The matcher is rolled back
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -75,10 +76,16 @@ class Drafter:
         self._text_tokens = TextTokens(tokenizer)  # forced text -> its tokens
         self._sources: dict[int, _Sources] = {}  # seq_id -> its sources, while it runs
 
-    def propose(self, running: list[Sequence]) -> None:
-        """Set every running sequence's drafts (none while the batch is too large)."""
+    def propose(self, running: list[Sequence], waiting: Iterable[Sequence] = ()) -> None:
+        """Set every running sequence's drafts (none while the batch is too large), and those
+        of the waiting ones the batch has room for: drafts computed in the step that computes
+        the rest of their prompt (the scheduler drops them where it does not)."""
         off = len(running) > self.config.disable_by_batch_size
-        live = {seq.seq_id for seq in running}
+        room = self.config.disable_by_batch_size - len(running)
+        room = 0 if self.draft_model is not None else room
+        for i, seq in enumerate(waiting):
+            seq.spec_token_ids = self.drafts(seq) if i < room and _admissible(seq) else []
+        live = {seq.seq_id for seq in (*running, *waiting)}
         self._sources = {i: t for i, t in self._sources.items() if i in live}
         if self.draft_model is not None:
             self.draft_model.retain(live)
@@ -277,6 +284,19 @@ class Drafter:
         if not text or (text in MERGED and not opens):
             return []
         return self.spelling.first_time(text, spelled) or self._text_tokens(text)
+
+
+def _admissible(seq: Sequence) -> bool:
+    """Waiting to be admitted with its constraint compiled (where it has one), not an
+    embedding, no siblings to fork from it."""
+    constrained = seq.params.constraint is not None
+    return (
+        not seq.is_finished
+        and seq.pooler is None
+        and not seq.pending_forks
+        and seq.fork_of is None
+        and (seq.matcher is not None or not constrained)
+    )
 
 
 def _eligible(seq: Sequence) -> bool:
