@@ -12,9 +12,9 @@ Workloads (greedy, max_tokens 256):
 - ``chat``: free chat answers, one at a time, EOS honoured;
 - ``throughput``: 16 and 64 concurrent chat requests (max_tokens 64), speculation as configured
   (auto-disabled above ``disable_by_batch_size``);
-- ``ceiling``: the grounded set beside a speculative engine whose drafts are the plain engine's
-  own outputs, k tokens a step (forced tokens counted in k): what chain speculation gives on this
-  machine with every draft right, the bound for any drafter at that k;
+- ``ceiling``: the grounded set and ``stencil extract`` beside a speculative engine whose drafts
+  are the plain engine's own outputs, k tokens a step (forced tokens counted in k): what chain
+  speculation gives on this machine with every draft right, the bound for any drafter at that k;
 - ``threshold``: grounded documents at 1, 2, 4, 8, 16 concurrent requests with speculation forced on,
   the measurement behind the ``disable_by_batch_size`` default (``--method draft_model``: with the
   draft model's engines below);
@@ -208,14 +208,35 @@ class PerfectDrafts:
 
 
 def ceiling_rows(args, spec: dict) -> list[list]:
-    """The grounded set: plain beside perfect drafts (``PerfectDrafts``), alternated."""
+    """The grounded set and ``stencil extract``'s questions: plain beside perfect drafts
+    (``PerfectDrafts``, from the plain engine's outputs of a first run), alternated."""
     eng = engines(args, spec)
-    reqs = grounded_requests(args.max_tokens)
-    done = eng["plain"].chat([r[0] for r in reqs], [r[1] for r in reqs], use_tqdm=False)
-    outputs = {tuple(r.prompt_token_ids): list(r.outputs[0].token_ids) for r in done}
+    outputs = finished_outputs(eng["plain"])
+    reqs, jobs = grounded_requests(args.max_tokens), extract_jobs(args.max_tokens)
+    run(eng["plain"], reqs, 1)
+    run_extract(eng["plain"], jobs)
     eng["spec"].engine.drafter.drafts = PerfectDrafts(outputs, args.k)
     runs = alternate(eng, reqs, 1, args.rounds)
-    return [row(f"perfect drafts (ceiling), grounded, {len(DOCS)} docs", runs, True)]
+    rows = [row(f"perfect drafts (ceiling), grounded, {len(DOCS)} docs", runs, True)]
+    runs = alternate(eng, jobs, 1, args.rounds, run_extract)
+    return rows + [row(f"perfect drafts (ceiling), stencil extract, {len(DOCS)} docs", runs, True)]
+
+
+def finished_outputs(llm: LLM) -> dict[tuple[int, ...], list[int]]:
+    """Prompt tokens -> output tokens of every request ``llm``'s engine finishes from now on
+    (its ``step`` wrapped on the instance)."""
+    outputs: dict[tuple[int, ...], list[int]] = {}
+    step = llm.engine.step
+
+    def recorded():
+        outs = step()
+        for out in outs:
+            if out.finished:
+                outputs[tuple(out.prompt_token_ids)] = list(out.outputs[0].token_ids)
+        return outs
+
+    llm.engine.step = recorded
+    return outputs
 
 
 def draft_engines(args, disable_by_batch_size: int = 8) -> dict[str, LLM]:
