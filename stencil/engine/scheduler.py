@@ -122,11 +122,13 @@ class Scheduler:
             start = len(matched) * self.bm.block_size
             n = min(seq.num_tokens - start, budget)
             del seq.spec_token_ids[budget - n :]  # drafts with the prompt's end, within budget
-            if not self.bm.can_admit(matched, start + n + len(seq.spec_token_ids)):
-                seq.spec_token_ids = []  # room for the prompt only, or not even that
-            n += len(seq.spec_token_ids)
-            if not self.bm.can_admit(matched, start + n):
-                break
+            drafts = len(seq.spec_token_ids)
+            if drafts and self.bm.can_admit(matched, start + n + drafts):
+                n += drafts
+            else:  # no drafts, or room for the prompt only (or not even that)
+                seq.spec_token_ids = []
+                if not self.bm.can_admit(matched, start + n):
+                    break
             self.waiting.popleft()
             self.bm.take_prefix(seq, matched)
             self._allocate(out, seq, seq.num_computed_tokens + n)

@@ -287,24 +287,18 @@ class Drafter:
 
 
 def _admissible(seq: Sequence) -> bool:
-    """Waiting to be admitted with its constraint compiled (where it has one), not an
-    embedding, no siblings to fork from it."""
-    constrained = seq.params.constraint is not None
-    return (
-        not seq.is_finished
-        and seq.pooler is None
-        and not seq.pending_forks
-        and seq.fork_of is None
-        and (seq.matcher is not None or not constrained)
-    )
+    """Waiting to be admitted, with its constraint compiled where it has one."""
+    compiled = seq.matcher is not None or seq.params.constraint is None
+    return compiled and _draftable(seq)
 
 
 def _eligible(seq: Sequence) -> bool:
-    """Decoding (its prompt computed), not an embedding, no siblings waiting to fork from it."""
+    """Decoding (its prompt computed)."""
+    return seq.num_computed_tokens >= seq.prompt_len and _draftable(seq)
+
+
+def _draftable(seq: Sequence) -> bool:
+    """Not finished, not an embedding, no siblings waiting to fork from it."""
     return (
-        not seq.is_finished
-        and seq.num_computed_tokens >= seq.prompt_len
-        and seq.pooler is None
-        and not seq.pending_forks
-        and seq.fork_of is None
+        not seq.is_finished and seq.pooler is None and not seq.pending_forks and seq.fork_of is None
     )

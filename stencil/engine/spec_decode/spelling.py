@@ -47,11 +47,6 @@ class Spelling:
                     self.first[text] = run
                 spelled[text] = run
 
-    def of(self, text: str, spelled: dict[str, list[int]]) -> list[int] | None:
-        """How to write ``text`` next: as this output (``spelled``) last did, else as the
-        latest output first did, else None (the tokenizer's way)."""
-        return spelled.get(text) or self.first.get(text)
-
     def first_time(self, text: str, spelled: dict[str, list[int]]) -> list[int] | None:
         """How the latest output first wrote ``text``, where this output has not written it
         yet (None otherwise, or where no output has)."""
