@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -22,7 +23,29 @@ LAST_LIVE_SERVER_USER = pytest.StashKey[str]()
 STOP_LIVE_SERVER = pytest.StashKey[Callable[[], None]]()
 
 
+CORPUS_ENV = "STENCIL_CORPUS_DIR"
 RELEASE_AFTER_MIB = 128  # a test that grew the process this much built (and dropped) engines
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--corpus-dir",
+        default=os.environ.get(CORPUS_ENV),
+        help="the folder holding the corpora that cannot ship (jsonschemabench-dev/): runs the "
+        f"tests marked `corpus` (default: ${CORPUS_ENV}; without either they are deselected)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    given = config.getoption("corpus_dir")
+    if given and not Path(given).is_dir():
+        raise pytest.UsageError(f"--corpus-dir {given}: no such folder")
+
+
+@pytest.fixture(scope="session")
+def corpus_dir(pytestconfig: pytest.Config) -> Path:
+    """The ``--corpus-dir`` folder (tests using it are marked ``corpus``: deselected without it)."""
+    return Path(pytestconfig.getoption("corpus_dir"))
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -78,8 +101,14 @@ def live_server(request: pytest.FixtureRequest) -> Iterator[LiveServer]:
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The live server's users first (whole modules, in their order): it stops after the last
-    of them, before the tests that load models of their own."""
+    """Without ``--corpus-dir`` the corpus suite is deselected (the default run reads only the
+    repository). The live server's users first (whole modules, in their order): it stops after
+    the last of them, before the tests that load models of their own."""
+    if not config.getoption("corpus_dir"):
+        corpus = [item for item in items if item.get_closest_marker("corpus")]
+        if corpus:
+            config.hook.pytest_deselected(items=corpus)
+            items[:] = [item for item in items if not item.get_closest_marker("corpus")]
     using = [item for item in items if "live_server" in getattr(item, "fixturenames", ())]
     users = {item.path for item in using}
     items.sort(key=lambda item: item.path not in users)  # stable: the last user stays last

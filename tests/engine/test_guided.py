@@ -17,9 +17,8 @@ from stencil import SamplingParams
 from stencil.constraints import Constraint, ConstraintError, translate
 from stencil.testing.tiny_models import TEST_KV_BYTES, make_llm
 
-REPO = Path(__file__).resolve().parents[2]
-DATA = REPO.parent / "shared" / "data" / "jsonschemabench-dev"  # beside the clone, when there
-LIBRARY = REPO / "stencil" / "extract" / "schemas"  # the shipped extraction schemas: the fallback
+LIBRARY = Path(__file__).resolve().parents[2] / "stencil" / "extract" / "schemas"
+BENCH = ("jsonschemabench-dev/Github_easy.jsonl", "jsonschemabench-dev/Glaiveai2K.jsonl")
 REGEXES = [
     r"[0-9]{3}-[0-9]{4}",
     r"[a-z]+@[a-z]+\.(com|org)",
@@ -98,19 +97,24 @@ CHECKED = [  # one schema per keyword enforced by a decode-time check (see docs/
 ]
 
 
-def _bench_schemas(n: int, seed: int) -> list[dict]:
-    """``n`` compilable real-world schemas: JSONSchemaBench-dev's when ../shared/data has it,
-    else the shipped library's (a clone on its own)."""
+def _library_schemas() -> list[dict]:
+    """The shipped extraction schemas (``stencil/extract/schemas``)."""
+    return [json.loads(p.read_text()) for p in sorted(LIBRARY.glob("*.json"))]
+
+
+def _corpus_schemas(corpus_dir: Path) -> list[dict]:
+    """JSONSchemaBench-dev's real-world schemas (the ``corpus`` suite's ``--corpus-dir``)."""
     rows = []
-    if DATA.is_dir():
-        for name in ("Github_easy.jsonl", "Glaiveai2K.jsonl"):
-            with open(DATA / name) as f:
-                rows += [json.loads(line)["schema"] for line in f]
-    else:
-        rows = [json.loads(p.read_text()) for p in sorted(LIBRARY.glob("*.json"))]
-        rows = rows * (n // len(rows) + 1)
-    rng = random.Random(seed)
-    rng.shuffle(rows)
+    for name in BENCH:
+        with open(corpus_dir / name) as f:
+            rows += [json.loads(line)["schema"] for line in f]
+    return rows
+
+
+def _compilable(rows: list[dict], n: int, seed: int) -> list[dict]:
+    """``n`` schemas of ``rows`` that translate, in a seeded order (repeating ``rows`` if short)."""
+    rows = rows * (n // len(rows) + 1)
+    random.Random(seed).shuffle(rows)
     picked = []
     for schema in rows:
         try:
@@ -123,10 +127,11 @@ def _bench_schemas(n: int, seed: int) -> list[dict]:
     return picked
 
 
-def _mix(n: int, seed: int) -> list[tuple[Constraint, object]]:
-    """(constraint, oracle) pairs: JSON schemas from the dev set, regexes, choices, a grammar."""
+def _mix(n: int, seed: int, rows: list[dict] | None = None) -> list[tuple[Constraint, object]]:
+    """(constraint, oracle) pairs: JSON schemas of ``rows`` (the library's by default), the
+    decode-time-checked ones, regexes, choices, a grammar."""
     rng = random.Random(seed)
-    schemas = _bench_schemas(max(n // 2, 1), seed)
+    schemas = _compilable(rows or _library_schemas(), max(n // 2, 1), seed)
     parser = lark.Lark(GRAMMAR, start="start")
     out = []
     for i in range(n):
@@ -179,7 +184,16 @@ def tiny_llm(tiny_models):
 
 
 def test_200_sampled_constrained_requests_all_valid(tiny_llm):
-    mix = _mix(200, seed=1)
+    _check_sampled(tiny_llm, _mix(200, seed=1))
+
+
+@pytest.mark.corpus
+def test_200_sampled_requests_over_jsonschemabench_all_valid(tiny_llm, corpus_dir):
+    _check_sampled(tiny_llm, _mix(200, seed=1, rows=_corpus_schemas(corpus_dir)))
+
+
+def _check_sampled(tiny_llm, mix: list[tuple[Constraint, object]]) -> None:
+    """Every output that stops satisfies its oracle; enough stop to make that mean something."""
     params = [
         SamplingParams(temperature=1.0, seed=i, max_tokens=96, constraint=c)
         for i, (c, _) in enumerate(mix)

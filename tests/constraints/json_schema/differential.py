@@ -20,7 +20,14 @@ import jsonschema
 import jsonschema_rs
 from constraint_helpers import canonical, schema_ordered
 
-from stencil.constraints import CompiledConstraint, Matcher, allocate_token_bitmask
+from stencil.constraints import (
+    CompiledConstraint,
+    Constraint,
+    ConstraintCompiler,
+    ConstraintError,
+    Matcher,
+    allocate_token_bitmask,
+)
 
 STYLES = {"default": (", ", ": "), "compact": (",", ":")}
 """Separator style (``json.dumps``'s default and compact) -> (item, key separator)."""
@@ -271,6 +278,60 @@ def verdict(
     text = "".join(search.pieces)
     reason = _walk_canonical(compiled, tokenizer, text)
     return Verdict(not reason, text, reason, search.feeds)
+
+
+@dataclass
+class Outcome:
+    """What ``run_differential`` saw: schema names compiled / refused / crashed, one name per
+    valid (per style) and invalid instance checked, and the wrong verdicts."""
+
+    compiled: list[str] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)
+    crashes: list[str] = field(default_factory=list)
+    valid: list[str] = field(default_factory=list)
+    invalid: list[str] = field(default_factory=list)
+    false_rejections: list[str] = field(default_factory=list)
+    false_acceptances: list[str] = field(default_factory=list)
+
+
+def run_differential(
+    cases: list[tuple[str, Any, list[dict]]],
+    compiler: ConstraintCompiler,
+    tokenizer: Any,
+    generate: int,
+    departures: tuple[str, ...] = (),
+) -> Outcome:
+    """Compile each ``(name, schema, tests)`` case (exact semantics) and check its instances
+    (``instances``: ``generate`` drawn per schema); a valid one refused is a false rejection
+    unless ``name`` starts with one of ``departures``."""
+    out = Outcome()
+    for name, schema, tests in cases:
+        try:
+            compiled = compiler.compile(
+                Constraint.json_schema(schema, allow_undeclared_properties=True)
+            )
+        except ConstraintError as exc:
+            out.refused.append(f"{name}: {type(exc).__name__}")
+            continue
+        except Exception as exc:  # noqa: BLE001 - anything else is a crash to report
+            out.crashes.append(f"{name}: {exc!r}")
+            continue
+        out.compiled.append(name)
+        valid, invalid = instances(schema, tests, generate)
+        for value in valid:
+            value = ordered(value, schema, draft_of(schema))
+            for style in STYLES:
+                out.valid.append(name)
+                result = verdict(compiled, tokenizer, value, style, schema)
+                if not result.accepted and not name.startswith(departures):
+                    out.false_rejections.append(
+                        f"{name} [{style}] {result.reason}: {result.text[-120:]!r}"
+                    )
+        for value in invalid:
+            out.invalid.append(name)
+            if verdict(compiled, tokenizer, value, "default", schema).accepted:
+                out.false_acceptances.append(f"{name}: {str(value)[:160]}")
+    return out
 
 
 def _size(value: Any) -> int:

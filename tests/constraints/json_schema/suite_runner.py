@@ -1,9 +1,11 @@
-"""Run JSON-Schema-Test-Suite groups and JSONSchemaBench instances through compiled matchers."""
+"""Run JSON-Schema-Test-Suite groups and JSONSchemaBench instances through compiled matchers.
+
+The suite ships in ``tests/data`` (MIT, see its SOURCE.txt); JSONSchemaBench has no licence
+file to ship it under, so its tests are the ``corpus`` suite, reading ``--corpus-dir``."""
 
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -13,10 +15,8 @@ from constraint_helpers import accepts_text, dumps, schema_ordered
 from stencil.constraints import Constraint, ConstraintCompiler, ConstraintError
 
 REPO = Path(__file__).resolve().parents[3]
-SUITE = REPO / "tests" / "data" / "JSON-Schema-Test-Suite" / "tests" / "draft2020-12"  # MIT, copied
-# beside the clone (tests skip without it); $STENCIL_SHARED_DATA points elsewhere (a worktree)
-SHARED = Path(os.environ.get("STENCIL_SHARED_DATA", REPO.parent / "shared" / "data"))
-BENCH = SHARED / "jsonschemabench-dev"
+SUITE = REPO / "tests" / "data" / "JSON-Schema-Test-Suite" / "tests" / "draft2020-12"
+BENCH = "jsonschemabench-dev"  # its folder under --corpus-dir
 
 
 @dataclass
@@ -74,5 +74,7 @@ def run_group(
                 tally.false_acceptances.append(label)
 
 
-def bench_rows(category: str) -> list[dict]:
-    return [json.loads(line) for line in (BENCH / f"{category}.jsonl").open()]
+def bench_rows(corpus_dir: Path, category: str) -> list[dict]:
+    """JSONSchemaBench-dev's rows of ``category``: ``{id, schema, tests}``."""
+    with open(corpus_dir / BENCH / f"{category}.jsonl") as f:
+        return [json.loads(line) for line in f]

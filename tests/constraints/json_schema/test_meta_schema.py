@@ -35,8 +35,7 @@ def _errors(validator, document) -> set:
 @pytest.mark.parametrize("cls", [jsonschema.Draft201909Validator, jsonschema.Draft202012Validator])
 def test_merged_meta_schema_reports_what_the_dynamic_one_reports(cls):
     docs = _documents()
-    if not docs:
-        pytest.skip("JSON-Schema-Test-Suite not available")
+    assert len(docs) > 1000, "the JSON-Schema-Test-Suite ships in tests/data"
     fast, dynamic = fast_meta_validator(cls), cls(cls.META_SCHEMA)
     assert fast is not None
     invalid = 0
