@@ -84,6 +84,8 @@ def test_the_installed_package_is_the_wheel(wheel_env):
         env=_env(wheel_env),
     )
     assert Path(out.strip()).is_relative_to(wheel_env["site"]), out
+    # test support stays in the source tree
+    assert not (wheel_env["site"] / "stencil" / "testing").exists()
 
 
 def test_generate_with_a_library_schema(wheel_env):
