@@ -22,7 +22,3 @@ def bitmask_to_bool(bitmask: torch.Tensor, vocab_size: int) -> torch.Tensor:
     shifts = torch.arange(32, dtype=torch.int32, device=bitmask.device)
     bits = (bitmask.unsqueeze(-1) >> shifts) & 1  # [rows, words, 32]
     return bits.flatten(1)[:, :vocab_size].bool()
-
-
-def allowed_token_ids(bitmask: torch.Tensor, row: int, vocab_size: int) -> list[int]:
-    return bitmask_to_bool(bitmask[row], vocab_size)[0].nonzero().flatten().tolist()

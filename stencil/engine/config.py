@@ -61,11 +61,13 @@ class EngineConfig:
     cpu_threads_bind: str = "none"
     speculative_config: dict | str | Any = field(
         default=None,
-        metadata={"help": 'vLLM\'s speculative_config as JSON, e.g. \'{"method": "ngram", '
-                  '"num_speculative_tokens": 5, "prompt_lookup_max": 4}\' or \'{"method": '
-                  '"draft_model", "model": PATH, "num_speculative_tokens": 4}\'; off when not '
-                  'given'},
-    )  # fmt: skip
+        metadata={
+            "help": 'vLLM\'s speculative_config as JSON, e.g. \'{"method": "ngram", '
+            '"num_speculative_tokens": 5, "prompt_lookup_max": 4}\' or \'{"method": '
+            '"draft_model", "model": PATH, "num_speculative_tokens": 4}\'; off when not '
+            "given"
+        },
+    )
 
     def __post_init__(self) -> None:
         if self.dtype not in _DTYPES:

@@ -103,8 +103,9 @@ def _layer(layer, kv_cache, loop: LayerLoop) -> LayerWeights | None:
         or attn.sinks is not None
     ):
         return None
-    linears = [(m.weight, m.bias) for m in (attn.qkv_proj, attn.o_proj, mlp.gate_up_proj,
-                                             mlp.down_proj)]  # fmt: skip
+    linears = [
+        (m.weight, m.bias) for m in (attn.qkv_proj, attn.o_proj, mlp.gate_up_proj, mlp.down_proj)
+    ]
     if not all(loop.supports(w, b) for w, b in linears):
         return None
     norms = (layer.input_layernorm.weight, layer.post_attention_layernorm.weight)

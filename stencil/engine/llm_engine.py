@@ -61,8 +61,16 @@ class LLMEngine:
         spec = config.speculative_config
         draft, runner_config = None, config
         if spec is not None and spec.method == "draft_model":
-            draft = DraftModel(spec, config, self.tokenizer, self.vocab_size, self.eos_token_ids,
-                               self.device, dtype, self.max_model_len)  # fmt: skip
+            draft = DraftModel(
+                spec,
+                config,
+                self.tokenizer,
+                self.vocab_size,
+                self.eos_token_ids,
+                self.device,
+                dtype,
+                self.max_model_len,
+            )
             runner_config = draft.share_kv_budget(model)  # the KV budget: the target's share
         self.runner = ModelRunner(runner_config, model, self.device, dtype)
         sliding = None

@@ -165,11 +165,13 @@ class ModelRunner:
             slots += [table[p // bs] * bs + p % bs for p in range(start, start + s.num_new_tokens)]
         width = max(len(s.seq.sliding_table) for s in computed)
         tables = torch.tensor(
-            [[max(b, 0) for b in s.seq.sliding_table] + [0] * (width - len(s.seq.sliding_table))
-             for s in computed],
+            [
+                [max(b, 0) for b in s.seq.sliding_table] + [0] * (width - len(s.seq.sliding_table))
+                for s in computed
+            ],
             dtype=torch.int32,
             device=self.device,
-        )  # fmt: skip
+        )
         return AttentionMetadata(
             slot_mapping=torch.tensor(slots, dtype=torch.int64, device=self.device),
             block_tables=tables,

@@ -53,10 +53,15 @@ class CpuTokenBitmask:
                     f"{bitmask.shape[0]} bitmask rows"
                 )
         self._fn(
-            logits.data_ptr(), logits.stride(0), bitmask.data_ptr(), bitmask.stride(0),
-            indices.data_ptr() if indices is not None else None, n, logits.shape[1],
+            logits.data_ptr(),
+            logits.stride(0),
+            bitmask.data_ptr(),
+            bitmask.stride(0),
+            indices.data_ptr() if indices is not None else None,
+            n,
+            logits.shape[1],
             bitmask.shape[1],
-        )  # fmt: skip
+        )
 
 
 def load() -> CpuTokenBitmask | None:

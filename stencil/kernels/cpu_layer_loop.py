@@ -28,29 +28,71 @@ _P, _I, _L, _F = ctypes.c_void_p, ctypes.c_int, ctypes.c_int64, ctypes.c_float
 
 
 class _Ops(ctypes.Structure):
-    _fields_ = [(n, _P) for n in ("qlinear", "rms_norm", "add_norm", "rotary", "silu",
-                                  "write_kv", "attention")]  # fmt: skip
+    _fields_ = [
+        (n, _P)
+        for n in ("qlinear", "rms_norm", "add_norm", "rotary", "silu", "write_kv", "attention")
+    ]
 
 
 class _Linear(ctypes.Structure):
-    _fields_ = [("N", _L), ("K", _I), ("bits", _I), ("G", _I), ("zero", _I), ("codes", _P),
-                ("planes", _P), ("scales", _P), ("mins", _P), ("bias", _P)]  # fmt: skip
+    _fields_ = [
+        ("N", _L),
+        ("K", _I),
+        ("bits", _I),
+        ("G", _I),
+        ("zero", _I),
+        ("codes", _P),
+        ("planes", _P),
+        ("scales", _P),
+        ("mins", _P),
+        ("bias", _P),
+    ]
 
 
 class _Layer(ctypes.Structure):
-    _fields_ = [("input_norm", _P), ("post_norm", _P), ("qkv", _Linear), ("o", _Linear),
-                ("gate_up", _Linear), ("down", _Linear), ("k_cache", _P), ("v_cache", _P)]  # fmt: skip
+    _fields_ = [
+        ("input_norm", _P),
+        ("post_norm", _P),
+        ("qkv", _Linear),
+        ("o", _Linear),
+        ("gate_up", _Linear),
+        ("down", _Linear),
+        ("k_cache", _P),
+        ("v_cache", _P),
+    ]
 
 
 class _Shape(ctypes.Structure):
-    _fields_ = [("hidden", _I), ("heads", _I), ("kv_heads", _I), ("dim", _I), ("inter", _I),
-                ("eps", _F), ("scale", _F), ("cos_sin", _P), ("max_pos", _L), ("cb", _L),
-                ("cs", _L), ("ch", _L), ("block_size", _L), ("num_slots", _L)]  # fmt: skip
+    _fields_ = [
+        ("hidden", _I),
+        ("heads", _I),
+        ("kv_heads", _I),
+        ("dim", _I),
+        ("inter", _I),
+        ("eps", _F),
+        ("scale", _F),
+        ("cos_sin", _P),
+        ("max_pos", _L),
+        ("cb", _L),
+        ("cs", _L),
+        ("ch", _L),
+        ("block_size", _L),
+        ("num_slots", _L),
+    ]
 
 
 class _Step(ctypes.Structure):
-    _fields_ = [("tokens", _L), ("positions", _P), ("slots", _P), ("tables", _P), ("cu", _P),
-                ("ctx", _P), ("units", _P), ("width", _I), ("num_units", _I)]  # fmt: skip
+    _fields_ = [
+        ("tokens", _L),
+        ("positions", _P),
+        ("slots", _P),
+        ("tables", _P),
+        ("cu", _P),
+        ("ctx", _P),
+        ("units", _P),
+        ("width", _I),
+        ("num_units", _I),
+    ]
 
 
 class _Scratch(ctypes.Structure):
@@ -87,8 +129,15 @@ class LayerLoop:
         self._run.argtypes = [_P, _P, _I, _P, _P, _P, _I]
         self._run.restype = _I
         lib = ops._lib
-        addr = [quant._i8, lib.rms_norm, lib.fused_add_rms_norm, lib.rotary_embedding,
-                lib.silu_and_mul, lib.write_kv, attention._kernel]  # fmt: skip
+        addr = [
+            quant._i8,
+            lib.rms_norm,
+            lib.fused_add_rms_norm,
+            lib.rotary_embedding,
+            lib.silu_and_mul,
+            lib.write_kv,
+            attention._kernel,
+        ]
         self._ops = _Ops(*(ctypes.cast(f, _P).value for f in addr))
 
     @staticmethod
@@ -102,8 +151,14 @@ class LayerLoop:
             and (bias is None or bias.dtype == torch.float32)
         )
 
-    def stack(self, layers: list[LayerWeights], heads: int, eps: float, scale: float,
-              cos_sin: torch.Tensor) -> Stack | None:  # fmt: skip
+    def stack(
+        self,
+        layers: list[LayerWeights],
+        heads: int,
+        eps: float,
+        scale: float,
+        cos_sin: torch.Tensor,
+    ) -> Stack | None:
         """The ctypes image of ``layers`` (built once; the caches must not move), or None where
         the attention kernel does not take their caches."""
         k_cache, v_cache = layers[0].kv_cache
@@ -121,14 +176,35 @@ class LayerLoop:
         first = layers[0]
         cb, cs, ch, _ = k_cache.stride()
         hidden, inter = first.input_norm.shape[0], first.down[0].shape[1]
-        shape = _Shape(hidden, heads, kv_heads, dim, inter, eps, scale, cos_sin.data_ptr(),
-                       cos_sin.shape[0], cb, cs, ch, bs, nb * bs)  # fmt: skip
+        shape = _Shape(
+            hidden,
+            heads,
+            kv_heads,
+            dim,
+            inter,
+            eps,
+            scale,
+            cos_sin.data_ptr(),
+            cos_sin.shape[0],
+            cb,
+            cs,
+            ch,
+            bs,
+            nb * bs,
+        )
         sizes = (hidden, heads * dim, first.qkv[0].shape[0], inter)
         return Stack(arr, shape, sizes, first.kv_cache, tuple(keep))
 
-    def __call__(self, stack: Stack, embedded: torch.Tensor, positions: torch.Tensor,
-                 slots: torch.Tensor, block_tables: torch.Tensor, cu_seqlens_q: list[int],
-                 context_lens: list[int]) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+    def __call__(
+        self,
+        stack: Stack,
+        embedded: torch.Tensor,
+        positions: torch.Tensor,
+        slots: torch.Tensor,
+        block_tables: torch.Tensor,
+        cu_seqlens_q: list[int],
+        context_lens: list[int],
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """``embedded [T, hidden]`` fp32 through every layer: ``(x, residual)`` before the final
         norm (``residual`` is ``embedded``, updated in place)."""
         hidden, qd, nqkv, inter = stack.sizes
@@ -139,13 +215,27 @@ class LayerLoop:
         q_view = qkv[:, :qd].view(t, stack.shape.heads, stack.shape.dim)
         launch = _launch(q_view, *stack.caches, block_tables, cu_seqlens_q, context_lens)
         tables, cu, ctx, units = launch.tensors
-        step = _Step(t, positions.data_ptr(), slots.data_ptr(), tables.data_ptr(), cu.data_ptr(),
-                     ctx.data_ptr(), units.data_ptr(), tables.shape[1], units.shape[0])  # fmt: skip
+        step = _Step(
+            t,
+            positions.data_ptr(),
+            slots.data_ptr(),
+            tables.data_ptr(),
+            cu.data_ptr(),
+            ctx.data_ptr(),
+            units.data_ptr(),
+            tables.shape[1],
+            units.shape[0],
+        )
         scratch = _Scratch(*(a.data_ptr() for a in (x, r, qkv, attn, gate_up, act)))
         status = self._run(
-            ctypes.byref(self._ops), stack.layers, len(stack.layers), ctypes.byref(stack.shape),
-            ctypes.byref(step), ctypes.byref(scratch), torch.get_num_threads(),
-        )  # fmt: skip
+            ctypes.byref(self._ops),
+            stack.layers,
+            len(stack.layers),
+            ctypes.byref(stack.shape),
+            ctypes.byref(step),
+            ctypes.byref(scratch),
+            torch.get_num_threads(),
+        )
         if status == -1:
             raise MemoryError(f"layer loop: no scratch memory for {t} rows")
         if status == -2:
@@ -161,9 +251,18 @@ def _linear(weight: QuantizedWeight, bias: torch.Tensor | None, keep: list) -> _
         keep.append(bias)
     n, k = weight.shape
     ptr = lambda t: None if t is None else t.data_ptr()  # noqa: E731
-    return _Linear(n, k, weight.bits, weight.group, weight.zero, weight.codes.data_ptr(),
-                   ptr(weight.planes), weight.scales.data_ptr(), ptr(weight.mins),
-                   ptr(bias))  # fmt: skip
+    return _Linear(
+        n,
+        k,
+        weight.bits,
+        weight.group,
+        weight.zero,
+        weight.codes.data_ptr(),
+        ptr(weight.planes),
+        weight.scales.data_ptr(),
+        ptr(weight.mins),
+        ptr(bias),
+    )
 
 
 def load(quant, ops, attention) -> LayerLoop | None:

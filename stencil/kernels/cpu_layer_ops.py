@@ -66,18 +66,37 @@ class CpuLayerOps:
         n0, n1, xs0, xs1 = _rows(x)
         _, _, os0, os1 = _rows(out)
         self._lib.rms_norm(
-            out.data_ptr(), os0, os1, x.data_ptr(), xs0, xs1, weight.data_ptr(), n0, n1,
-            x.shape[-1], eps, bf16, torch.get_num_threads(),
-        )  # fmt: skip
+            out.data_ptr(),
+            os0,
+            os1,
+            x.data_ptr(),
+            xs0,
+            xs1,
+            weight.data_ptr(),
+            n0,
+            n1,
+            x.shape[-1],
+            eps,
+            bf16,
+            torch.get_num_threads(),
+        )
 
     def fused_add_rms_norm(self, x, residual, weight, eps: float) -> None:
         bf16 = _kind(x, residual, weight)
         if bf16 is None or x.dim() != 2 or residual.shape != x.shape or not _vector(weight, x):
             return reference.fused_add_rms_norm(x, residual, weight, eps)
         self._lib.fused_add_rms_norm(
-            x.data_ptr(), x.stride()[0], residual.data_ptr(), residual.stride()[0],
-            weight.data_ptr(), x.shape[0], x.shape[1], eps, bf16, torch.get_num_threads(),
-        )  # fmt: skip
+            x.data_ptr(),
+            x.stride()[0],
+            residual.data_ptr(),
+            residual.stride()[0],
+            weight.data_ptr(),
+            x.shape[0],
+            x.shape[1],
+            eps,
+            bf16,
+            torch.get_num_threads(),
+        )
 
     def rotary_embedding(self, positions, q, k, cos_sin) -> None:
         bf16 = _kind(q, k)
@@ -96,10 +115,22 @@ class CpuLayerOps:
             return reference.rotary_embedding(positions, q, k, cos_sin)
         (qs0, qs1, _), (ks0, ks1, _) = q.stride(), k.stride()
         bad = self._lib.rotary_embedding(
-            positions.data_ptr(), q.shape[0], q.data_ptr(), qs0, qs1, q.shape[1],
-            k.data_ptr(), ks0, ks1, k.shape[1], cos_sin.data_ptr(),
-            cos_sin.shape[0], q.shape[2], bf16, torch.get_num_threads(),
-        )  # fmt: skip
+            positions.data_ptr(),
+            q.shape[0],
+            q.data_ptr(),
+            qs0,
+            qs1,
+            q.shape[1],
+            k.data_ptr(),
+            ks0,
+            ks1,
+            k.shape[1],
+            cos_sin.data_ptr(),
+            cos_sin.shape[0],
+            q.shape[2],
+            bf16,
+            torch.get_num_threads(),
+        )
         if bad:
             raise IndexError(f"rotary_embedding: {bad} positions outside [0, {cos_sin.shape[0]})")
 
@@ -109,9 +140,15 @@ class CpuLayerOps:
         if bf16 is None or out.dim() != 2 or gate_up.shape != (out.shape[0], 2 * d):
             return reference.silu_and_mul(out, gate_up)
         self._lib.silu_and_mul(
-            out.data_ptr(), out.stride()[0], gate_up.data_ptr(), gate_up.stride()[0],
-            out.shape[0], d, bf16, torch.get_num_threads(),
-        )  # fmt: skip
+            out.data_ptr(),
+            out.stride()[0],
+            gate_up.data_ptr(),
+            gate_up.stride()[0],
+            out.shape[0],
+            d,
+            bf16,
+            torch.get_num_threads(),
+        )
 
     def write_kv(self, key, value, k_cache, v_cache, slot_mapping) -> None:
         if (
@@ -127,11 +164,26 @@ class CpuLayerOps:
         cb, cs, ch, _ = k_cache.stride()
         (ks0, ks1, _), (vs0, vs1, _) = key.stride(), value.stride()
         bad = self._lib.write_kv(
-            key.data_ptr(), ks0, ks1, value.data_ptr(), vs0, vs1,
-            k_cache.data_ptr(), v_cache.data_ptr(), cb, cs, ch,
-            slot_mapping.data_ptr(), key.shape[0], heads, dim, bs, nb * bs, key.element_size(),
+            key.data_ptr(),
+            ks0,
+            ks1,
+            value.data_ptr(),
+            vs0,
+            vs1,
+            k_cache.data_ptr(),
+            v_cache.data_ptr(),
+            cb,
+            cs,
+            ch,
+            slot_mapping.data_ptr(),
+            key.shape[0],
+            heads,
+            dim,
+            bs,
+            nb * bs,
+            key.element_size(),
             torch.get_num_threads(),
-        )  # fmt: skip
+        )
         if bad:
             raise IndexError(f"write_kv: {bad} slots outside the cache's {nb * bs}")
 

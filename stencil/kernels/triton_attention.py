@@ -29,11 +29,26 @@ _MIN_KEYS_PER_SPLIT = 256
 def _attend_keys(
     q,  # [BLOCK_M, D_PAD]
     qpos,  # [BLOCK_M] absolute query positions
-    k_cache_ptr, v_cache_ptr, bt_row, head_off, d, d_ok, start, stop, window, qk_scale,
-    stride_cb, stride_cs, stride_cd,
-    BLOCK_SIZE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, D_PAD: tl.constexpr,
-    HAS_WINDOW: tl.constexpr, DOT_PRECISION: tl.constexpr,
-):  # fmt: skip
+    k_cache_ptr,
+    v_cache_ptr,
+    bt_row,
+    head_off,
+    d,
+    d_ok,
+    start,
+    stop,
+    window,
+    qk_scale,
+    stride_cb,
+    stride_cs,
+    stride_cd,
+    BLOCK_SIZE: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    D_PAD: tl.constexpr,
+    HAS_WINDOW: tl.constexpr,
+    DOT_PRECISION: tl.constexpr,
+):
     """Online softmax of the rows over keys ``[start, stop)``: (acc, row sum, row max), base 2."""
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
     l_i = tl.full([BLOCK_M], 0.0, tl.float32)
@@ -66,22 +81,42 @@ def _attend_keys(
 
 @triton.jit
 def _paged_attention_kernel(
-    q_ptr, k_cache_ptr, v_cache_ptr, out_ptr, block_tables_ptr, tiles_ptr,
+    q_ptr,
+    k_cache_ptr,
+    v_cache_ptr,
+    out_ptr,
+    block_tables_ptr,
+    tiles_ptr,
     part_out_ptr,  # [splits, T, heads, D_PAD] fp32, only with SPLIT
     part_lse_ptr,  # [splits, T, heads] fp32, only with SPLIT
     sinks_ptr,  # [heads] fp32, only with HAS_SINKS
-    stride_qt, stride_qh, stride_qd,  # q strides
-    stride_ot, stride_oh, stride_od,  # out strides
-    stride_cb, stride_cs, stride_ch, stride_cd,  # cache strides (k and v share them)
+    stride_qt,
+    stride_qh,
+    stride_qd,  # q strides
+    stride_ot,
+    stride_oh,
+    stride_od,  # out strides
+    stride_cb,
+    stride_cs,
+    stride_ch,
+    stride_cd,  # cache strides (k and v share them)
     stride_bt,  # block table row stride
     qk_scale,  # scale * log2(e)
     window,  # sliding window (only read when HAS_WINDOW)
-    head_dim, num_tokens, num_heads, num_splits,
+    head_dim,
+    num_tokens,
+    num_heads,
+    num_splits,
     BLOCK_SIZE: tl.constexpr,  # cache block (page) size: a constant, so // and % are cheap
-    GROUP: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, D_PAD: tl.constexpr,
-    HAS_WINDOW: tl.constexpr, SPLIT: tl.constexpr, DOT_PRECISION: tl.constexpr,
+    GROUP: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    D_PAD: tl.constexpr,
+    HAS_WINDOW: tl.constexpr,
+    SPLIT: tl.constexpr,
+    DOT_PRECISION: tl.constexpr,
     HAS_SINKS: tl.constexpr,
-):  # fmt: skip
+):
     tile = tl.program_id(0)
     kv_head = tl.program_id(1)
     seq = tl.load(tiles_ptr + tile * 4)
@@ -109,10 +144,28 @@ def _paged_attention_kernel(
         stop = tl.minimum(stop, start + chunk)
     bt_row = block_tables_ptr + seq.to(tl.int64) * stride_bt
     acc, l_i, m_i = _attend_keys(
-        q, pos0 + tok, k_cache_ptr, v_cache_ptr, bt_row, kv_head * stride_ch, d, d_ok,
-        start, stop, window, qk_scale, stride_cb, stride_cs, stride_cd,
-        BLOCK_SIZE, BLOCK_M, BLOCK_N, D_PAD, HAS_WINDOW, DOT_PRECISION,
-    )  # fmt: skip
+        q,
+        pos0 + tok,
+        k_cache_ptr,
+        v_cache_ptr,
+        bt_row,
+        kv_head * stride_ch,
+        d,
+        d_ok,
+        start,
+        stop,
+        window,
+        qk_scale,
+        stride_cb,
+        stride_cs,
+        stride_cd,
+        BLOCK_SIZE,
+        BLOCK_M,
+        BLOCK_N,
+        D_PAD,
+        HAS_WINDOW,
+        DOT_PRECISION,
+    )
     if HAS_SINKS and not SPLIT:  # the sink joins the denominator (base 2, like m_i)
         sink = tl.load(sinks_ptr + head) * 1.4426950408889634  # [BLOCK_M]
         m_new = tl.maximum(m_i, sink)
@@ -133,10 +186,22 @@ def _paged_attention_kernel(
 
 @triton.jit
 def _merge_splits_kernel(
-    out_ptr, part_out_ptr, part_lse_ptr, rows_ptr, sinks_ptr,
-    stride_ot, stride_oh, stride_od, head_dim, num_tokens, num_heads, num_splits,
-    S_PAD: tl.constexpr, D_PAD: tl.constexpr, HAS_SINKS: tl.constexpr,
-):  # fmt: skip
+    out_ptr,
+    part_out_ptr,
+    part_lse_ptr,
+    rows_ptr,
+    sinks_ptr,
+    stride_ot,
+    stride_oh,
+    stride_od,
+    head_dim,
+    num_tokens,
+    num_heads,
+    num_splits,
+    S_PAD: tl.constexpr,
+    D_PAD: tl.constexpr,
+    HAS_SINKS: tl.constexpr,
+):
     """One program per (launch row, head): weight each split's output by its share of the sum."""
     t = tl.load(rows_ptr + tl.program_id(0)).to(tl.int64)
     h = tl.program_id(1)
@@ -213,13 +278,29 @@ def paged_attention(
         from stencil.kernels import reference
 
         return reference.paged_attention(
-            q, k_cache, v_cache, block_tables, list(cu_seqlens_q), list(context_lens), scale,
-            sliding_window, plan, sinks, softcap,
-        )  # fmt: skip
+            q,
+            k_cache,
+            v_cache,
+            block_tables,
+            list(cu_seqlens_q),
+            list(context_lens),
+            scale,
+            sliding_window,
+            plan,
+            sinks,
+            softcap,
+        )
     return paged_attention_splits(
-        q, k_cache, v_cache, block_tables, cu_seqlens_q, context_lens, scale, sliding_window,
+        q,
+        k_cache,
+        v_cache,
+        block_tables,
+        cu_seqlens_q,
+        context_lens,
+        scale,
+        sliding_window,
         sinks=sinks,
-    )  # fmt: skip
+    )
 
 
 def paged_attention_splits(
@@ -256,9 +337,18 @@ def paged_attention_splits(
             max_keys = min(max_keys, window + block_m) if window else max_keys
             splits = num_splits or _num_splits(len(tiles) // 4 * kv_heads, max_keys, q.device)
             _launch(
-                q, k_cache, v_cache, block_tables, out, tiles, block_m, scale, window, splits,
+                q,
+                k_cache,
+                v_cache,
+                block_tables,
+                out,
+                tiles,
+                block_m,
+                scale,
+                window,
+                splits,
                 sinks,
-            )  # fmt: skip
+            )
     return out
 
 
@@ -286,18 +376,50 @@ def _launch(
     tiles_t = torch.tensor(tiles, dtype=torch.int32).to(q.device, non_blocking=True)
     sinks_t = out if sinks is None else sinks.to(torch.float32).contiguous()
     _paged_attention_kernel[(len(tiles) // 4, kv_heads, num_splits)](
-        q, k_cache, v_cache, out, block_tables, tiles_t, part_out, part_lse, sinks_t,
-        *q.stride(), *out.stride(), *k_cache.stride(), block_tables.stride(0),
-        scale * _LOG2E, window, dim, num_tokens, heads, num_splits,
-        BLOCK_SIZE=k_cache.shape[1], GROUP=heads // kv_heads, BLOCK_M=block_m, BLOCK_N=_BLOCK_N,
-        D_PAD=d_pad, HAS_WINDOW=window > 0, SPLIT=num_splits > 1,
-        DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32", HAS_SINKS=sinks is not None,
-    )  # fmt: skip
+        q,
+        k_cache,
+        v_cache,
+        out,
+        block_tables,
+        tiles_t,
+        part_out,
+        part_lse,
+        sinks_t,
+        *q.stride(),
+        *out.stride(),
+        *k_cache.stride(),
+        block_tables.stride(0),
+        scale * _LOG2E,
+        window,
+        dim,
+        num_tokens,
+        heads,
+        num_splits,
+        BLOCK_SIZE=k_cache.shape[1],
+        GROUP=heads // kv_heads,
+        BLOCK_M=block_m,
+        BLOCK_N=_BLOCK_N,
+        D_PAD=d_pad,
+        HAS_WINDOW=window > 0,
+        SPLIT=num_splits > 1,
+        DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
+        HAS_SINKS=sinks is not None,
+    )
     if num_splits > 1:
         rows = _tile_rows(tiles)
         rows_t = torch.tensor(rows, dtype=torch.int32).to(q.device, non_blocking=True)
         _merge_splits_kernel[(len(rows), heads)](
-            out, part_out, part_lse, rows_t, sinks_t, *out.stride(), dim, num_tokens, heads,
-            num_splits, S_PAD=triton.next_power_of_2(num_splits), D_PAD=d_pad,
+            out,
+            part_out,
+            part_lse,
+            rows_t,
+            sinks_t,
+            *out.stride(),
+            dim,
+            num_tokens,
+            heads,
+            num_splits,
+            S_PAD=triton.next_power_of_2(num_splits),
+            D_PAD=d_pad,
             HAS_SINKS=sinks is not None,
-        )  # fmt: skip
+        )

@@ -44,7 +44,7 @@ def responses_payloads(max_model_len: int) -> list[Payload]:
         _p(
             "call output without its call",
             _items(user, {"type": "function_call_output", "call_id": "c9", "output": "x"}),
-        ),  # fmt: skip
+        ),
         _p("call id of 1 MB", _items(user, {**call, "call_id": "c" * MB}), echo="c" * 5000),
         _p(
             "call arguments not JSON",
@@ -53,7 +53,7 @@ def responses_payloads(max_model_len: int) -> list[Payload]:
                 {**call, "arguments": "{nope"},
                 {"type": "function_call_output", "call_id": "c1", "output": "x"},
             ),
-        ),  # fmt: skip
+        ),
         _p("empty input", _items()),
         _p("50k items", _items(*[user] * 50_000)),
         _p("input beyond the context", responses(input="word " * (max_model_len * 3))),
@@ -61,14 +61,14 @@ def responses_payloads(max_model_len: int) -> list[Payload]:
         _p(
             "json_schema without schema",
             responses(text={"format": {"type": "json_schema", "name": "x"}}),
-        ),  # fmt: skip
+        ),
         _p("text format unknown", responses(text={"format": {"type": "grammar"}})),
         _p("built-in tool", responses(tools=[{"type": "code_interpreter", "container": "x"}])),
         _p("hosted tool_choice", responses(tool_choice={"type": "file_search"})),
         _p(
             "tool_choice names a missing tool",
             responses(tool_choice={"type": "function", "name": "nope"}),
-        ),  # fmt: skip
+        ),
         _p("background", responses(background=True)),
         _p("max_output_tokens 0", responses(max_output_tokens=0)),
         _p("top_logprobs 1e6", responses(top_logprobs=10**6)),
@@ -76,13 +76,13 @@ def responses_payloads(max_model_len: int) -> list[Payload]:
             "evicted previous_response_id",
             responses(previous_response_id=EVICTED),
             expect=NOT_FOUND,
-        ),  # fmt: skip
+        ),
         _p(
             "previous_response_id of 1 MB",
             responses(previous_response_id=big_id),
             expect=NOT_FOUND,
             echo="x" * 5000,
-        ),  # fmt: skip
+        ),
         Payload(
             "responses GET an evicted id",
             "responses",
@@ -90,7 +90,7 @@ def responses_payloads(max_model_len: int) -> list[Payload]:
             f"{RESPONSES}/{EVICTED}",
             expect=NOT_FOUND,
             method="GET",
-        ),  # fmt: skip
+        ),
         Payload(
             "responses DELETE an unknown id",
             "responses",
@@ -98,5 +98,5 @@ def responses_payloads(max_model_len: int) -> list[Payload]:
             f"{RESPONSES}/resp_nope",
             expect=NOT_FOUND,
             method="DELETE",
-        ),  # fmt: skip
+        ),
     ]

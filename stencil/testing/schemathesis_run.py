@@ -47,13 +47,35 @@ def run_schemathesis(
     base_url: str, key: str, max_examples: int, phases: str, seed: int, workers: int, out: Path
 ) -> Report:
     cmd = [
-        sys.executable, "-m", "schemathesis.cli", "run", f"{base_url}/openapi.json",
-        "-H", f"Authorization: Bearer {key}", "--checks", "not_a_server_error",
-        "--max-examples", str(max_examples), "--phases", phases, "--seed", str(seed),
-        "--workers", str(workers), "--request-timeout", "120", "--suppress-health-check", "all",
-        "--report", "ndjson", "--report-ndjson-path", str(out), "--no-color",
-        "--generation-database", "none",
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "schemathesis.cli",
+        "run",
+        f"{base_url}/openapi.json",
+        "-H",
+        f"Authorization: Bearer {key}",
+        "--checks",
+        "not_a_server_error",
+        "--max-examples",
+        str(max_examples),
+        "--phases",
+        phases,
+        "--seed",
+        str(seed),
+        "--workers",
+        str(workers),
+        "--request-timeout",
+        "120",
+        "--suppress-health-check",
+        "all",
+        "--report",
+        "ndjson",
+        "--report-ndjson-path",
+        str(out),
+        "--no-color",
+        "--generation-database",
+        "none",
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=3600, cwd=out.parent)
     if not out.is_file():
         raise RuntimeError(

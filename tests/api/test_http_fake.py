@@ -146,6 +146,12 @@ def test_auth(client):
     "body, status, param",
     [
         ({"messages": [{"role": "user", "content": "hi"}], "foo": 1}, 400, "foo"),
+        # a vLLM request field Stencil does not implement: refused by name, never ignored
+        (
+            {"messages": [{"role": "user", "content": "hi"}], "allowed_token_ids": [1]},
+            400,
+            "allowed_token_ids",
+        ),
         ({"messages": [{"role": "user", "content": "hi"}], "model": "gpt-9"}, 404, "model"),
         ({"messages": [{"role": "user", "content": "hi"}], "n": 0}, 400, "n"),
         (

@@ -22,11 +22,6 @@ class TextPart(Strict):
     logprobs: list[Any] | None = None
 
 
-class RefusalPart(Strict):
-    type: Literal["refusal"]
-    refusal: str
-
-
 class MessageItem(Strict):
     """A message: ``EasyInputMessage`` (no ``type``) or a full message item, as the SDK sends
     past output back (``id``, ``status``, ``phase`` are kept only as history)."""

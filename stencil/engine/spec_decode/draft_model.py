@@ -222,9 +222,15 @@ class DraftModel:
                 shadow = None
         if shadow is None:
             shadow = Sequence(
-                seq.seq_id, seq.request_id, seq.index, list(seq.token_ids), seq.prompt_len,
-                seq.params, seq.max_len, seq.generator,
-            )  # fmt: skip
+                seq.seq_id,
+                seq.request_id,
+                seq.index,
+                list(seq.token_ids),
+                seq.prompt_len,
+                seq.params,
+                seq.max_len,
+                seq.generator,
+            )
             matched = self.block_manager.match_prefix(shadow.token_ids)
             if not self.block_manager.can_admit(matched, shadow.num_tokens):
                 return None
