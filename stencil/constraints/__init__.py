@@ -24,6 +24,7 @@ from .grounding import uses_grounding
 from .grounding.stated import (
     currencies_in,
     date_mentions,
+    date_readings,
     date_spans,
     dates_in,
     number_mentions,
@@ -59,6 +60,7 @@ __all__ = [
     "bitmask_to_bool",
     "currencies_in",
     "date_mentions",
+    "date_readings",
     "date_spans",
     "dates_in",
     "number_mentions",

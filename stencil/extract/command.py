@@ -19,7 +19,8 @@ from stencil.extract.documents import InputError, discover
 from stencil.extract.engine_backend import ExtractSpec
 from stencil.extract.prompt import PromptTemplate, TemplateError
 from stencil.extract.ray_backend import LOCAL, RayUnavailable
-from stencil.extract.results import ResultsError, ResultsFile
+from stencil.extract.results import ResultsError, ResultsFile, read_records
+from stencil.extract.review import write_review
 from stencil.extract.run_loop import Run, scan_hashes
 from stencil.extract.schema_library import SchemaError, list_schemas, resolve_schema
 from stencil.extract.server_backend import ServerUnavailable
@@ -51,6 +52,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--schema", help="a JSON Schema file or a library name (--list-schemas)")
     parser.add_argument("--out", metavar="JSONL", help="results file (appended to; resumable)")
     parser.add_argument("--list-schemas", action="store_true", help="list library schemas")
+    parser.add_argument(
+        "--review",
+        metavar="HTML",
+        help="also write one self-contained page of the documents with their values marked "
+        "(without FILES: every record already in --out)",
+    )
     parser.add_argument(
         "--prompt-template",
         metavar="FILE",
@@ -118,6 +125,8 @@ def run(args: argparse.Namespace, *, llm: Any = None) -> int:
     ``stencil.LLM`` to use instead of loading one from the engine flags (tests, notebooks)."""
     if args.list_schemas:
         return _list_schemas()
+    if args.review and args.out and not args.files:
+        return _review(args.review, _read_records(args.out), None)
     try:
         _check_usage(args)
         name, schema = resolve_schema(args.schema)
@@ -143,6 +152,8 @@ def run(args: argparse.Namespace, *, llm: Any = None) -> int:
         _say(f"stencil extract: interrupted; rerun the same command to resume ({args.out})")
         return 130
     print(summary.table(paths, resume.records, args.out))
+    if args.review:
+        _review(args.review, _read_records(args.out), paths)
     return 0 if summary.failed == 0 and not _earlier_failures(paths, resume.records) else 1
 
 
@@ -213,6 +224,30 @@ class _LazyEngine:
 
         llm = self.llm if self.llm is not None else LLM(**self.kwargs)
         return EngineExtractor(llm, self.spec, self.window).run(jobs)
+
+
+def _read_records(path: str) -> list[dict[str, Any]] | None:
+    try:
+        return read_records(path)
+    except ResultsError as e:
+        _say(f"stencil extract: {e}")
+        return None
+
+
+def _review(out: str, records: list[dict[str, Any]] | None, paths: list[str] | None) -> int:
+    """Write the ``--review`` page of ``records`` (those of ``paths`` when given)."""
+    if records is None:
+        return 2
+    if paths is not None:
+        order = {p: i for i, p in enumerate(paths)}
+        records = sorted((r for r in records if r["file"] in order), key=lambda r: order[r["file"]])
+    try:
+        count = write_review(out, records)
+    except OSError as e:
+        _say(f"stencil extract: cannot write {out!r}: {e.strerror or e}")
+        return 2
+    _say(f"review of {count} documents: {out}")
+    return 0
 
 
 def _earlier_failures(paths: list[str], records: dict[str, dict[str, Any]]) -> bool:

@@ -6,7 +6,6 @@ Also what each Ray worker actor runs (``stencil.extract.ray_backend``).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -14,11 +13,12 @@ from typing import Any
 from stencil.constraints import Constraint, ConstraintError, uses_grounding
 from stencil.engine.errors import RequestError
 from stencil.engine.sampling_params import SamplingParams
-from stencil.extract import questions
+from stencil.extract import questions, reading
 from stencil.extract.field_plan import FieldPlan
+from stencil.extract.merge import Grounding
 from stencil.extract.prompt import SAFETY_TOKENS, HFTokenCounter, PromptBuilder, PromptTemplate
 from stencil.extract.records import Job, Outcome
-from stencil.extract.regions import check_record
+from stencil.extract.windows import Window
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +74,14 @@ class ExtractSpec:
         return counter.count(questions.longest_question(self.schema)) + SAFETY_TOKENS
 
     @property
+    def grounding(self) -> Grounding:
+        return Grounding(self.grounded, self.ground_numbers, self.ground_dates)
+
+    def outcome(self, key: int, parts: list[tuple], counts: dict[str, Any]) -> Outcome:
+        """One document's Outcome from its windows' answers (``reading.outcome``)."""
+        return reading.outcome(key, self.schema, self.per_field, self.grounding, parts, counts)
+
+    @property
     def per_document(self) -> bool:
         """Whether each document gets its own constraint (grounding)."""
         per_document = self.grounded or self.ground_numbers or self.ground_dates
@@ -116,94 +124,124 @@ class EngineExtractor:
 
     def run(self, jobs: Iterable[Job]) -> Iterator[Outcome]:
         """Yield one Outcome per job, in completion order; at most ``window`` documents in the
-        engine, each with one request at a time (a field's question goes in when the one before
-        it has its answer, and finds the document's blocks in the prefix cache)."""
+        engine, each window of a document with one request at a time (a field's question goes
+        in when the one before it has its answer, and finds the window's blocks in the prefix
+        cache)."""
         pending = iter(jobs)
-        docs: dict[str, _Doc] = {}  # request id in the engine -> its document
+        inflight: dict[str, tuple[_Doc, _Part]] = {}  # request id in the engine -> its window
+        docs = 0
         exhausted = False
         try:
             while True:
-                while not exhausted and len(docs) < self.window:
+                while not exhausted and docs < self.window:
                     job = next(pending, None)
                     if job is None:
                         exhausted = True
-                    elif (done := self._start(job, docs)) is not None:
+                    elif (done := self._start(job, inflight)) is not None:
                         yield done
-                if not docs:
+                    else:
+                        docs += 1
+                if not inflight:
                     return
                 for out in self.engine.step():
-                    if out.finished and (doc := docs.pop(out.request_id, None)) is not None:
-                        doc.finish(out)
-                        if (done := self._advance(doc, docs)) is not None:
+                    if out.finished and (held := inflight.pop(out.request_id, None)) is not None:
+                        doc, part = held
+                        doc.finish(part, out)
+                        if (done := self._advance(doc, part, inflight)) is not None:
+                            docs -= 1
                             yield done
         finally:
-            for rid in docs:
+            for rid in inflight:
                 self.engine.abort_request(rid)
 
-    def _start(self, job: Job, docs: dict[str, _Doc]) -> Outcome | None:
-        """Queue one job's first request; an Outcome when there is none to run."""
-        rid = f"extract-{job.key}"
+    def _start(self, job: Job, inflight: dict[str, tuple[_Doc, _Part]]) -> Outcome | None:
+        """Queue the first request of each window of one job; an Outcome when there is none."""
         try:
-            prompt = self.builder.build(job.path, job.text)
+            windows = reading.read_windows(self.builder, self.spec.schema, job.path, job.text)
         except ValueError as e:
             return Outcome(job.key, error=str(e))
-        schema = questions.narrow_schema(self.spec.schema, prompt.document)
-        doc = _Doc(job, prompt.document, prompt.warnings, self.per_field)
-        if self.per_field:
-            doc.parts = self._field_parts(rid, job.path, schema, doc, prompt.messages)
-        else:
-            doc.parts = iter([(rid, self._prompt_ids(prompt.messages), schema)])
-        return self._advance(doc, docs)
+        doc = _Doc(job, self.spec, windows.warnings)
+        for i, window in enumerate(windows.windows):
+            schema = windows.schema_for(window)
+            prompt = self.builder.build(job.path, window.text)
+            rid = f"extract-{job.key}:{i}"
+            part = _Part(window, schema)
+            if self.per_field:
+                part.requests = self._field_parts(rid, job.path, part, prompt.messages)
+            else:
+                part.requests = iter([(rid, self._prompt_ids(prompt.messages), schema)])
+            doc.parts.append(part)
+        done = None
+        for part in list(doc.parts):
+            done = self._advance(doc, part, inflight) or done
+        return done
 
-    def _advance(self, doc: _Doc, docs: dict[str, _Doc]) -> Outcome | None:
-        """Queue the document's next request; its Outcome when it has no more."""
+    def _advance(
+        self, doc: _Doc, part: _Part, inflight: dict[str, tuple[_Doc, _Part]]
+    ) -> Outcome | None:
+        """Queue the window's next request; the document's Outcome when none of its windows has
+        a request left."""
         if doc.error is None:
             try:
-                part = next(doc.parts, None)
-                if part is not None:
-                    rid, ids, schema = part
+                request = next(part.requests, None)
+                if request is not None:
+                    rid, ids, schema = request
                     params = self.params
                     if self.spec.per_document:
-                        constraint = self.spec.constraint(doc.document, schema)
+                        constraint = self.spec.constraint(part.window.text, schema)
                         params = replace(params, constraint=constraint)
                     self.engine.add_request(rid, ids, params)
-                    docs[rid] = doc
+                    inflight[rid] = (doc, part)
                     return None
             except (ValueError, RequestError, ConstraintError) as e:
                 doc.error = str(e)
-        return doc.outcome(self.spec.schema)
+        part.done = True
+        if any(not p.done for p in doc.parts) or any(d is doc for d, _ in inflight.values()):
+            return None
+        return doc.outcome()
 
     def _field_parts(
-        self, rid: str, filename: str, schema: dict, doc: _Doc, prompt: list[dict]
+        self, rid: str, filename: str, part: _Part, prompt: list[dict]
     ) -> Iterator[tuple]:
         """One question per field, (request id, prompt ids, answer schema), each narrowed to
-        what the document states for it and the answers before it left (``field_plan``)."""
-        prefix = self.spec.field_prefix(prompt, filename, doc.document)
-        plan = FieldPlan(schema, doc.document, self.spec.ground_numbers, self.spec.ground_dates)
-        for q in plan.questions(doc.answers):
+        what the window states for it and the answers before it left (``field_plan``)."""
+        text = part.window.text
+        prefix = self.spec.field_prefix(prompt, filename, text)
+        plan = FieldPlan(part.schema, text, self.spec.ground_numbers, self.spec.ground_dates)
+        for q in plan.questions(part.answers):
             messages = questions.field_messages(prefix, q)
             yield f"{rid}:{q.key}", self._prompt_ids(messages), q.schema
 
 
 @dataclass(slots=True)
+class _Part:
+    """One window of a document in flight: its requests still to come, its answers so far."""
+
+    window: Window
+    schema: dict[str, Any]
+    """The window's schema (``merge.window_schema``, narrowed to what it states)."""
+    requests: Iterator[tuple] = field(default_factory=lambda: iter(()))
+    answers: dict[str, str] = field(default_factory=dict)
+    done: bool = False
+
+
+@dataclass(slots=True)
 class _Doc:
-    """One document in flight: its requests still to come, and the answers so far."""
+    """One document in flight: its windows, and the tokens and errors so far."""
 
     job: Job
-    document: str
+    spec: ExtractSpec
     warnings: list[str]
-    per_field: bool
-    parts: Iterator[tuple] = field(default_factory=lambda: iter(()))
-    answers: dict[str, str] = field(default_factory=dict)
+    parts: list[_Part] = field(default_factory=list)
     prompt_tokens: int = 0
     completion_tokens: int = 0
     finish_reason: str | None = "stop"
     error: str | None = None
 
-    def finish(self, out: Any) -> None:
+    def finish(self, part: _Part, out: Any) -> None:
         """Take one finished request's answer."""
         completion = out.outputs[0]
-        self.answers[out.request_id.rpartition(":")[2]] = completion.text
+        part.answers[out.request_id.rpartition(":")[2]] = completion.text
         self.prompt_tokens += len(out.prompt_token_ids)
         self.completion_tokens += len(completion.token_ids)
         if completion.finish_reason != "stop":
@@ -214,31 +252,10 @@ class _Doc:
                 or f"generation ended with finish_reason={completion.finish_reason}"
             )
 
-    def outcome(self, schema: dict[str, Any]) -> Outcome:
+    def outcome(self) -> Outcome:
+        counts = {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
+                  "finish_reason": self.finish_reason, "warnings": self.warnings}  # fmt: skip
         if self.error is not None:
-            return Outcome(self.job.key, error=self.error, warnings=self.warnings,
-                           prompt_tokens=self.prompt_tokens,
-                           completion_tokens=self.completion_tokens,
-                           finish_reason=self.finish_reason)  # fmt: skip
-        if self.per_field:
-            data = questions.assemble(schema, self.answers)
-        else:
-            data = _loads(next(iter(self.answers.values()), ""))
-        text = next(iter(self.answers.values()), "{}")
-        if isinstance(data, dict):
-            text = json.dumps(check_record(schema, data, self.document), ensure_ascii=False)
-        return Outcome(
-            self.job.key,
-            text=text,
-            prompt_tokens=self.prompt_tokens,
-            completion_tokens=self.completion_tokens,
-            finish_reason=self.finish_reason,
-            warnings=self.warnings,
-        )
-
-
-def _loads(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except ValueError:
-        return None
+            return Outcome(self.job.key, error=self.error, **counts)
+        parts = [(p.window, p.schema, p.answers) for p in self.parts]
+        return self.spec.outcome(self.job.key, parts, counts)

@@ -110,24 +110,12 @@ class PromptBuilder:
     """Tokens kept free besides max_tokens (a field question appended to the prompt)."""
 
     def build(self, filename: str, document: str) -> Prompt:
-        """Messages for one document; ValueError when not even an empty document fits."""
-        values = {
-            "schema": json.dumps(self.schema, ensure_ascii=False),
-            "fields": field_list(self.schema),
-            "instructions": f"{self.instructions.strip()}\n" if self.instructions.strip() else "",
-            "filename": filename,
-            "document": document,
-        }
-        if self.context is None:
+        """Messages for one document (cut to fit: ``windows`` splits a long one first so that
+        each window fits); ValueError when not even an empty document fits."""
+        values = self._values(filename, document)
+        budget = self.document_budget(filename)
+        if budget is None:
             return Prompt(self.template.messages(values), [], document)
-        room = self.context - self.max_tokens - SAFETY_TOKENS - self.reserve
-        overhead = self.measure(self.template.messages({**values, "document": ""}))
-        budget = room - overhead
-        if budget <= 0:
-            raise ValueError(
-                f"the prompt template and schema ({overhead} tokens) plus max_tokens "
-                f"({self.max_tokens}) leave no room for the document in {self.context} tokens"
-            )
         total = self.counter.count(document)
         if total <= budget:
             return Prompt(self.template.messages(values), [], document)
@@ -137,6 +125,29 @@ class PromptBuilder:
             f"({self.context} tokens with max_tokens={self.max_tokens})"
         )
         return Prompt(self.template.messages(values), [warning], values["document"])
+
+    def document_budget(self, filename: str) -> int | None:
+        """The most document tokens one prompt holds (None: no context limit); ValueError
+        when not even an empty document fits."""
+        if self.context is None:
+            return None
+        room = self.context - self.max_tokens - SAFETY_TOKENS - self.reserve
+        overhead = self.measure(self.template.messages(self._values(filename, "")))
+        if room - overhead <= 0:
+            raise ValueError(
+                f"the prompt template and schema ({overhead} tokens) plus max_tokens "
+                f"({self.max_tokens}) leave no room for the document in {self.context} tokens"
+            )
+        return room - overhead
+
+    def _values(self, filename: str, document: str) -> dict[str, str]:
+        return {
+            "schema": json.dumps(self.schema, ensure_ascii=False),
+            "fields": field_list(self.schema),
+            "instructions": f"{self.instructions.strip()}\n" if self.instructions.strip() else "",
+            "filename": filename,
+            "document": document,
+        }
 
 
 def field_list(schema: dict[str, Any]) -> str:

@@ -12,6 +12,7 @@ the retries run out, every file without an outcome gets an error outcome: none i
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -40,6 +41,8 @@ class ExtractActor:
             for k, p, t in zip(batch["key"], batch["path"], batch["text"], strict=True)
         ]
         outcomes = [o.as_dict() for o in self.extractor.run(jobs)]
+        for o in outcomes:  # as JSON text: Ray's columns cannot hold dicts of varying keys
+            o["spans"] = json.dumps(o["spans"])
         return {name: [o[name] for o in outcomes] for name in _OUTCOME_FIELDS}
 
 
@@ -124,7 +127,8 @@ class RayExtractor:
             max_task_retries=self.max_retries,
         )
         for row in results.iter_rows():
-            yield Outcome(**{name: _plain(row[name]) for name in _OUTCOME_FIELDS})
+            fields = {name: _plain(row[name]) for name in _OUTCOME_FIELDS}
+            yield Outcome(**{**fields, "spans": json.loads(fields["spans"])})
 
 
 def _blocks(n: int, batch_size: int) -> int:

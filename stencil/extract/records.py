@@ -1,8 +1,11 @@
 """What flows through ``stencil extract``: jobs in, outcomes back from a backend, JSONL records out.
 
-A record is ``{"file", "sha256", "ok", "data" | "error", "tokens", "finish_reason"}`` plus
-``"warnings"`` when there are any. ``data`` always validates against the schema (jsonschema):
-an output that does not parse or validate becomes an error record.
+A record is ``{"file", "sha256", "ok", "data" | "error", "tokens", "finish_reason"}``, plus
+``"spans"`` with ``data`` and ``"warnings"`` when there are any. ``data`` always validates
+against the schema (jsonschema): an output that does not parse or validate becomes an error
+record. ``spans`` maps the JSON pointer of each value the document states to its ``[start,
+end]`` in the document's text (code points; ``stencil.extract.spans``), e.g. ``{"/seller":
+[0, 24], "/total": [310, 318], "/line_items/0/description": [120, 139]}``.
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ class Outcome:
     finish_reason: str | None = None
     error: str | None = None
     warnings: list[str] = field(default_factory=list)
+    spans: dict[str, list[int]] = field(default_factory=dict)
+    """JSON pointer -> [start, end] in the document of each stated value of ``text``'s record."""
 
     def as_dict(self) -> dict[str, Any]:
         return {s: getattr(self, s) for s in self.__slots__}
@@ -62,7 +67,7 @@ def outcome_record(doc: Document, outcome: Outcome, validator: Any) -> dict[str,
         return _record(doc, False, warnings, error=f"schema validation failed: {problem}", **extra)
     if outcome.finish_reason not in ("stop", None):
         warnings.append(f"finish_reason={outcome.finish_reason}")
-    return _record(doc, True, warnings, data=data, **extra)
+    return _record(doc, True, warnings, data=data, spans=outcome.spans, **extra)
 
 
 def _record(

@@ -113,6 +113,16 @@ class ResultsFile:
         self._open()
 
 
+def read_records(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """The complete records of a results file, the last one per path, in file order (read
+    without the lock: for a finished file, as ``--review`` reads it)."""
+    try:
+        records, _ = _parse(Path(path).read_bytes())
+    except OSError as e:
+        raise ResultsError(f"cannot read {str(path)!r}: {e.strerror or e}") from e
+    return list({r["file"]: r for r in records}.values())
+
+
 def _fsync_dir(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:

@@ -10,19 +10,17 @@ vLLM do).
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any
 
-from stencil.extract import questions
+from stencil.extract import questions, reading
 from stencil.extract.engine_backend import ExtractSpec
 from stencil.extract.field_plan import FieldPlan
 from stencil.extract.prompt import CharTokenCounter, Prompt, PromptBuilder
 from stencil.extract.records import Job, Outcome
-from stencil.extract.regions import check_record
 
 _NAME = re.compile(r"[^a-zA-Z0-9_-]")
 _CHAT_OVERHEAD_TOKENS = 32
@@ -61,11 +59,7 @@ class ServerExtractor:
             ),
             spec.question_reserve(counter),
         )
-        name = _NAME.sub("_", str(spec.schema.get("title") or "extraction"))[:64]
-        self.response_format = {
-            "type": "json_schema",
-            "json_schema": {"name": name, "schema": spec.schema, "strict": True},
-        }
+        self.name = _NAME.sub("_", str(spec.schema.get("title") or "extraction"))[:64]
 
     def _model_card(self, model: str | None) -> dict[str, Any]:
         """The served model's card (``id``, maybe ``max_model_len``); {} if it cannot be listed.
@@ -84,17 +78,16 @@ class ServerExtractor:
                 return card
         return {}
 
-    def _constraint(self, document: str, schema: dict | None = None) -> dict[str, Any]:
-        """The request's constraint (``schema``: a field question's, default the record's):
+    def _constraint(self, document: str, schema: dict) -> dict[str, Any]:
+        """The request's constraint for ``schema`` (a field question's, or the record's):
         ``response_format``, or with grounding Stencil's ``structured_outputs`` extension
         carrying the document as the source text."""
         if not self.spec.per_document:
-            if schema is None:
-                return {"response_format": self.response_format}
-            answer = {"name": "field", "schema": schema, "strict": True}
+            name = "field" if self.spec.per_field else self.name
+            answer = {"name": name, "schema": schema, "strict": True}
             return {"response_format": {"type": "json_schema", "json_schema": answer}}
         grounded = {
-            "json": self.spec.schema if schema is None else schema,
+            "json": schema,
             "source_text": document,
             "ground_strings": self.spec.grounded,
             "ground_numbers": self.spec.ground_numbers,
@@ -125,52 +118,53 @@ class ServerExtractor:
                     future.cancel()
 
     def _one(self, job: Job) -> Outcome:
+        """One document: its windows one after another (``reading``), one Outcome."""
         from openai import OpenAIError
 
+        counts: dict[str, Any] = {"prompt_tokens": 0, "completion_tokens": 0,
+                                  "finish_reason": "stop", "warnings": []}  # fmt: skip
         try:
-            prompt = self.builder.build(job.path, job.text)
-            if self.spec.per_field:
-                return self._by_field(job, prompt)
-            response = self._ask(prompt.messages, prompt.document)
+            windows = reading.read_windows(self.builder, self.spec.schema, job.path, job.text)
+            counts["warnings"] = windows.warnings
+            parts = []
+            for window in windows.windows:
+                schema = windows.schema_for(window)
+                prompt = self.builder.build(job.path, window.text)
+                parts.append((window, schema, self._answers(job, prompt, schema, counts)))
         except (OpenAIError, ValueError) as e:
-            return Outcome(job.key, error=f"{type(e).__name__}: {e}"[:500])
-        choice = response.choices[0]
-        usage = response.usage
-        return Outcome(
-            job.key,
-            text=choice.message.content,
-            prompt_tokens=usage.prompt_tokens if usage else 0,
-            completion_tokens=usage.completion_tokens if usage else 0,
-            finish_reason=choice.finish_reason,
-            warnings=prompt.warnings,
-        )
+            return Outcome(job.key, error=f"{type(e).__name__}: {e}"[:500], **counts)
+        return self.spec.outcome(job.key, parts, counts)
 
-    def _ask(self, messages: list[dict], document: str, schema: dict | None = None) -> Any:
-        return self.client.chat.completions.create(
+    def _answers(
+        self, job: Job, prompt: Prompt, schema: dict, counts: dict[str, Any]
+    ) -> dict[str, str]:
+        """One window's answers: field -> answer text (``field_plan``'s questions one after
+        another), or the whole record's answer."""
+        text = prompt.document
+        if not self.spec.per_field:
+            return {"": self._ask(prompt.messages, text, schema, counts)}
+        prefix = self.spec.field_prefix(prompt.messages, job.path, text)
+        plan = FieldPlan(schema, text, self.spec.ground_numbers, self.spec.ground_dates)
+        answers: dict[str, str] = {}
+        for q in plan.questions(answers):
+            messages = questions.field_messages(prefix, q)
+            answers[q.key] = self._ask(messages, text, q.schema, counts)
+        return answers
+
+    def _ask(self, messages: list[dict], document: str, schema: dict, counts: dict) -> str:
+        """One request's answer text (``schema``: the record's or a field question's); its
+        tokens and finish reason added to ``counts``."""
+        response = self.client.chat.completions.create(
             model=self.model,
             messages=messages,
             max_tokens=self.spec.max_tokens,
             temperature=self.spec.temperature,
             **self._constraint(document, schema),
         )
-
-    def _by_field(self, job: Job, prompt: Prompt) -> Outcome:
-        """One request per field question (``field_plan``), one after another; one record."""
-        document = prompt.document
-        schema = questions.narrow_schema(self.spec.schema, document)
-        prefix = self.spec.field_prefix(prompt.messages, job.path, document)
-        plan = FieldPlan(schema, document, self.spec.ground_numbers, self.spec.ground_dates)
-        answers: dict[str, str] = {}
-        tokens, finish = [0, 0], "stop"
-        for q in plan.questions(answers):
-            response = self._ask(questions.field_messages(prefix, q), document, q.schema)
-            choice = response.choices[0]
-            answers[q.key] = choice.message.content or ""
-            if response.usage:
-                tokens[0] += response.usage.prompt_tokens
-                tokens[1] += response.usage.completion_tokens
-            finish = finish if choice.finish_reason == "stop" else choice.finish_reason
-        data = check_record(schema, questions.assemble(schema, answers), document)
-        return Outcome(job.key, text=json.dumps(data, ensure_ascii=False),
-                       prompt_tokens=tokens[0], completion_tokens=tokens[1],
-                       finish_reason=finish, warnings=prompt.warnings)  # fmt: skip
+        choice = response.choices[0]
+        if response.usage:
+            counts["prompt_tokens"] += response.usage.prompt_tokens
+            counts["completion_tokens"] += response.usage.completion_tokens
+        if choice.finish_reason != "stop":
+            counts["finish_reason"] = choice.finish_reason
+        return choice.message.content or ""

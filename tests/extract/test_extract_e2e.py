@@ -25,6 +25,7 @@ from test_extract_fixtures import (
 
 from stencil.cli import build_parser
 from stencil.extract.command import run
+from stencil.extract.documents import read_document
 from stencil.extract.schema_library import resolve_schema
 from stencil.testing.ray_cluster import Killer
 from stencil.testing.serve_process import start_serve
@@ -65,13 +66,16 @@ def _records(out: Path) -> list[dict[str, Any]]:
 
 
 def _check_shape(records: list[dict[str, Any]], folder: Path) -> None:
-    """Every record has the documented shape; ok data validates; bad files are errors."""
+    """Every record has the documented shape; ok data validates, and its grounded name's span
+    is the name; bad files are errors."""
     for r in records:
         name = os.path.relpath(r["file"], folder)
-        assert RECORD_KEYS <= set(r) <= RECORD_KEYS | {"data", "error", "warnings"}, r
+        assert RECORD_KEYS <= set(r) <= RECORD_KEYS | {"data", "spans", "error", "warnings"}, r
         if r["ok"]:
             assert "error" not in r and r["finish_reason"] == "stop", r
             jsonschema.validate(r["data"], TEST_SCHEMA)
+            start, end = r["spans"]["/name"]
+            assert read_document(r["file"]).text[start:end] == r["data"]["name"], r
             assert r["tokens"]["prompt"] > 0 and r["tokens"]["completion"] > 0
         else:
             assert "data" not in r and r["error"], r

@@ -129,6 +129,16 @@ def date_mentions(source: str) -> list[str] | None:
 
 def date_spans(source: str) -> list[tuple[int, int, str]] | None:
     """``(start, end, iso)`` for every date a text states, in order, or ``None`` as ``dates_in``."""
+    return _date_readings(source, ambiguous=False)
+
+
+def date_readings(source: str) -> list[tuple[int, int, str]]:
+    """As ``date_spans``, with both readings of a date written ambiguously (``03/04/2024``:
+    ``2024-04-03`` and ``2024-03-04``) instead of ``None``: where a date may be stated."""
+    return _date_readings(source, ambiguous=True) or []
+
+
+def _date_readings(source: str, ambiguous: bool) -> list[tuple[int, int, str]] | None:
     found = []
     for pattern in [*_DATES, _DOTTED]:
         for m in pattern.finditer(source):
@@ -139,14 +149,17 @@ def date_spans(source: str) -> list[tuple[int, int, str]] | None:
     for m in _SLASHED.finditer(source):
         a, b, year = (int(g) for g in m.groups())
         if a > 12 or day_first or a == b:
-            day, month = a, b
+            orders = [(a, b)]
         elif b > 12:
-            day, month = b, a
+            orders = [(b, a)]
+        elif ambiguous:
+            orders = [(a, b), (b, a)]
         else:
             return None
-        iso = _iso({"day": day, "num": month, "year": year})
-        if iso is not None:
-            found.append((m.start(), m.end(), iso))
+        for day, month in orders:
+            iso = _iso({"day": day, "num": month, "year": year})
+            if iso is not None:
+                found.append((m.start(), m.end(), iso))
     return sorted(found)
 
 
