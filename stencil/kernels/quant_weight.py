@@ -74,14 +74,15 @@ def pack(
     if bits not in BITS or group not in GROUPS or k % 32 or scales.shape != (n, k // group):
         raise ValueError(f"cannot pack {bits}-bit codes of shape {codes.shape}, group {group}")
     pad = -n % STRIP
-    codes = np.pad(codes, ((0, pad), (0, 0)), constant_values=zero if bits < 8 else 0)
+    if pad:
+        codes = np.pad(codes, ((0, pad), (0, 0)), constant_values=zero if bits < 8 else 0)
     s = codes.shape[0] // STRIP
-    vec = codes.reshape(s, STRIP, k // 2, 2).transpose(0, 2, 1, 3).reshape(s, k // 2, 32)
+    vec = _lane_major(codes, s, k)  # [S, K/2, 32]
     planes = None
     if bits == 8:
-        packed = np.ascontiguousarray(vec.astype(np.int8))
+        packed = vec.view(np.int8)
     else:
-        quad = vec.reshape(s, k // 4, 2, 32).astype(np.uint8)
+        quad = vec.reshape(s, k // 4, 2, 32)
         packed = (quad[:, :, 0] & 15) | ((quad[:, :, 1] & 15) << 4)  # [S, K/4, 32]
         if bits > 4:
             ps = [
@@ -99,6 +100,14 @@ def pack(
         _strips(scales, pad),
         None if mins is None else _strips(mins, pad),
     )
+
+
+def _lane_major(codes: np.ndarray, s: int, k: int) -> np.ndarray:
+    """1-byte ``codes`` [S*16, K] -> [S, K/2, 32] of the same dtype: strips of 16 rows, k pairs
+    lane-major. A k pair moves as one 16-bit element (a fraction of a byte-wise transpose)."""
+    pairs = np.ascontiguousarray(codes).view(np.int16).reshape(s, STRIP, k // 2)
+    lanes = np.ascontiguousarray(pairs.transpose(0, 2, 1))  # [S, K/2, 16] pairs
+    return lanes.view(codes.dtype).reshape(s, k // 2, 32)
 
 
 def _strips(a: np.ndarray, pad: int) -> torch.Tensor:
