@@ -17,7 +17,7 @@ import regex
 from ..errors import InvalidRegexError, UnsupportedSchemaError
 from ..llg.regex_check import check_regex
 from ..semantic.formats import checked_formats
-from . import logic, negation
+from . import logic, negation, quoted_classes
 from .ecma_regex import ecma_pattern, structure
 from .keywords import (
     FORMAT_PATTERNS,
@@ -163,6 +163,27 @@ class Approximations:
             self.out.warnings.append(
                 f"unknown format {value!r} at {here!r} not enforced (annotation)"
             )
+
+    def string_pattern(self, pattern: str, out: dict, extra: list, ptr: str) -> None:
+        """``pattern`` of a string: in the grammar, made safe to JSON-quote
+        (``quoted_classes``), else checked as the string completes."""
+        readable = self.pattern(pattern, "pattern", ptr)
+        if readable is None:
+            return
+        safe = quoted_classes.guarded(readable)
+        out["pattern"] = safe.pattern
+        if safe.guard is not None:
+            extra.append({"pattern": safe.guard})
+        if safe.checked:
+            self.check(ptr, "pattern")
+
+    def key_pattern(self, pattern: str, here: str) -> str:
+        """A ``patternProperties`` key, made safe to JSON-quote; where it cannot be, the
+        object is checked as it completes."""
+        safe = quoted_classes.guarded(self.pattern(pattern, "patternProperties pattern"))
+        if safe.guard is not None or safe.checked:
+            self.check(here.rsplit("/", 1)[0], "patternProperties")
+        return safe.pattern
 
     def pattern(self, pattern: str, what: str, ptr: str | None = None) -> str | None:
         """A checked JSON Schema (ECMA-262) pattern in the syntax llguidance reads; None

@@ -109,7 +109,12 @@ def _outside(node: dict) -> str:
     children = sorted(k for k in node if k)
     alts = [] if "" in node else [""]
     if children:
-        alts.append("[^" + "".join(_esc(c) for c in children) + "][\\s\\S]*")
+        # NUL apart: a class of every control character that lacks `"` or `\\` is quoted
+        # wrongly by llguidance (`quoted_classes`); NUL beside it as a concatenation is not
+        # merged into it
+        alts.append("[^" + "".join(_esc(c) for c in children) + "\\x00][\\s\\S]*")
+        if "\x00" not in children:
+            alts.append("\\x00[\\s\\S]*")
     else:
         alts.append("[\\s\\S]+")
     alts.extend(_esc(c) + _outside(node[c]) for c in children)

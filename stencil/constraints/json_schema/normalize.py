@@ -173,7 +173,10 @@ class Normalizer(Approximations):
         presence: Presence,
     ) -> None:
         here = f"{ptr}/{escape(key)}"
-        if key in ENFORCED:
+        if key == "pattern":
+            self.out.keyword_pointers.setdefault(key, here)
+            self.string_pattern(value, out, extra, ptr)
+        elif key in ENFORCED:
             self.enforced(key, value, schema, out, here)
         elif key in ANNOTATIONS or key in (
             "then",
@@ -245,10 +248,6 @@ class Normalizer(Approximations):
             return
         if key == "enum" and len(value) > self.limits.max_enum:
             raise ConstraintTooLargeError(f"enum at {here!r} has {len(value)} members", "max_enum")
-        if key == "pattern":
-            value = self.pattern(value, "pattern", here.rsplit("/", 1)[0])
-            if value is None:
-                return
         if (
             key in _MINIMUM_COUNTS
             and isinstance(value, int | float)
@@ -266,7 +265,7 @@ class Normalizer(Approximations):
     def pattern_properties(self, value: dict, here: str, base: str) -> dict[str, Schema]:
         """Keys as ECMA patterns; two that read the same once rewritten (``\\d`` and
         ``[0-9]``) both apply to a key they match."""
-        keys = [self.pattern(p, "patternProperties pattern") for p in value]
+        keys = [self.key_pattern(p, here) for p in value]
         out: dict[str, Schema] = {}
         for key, (pattern, sub) in zip(keys, value.items(), strict=True):
             sub = self.node(sub, f"{here}/{escape(pattern)}", base, False)
