@@ -87,13 +87,13 @@ def merge(schema: dict[str, Any], answers: list[WindowAnswer], grounding: Ground
     props = schema.get("properties", {})
     keys = list(dict.fromkeys([*props, *(k for a in answers for k in a.data)]))
     out = Merged({})
+    read = [(a.data, Locator(a.window.text, a.window.start)) for a in answers]
     for key in keys:
         sub = props.get(key, {})
         found = []
-        for answer in answers:
-            if key in answer.data:
-                locator = Locator(answer.window.text, answer.window.start)
-                value = _prune(answer.data[key], sub, locator, grounding)
+        for data, locator in read:
+            if key in data:
+                value = _prune(data[key], sub, locator, grounding)
                 if value is not _DROP:
                     found.append((locator, value))
         if not found:

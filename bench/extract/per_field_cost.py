@@ -1,0 +1,112 @@
+"""The cost of one document, field by field vs one whole-record question, per model: the same
+document through ``stencil extract`` in each mode, alternated A B A B, under a fresh file name
+each run (the name stands before the text in the prompt, so no run finds the document in the
+prefix cache; the instructions and field list before it are shared, as in a real run).
+
+    python -m bench.extract.per_field_cost --rounds 3 --threads 1 \\
+        --model embedded --model qwen2.5-coder-1.5b [--flags=--no-grounded]
+
+``--model``: ``embedded`` (the default SmolLM2-135M), a real GGUF by its registry name
+(``stencil.testing.real_models``), or a path. Prints every run (seconds, prompt tokens the
+engine computed vs took from the prefix cache, output tokens) and per model and mode the median
+seconds, documents per minute and per-field / whole-record, with the load average.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+MODES = {"per-field": [], "whole-record": ["--no-per-field"]}
+DOCUMENT = Path(__file__).resolve().parents[2] / "examples" / "invoice.txt"
+
+
+def _llm(name: str, threads: int) -> Any:
+    from stencil import LLM
+
+    if name == "embedded":
+        return LLM(num_threads=threads)
+    if not os.path.exists(name):
+        from stencil.testing.real_models import real_model_path
+
+        name = str(real_model_path(name))
+    return LLM(name, num_threads=threads, max_model_len=4096)
+
+
+def _once(llm: Any, root: Path, name: str, flags: list[str], max_tokens: int) -> dict[str, Any]:
+    from stencil.cli import build_parser
+    from stencil.extract.command import run
+
+    doc = root / name
+    doc.write_text(DOCUMENT.read_text(encoding="utf-8"), encoding="utf-8")
+    out = root / f"{name}.jsonl"
+    argv = ["extract", "--schema", "invoice", str(doc), "--out", str(out),
+            "--max-tokens", str(max_tokens), *flags]  # fmt: skip
+    before = llm.get_metrics()
+    start = time.perf_counter()
+    with contextlib.redirect_stdout(io.StringIO()):  # the run's own summary table
+        run(build_parser().parse_args(argv), llm=llm)
+    seconds = time.perf_counter() - start
+    after = llm.get_metrics()
+    (record,) = [json.loads(x) for x in out.read_text().splitlines()]
+    hits = after["prefix_cache_hits_total"] - before["prefix_cache_hits_total"]
+    prompt = after["prompt_tokens_total"] - before["prompt_tokens_total"]
+    return {"seconds": seconds, "computed": int(prompt - hits), "cached": int(hits),
+            "output": int(after["generation_tokens_total"] - before["generation_tokens_total"]),
+            "ok": record["ok"], "data": record.get("data"), "error": record.get("error")}  # fmt: skip
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", action="append", default=None)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--max-tokens", type=int, default=256)
+    ap.add_argument("--flags", default="", help="extra stencil extract flags for both modes")
+    args = ap.parse_args()
+    extra = args.flags.split()
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        for model in args.model or ["embedded"]:
+            llm = _llm(model, args.threads)
+            for mode, flags in MODES.items():  # warm-up, outside the timing
+                _once(llm, root, f"warm-{mode}.txt", flags + extra, args.max_tokens)
+            seconds: dict[str, list[float]] = {m: [] for m in MODES}
+            for r in range(args.rounds):
+                for mode, flags in MODES.items():
+                    res = _once(llm, root, f"{model.replace('/', '_')}-{mode}-{r}.txt",
+                                flags + extra, args.max_tokens)  # fmt: skip
+                    seconds[mode].append(res["seconds"])
+                    print(f"{model} {mode} round {r + 1}: {res['seconds']:.1f} s, prompt tokens "
+                          f"computed {res['computed']} / cached {res['cached']}, output "
+                          f"{res['output']}, ok={res['ok']} {res['data'] or res['error']}, load "
+                          f"{os.getloadavg()[0]:.1f}", flush=True)  # fmt: skip
+            per, whole = (statistics.median(seconds[m]) for m in MODES)
+            for mode in MODES:
+                med = statistics.median(seconds[mode])
+                runs = ", ".join(f"{x:.1f}" for x in seconds[mode])
+                rows.append(f"| {model} | {mode} | {med:.1f} | {60 / med:.2f} | {runs} | "
+                            f"{per / whole:.2f}x |")  # fmt: skip
+            del llm
+    print(f"\n| model | mode | s/doc (median of {args.rounds}) | docs/min | runs (s) | "
+          "per-field / whole |\n|---|---|---:|---:|---|---:|")  # fmt: skip
+    print("\n".join(rows))
+    print(
+        f"\nflags: {args.flags or '(default)'}; threads {args.threads}; "
+        f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
