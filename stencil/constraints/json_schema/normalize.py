@@ -14,7 +14,7 @@ from typing import Any
 from ..errors import ConstraintTooLargeError, InvalidSchemaError, UnsupportedSchemaError
 from ..limits import Limits
 from ..llg.regex_check import parsed_regexes
-from . import document, logic, objects
+from . import document, logic, objects, recursion
 from .approximate import Approximations
 from .keywords import (
     ANNOTATIONS,
@@ -58,7 +58,8 @@ class Normalizer(Approximations):
         """Undeclared keys as a pattern every key matches (``objects.canonical_keys``)."""
         self.loose_refs = loose_refs
         """A ``$ref`` with sibling keywords becomes the ``$ref`` alone plus a decode-time check
-        of the node (llguidance cannot intersect a recursive target with siblings)."""
+        of the node (llguidance cannot intersect a recursive target with siblings); so do the
+        other intersections with a ``$ref`` (``recursion``)."""
         self.index = RefIndex(root, id_key="id" if draft <= 4 else "$id").build()
         self.root = root
         self.defs: dict[str, Schema] = {}
@@ -159,6 +160,8 @@ class Normalizer(Approximations):
             return False
         if extra:
             out["allOf"] = [*out.get("allOf", []), *extra]
+        if self.loose_refs:
+            return recursion.loosened(out, schema, lambda keyword: self.check(ptr, keyword))
         return out
 
     def keyword(
