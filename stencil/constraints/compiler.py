@@ -17,8 +17,7 @@ import llguidance
 from .bitmask import bitmask_words
 from .cache import ByteLRU
 from .checked_matcher import CheckedMatcher
-from .errors import CompileTimeoutError, ConstraintError
-from .grounding import WINDOW
+from .errors import CompileTimeoutError
 from .grounding.grounded_spans import GroundedSpans
 from .grounding.span_automaton import load_span_library
 from .grounding.token_trie import TokenTrie
@@ -153,11 +152,6 @@ class ConstraintCompiler:
         spans = None
         if translation.spans:
             trie, library = self.span_walk()
-            if trie.quote_reach > WINDOW:  # the grammar checks WINDOW bytes past a value's quote
-                raise ConstraintError(
-                    f"grounded strings: this tokenizer has tokens with {trie.quote_reach} bytes "
-                    f"after a quote, more than the {WINDOW} the grounding grammar checks"
-                )
             words = bitmask_words(self.vocab.vocab_size)
             tokenizer = self.vocab.llg_tokenizer
             spans = GroundedSpans(translation.spans, trie, library, tokenizer, words)

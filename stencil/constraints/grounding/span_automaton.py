@@ -32,7 +32,7 @@ def load_span_library() -> ctypes.CDLL | None:
     lib.sam_start.argtypes = [p, p]
     lib.sam_can_end.argtypes = [p, ctypes.c_char_p, i32]
     lib.sam_feed.argtypes = [p, p, i32, ctypes.c_char_p, i32, p]
-    lib.sam_set_trie.argtypes = [p, p, p, p, p, p, i32]
+    lib.sam_set_trie.argtypes = [p, p, p, p, p, p, p, p, i32]
     lib.sam_walk.argtypes = [p, ctypes.c_char_p, i32, p]
     lib.sam_walk_and.argtypes = [p, ctypes.c_char_p, i32, p, p]
     lib.sam_walk_and.restype = None
@@ -49,7 +49,7 @@ class SpanAutomaton:
         self._lib = lib
         self._sam = lib.sam_build(marked, len(marked))
         self._trie = trie  # kept alive: the walk reads its arrays by pointer
-        arrays = (trie.cbyte, trie.cidx, trie.cstart, trie.ntok, trie.nend)
+        arrays = (trie.cbyte, trie.cidx, trie.cstart, trie.ntok, trie.nend, trie.xstart, trie.xtok)
         lib.sam_set_trie(self._sam, *(a.ctypes.data for a in arrays), words)
 
     def __del__(self) -> None:

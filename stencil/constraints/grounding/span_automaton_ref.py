@@ -102,12 +102,13 @@ class SpanAutomatonRef:
             node, cur = stack.pop()
             if self.can_end(cur) and (q := t.child(node, _QUOTE)) >= 0:
                 tokens += t.ntok[q : t.nend[q]].tolist()  # the quote's whole subtree
+                tokens += t.xtok[t.xstart[q] : t.xstart[t.nend[q]]].tolist()
             nexts = {b for x in cur for y in (x, *self._markers[x]) for b in self._next[y]}
             for byte in nexts:
                 if byte <= 7 or (c := t.child(node, byte)) < 0:
                     continue
                 if after := self._step(cur, byte):
-                    tokens.append(int(t.ntok[c]))
+                    tokens += t.tokens(c)
                     stack.append((c, after))
         ids = np.array([x for x in tokens if x >= 0], np.int64)
         np.bitwise_or.at(words, ids >> 5, (np.uint32(1) << (ids & 31).astype(np.uint32)))

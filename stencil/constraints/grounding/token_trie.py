@@ -13,8 +13,10 @@ from ..vocab import TokenVocab
 @dataclass(frozen=True, slots=True, eq=False)
 class TokenTrie:
     """Nodes in DFS order (node 0 the root, the empty prefix): ``ntok[i]`` is the token whose
-    bytes are node i's path (-1: none), ``nend[i]`` the end of its subtree; node i's children
-    are ``cidx[cstart[i]:cstart[i + 1]]``, sorted by their bytes ``cbyte``. Special tokens and
+    bytes are node i's path (-1: none), ``xtok[xstart[i]:xstart[i + 1]]`` the other tokens with
+    the same bytes (a SentencePiece vocabulary's byte-fallback twins of its one-character
+    pieces: ``<0x2F>`` and ``/``), ``nend[i]`` the end of its subtree; node i's children are
+    ``cidx[cstart[i]:cstart[i + 1]]``, sorted by their bytes ``cbyte``. Special tokens and
     padding are left out (no grounded value holds them)."""
 
     cbyte: np.ndarray  # uint8
@@ -22,7 +24,10 @@ class TokenTrie:
     cstart: np.ndarray  # int32
     ntok: np.ndarray  # int32
     nend: np.ndarray  # int32
-    quote_reach: int  # the most bytes any token carries after a quote (b'"')
+    xstart: np.ndarray  # int32
+    xtok: np.ndarray  # int32
+    quoted: np.ndarray  # int32: the tokens holding a quote (b'"'), by id
+    reach: np.ndarray  # int32: how many bytes each of them carries after its first quote
 
     @classmethod
     def from_vocab(cls, vocab: TokenVocab) -> TokenTrie:
@@ -33,6 +38,7 @@ class TokenTrie:
         )
         nbyte, ntok, nend = [0], [-1], [0]
         path: list[tuple[bytes, int]] = []
+        twins: dict[int, list[int]] = {}
         for b, t in tokens:
             while path and not b.startswith(path[-1][0]):
                 nend[path.pop()[1]] = len(nbyte)
@@ -43,6 +49,8 @@ class TokenTrie:
                 nend.append(0)
             if ntok[path[-1][1]] == -1:
                 ntok[path[-1][1]] = t
+            else:
+                twins.setdefault(path[-1][1], []).append(t)
         for _, idx in path:
             nend[idx] = len(nbyte)
         nend[0] = len(nbyte)
@@ -55,16 +63,29 @@ class TokenTrie:
                 cidx.append(j)
                 j = nend[j]
         cstart.append(len(cidx))
+        xstart, xtok = [0], []
+        for i in range(len(nbyte)):
+            xtok += twins.get(i, [])
+            xstart.append(len(xtok))
         i32 = np.int32
-        reach = max((len(b) - b.index(b'"') - 1 for b, _ in tokens if b'"' in b), default=0)
+        quoted = sorted((t, len(b) - b.index(b'"') - 1) for b, t in tokens if b'"' in b)
         return cls(
             np.array(cbyte, np.uint8),
             np.array(cidx, i32),
             np.array(cstart, i32),
             np.array(ntok, i32),
             np.array(nend, i32),
-            reach,
+            np.array(xstart, i32),
+            np.array(xtok, i32),
+            np.array([t for t, _ in quoted], i32),
+            np.array([r for _, r in quoted], i32),
         )
+
+    def tokens(self, node: int) -> list[int]:
+        """Every token whose bytes are node ``node``'s path."""
+        first = int(self.ntok[node])
+        more = self.xtok[self.xstart[node] : self.xstart[node + 1]].tolist()
+        return [first, *more] if first >= 0 else []
 
     def child(self, node: int, byte: int) -> int:
         """Node ``node``'s child by ``byte`` (-1: none)."""
@@ -73,6 +94,6 @@ class TokenTrie:
         return int(self.cidx[at]) if at < hi and self.cbyte[at] == byte else -1
 
     def byte_token(self, byte: int) -> int:
-        """The token that is exactly one byte (-1: the vocabulary has none)."""
+        """A token that is exactly one byte (-1: the vocabulary has none)."""
         node = self.child(0, byte)
         return -1 if node < 0 else int(self.ntok[node])

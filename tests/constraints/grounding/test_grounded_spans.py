@@ -15,7 +15,6 @@ import pytest
 from stencil.constraints import (
     Constraint,
     ConstraintCompiler,
-    ConstraintError,
     TokenVocab,
     allocate_token_bitmask,
 )
@@ -249,14 +248,49 @@ def test_an_isolated_compile_keeps_the_co_matcher(smol_vocab, smol_tokenizer):
         assert (all(m.accept_token(t) for t in ids) and m.accept_token(eos)) is ok, text
 
 
-def test_a_vocabulary_with_long_quote_tokens_is_refused_up_front(smol_tokenizer):
-    """A token carrying more bytes after a quote than the grammar's exact window could open a
-    value the walk then refuses mid-run: such a vocabulary gets a clear ConstraintError at
-    compile time (a 400), not a failed sequence."""
+LONG = ['"abcdefghijkl', ' "abcdefghijkl', ' "abcdefghijklm"', ' "abcdefghij", "mnopqrstuvw']
+ARRAY = {"type": "array", "items": GROUNDED}
+
+
+@pytest.fixture(scope="module")
+def long_vocab(smol_tokenizer) -> TokenVocab:
+    """SmolLM2's vocabulary with ``LONG`` added: tokens carrying more bytes after a quote than
+    the grammar's window (as Qwen's ``"../../../`` and Gemma's ``"*************"`` do)."""
     data = json.loads(smol_tokenizer.backend_tokenizer.to_str())
     size = len(data["model"]["vocab"])
-    data["model"]["vocab"]['"abcdefghijkl'] = size
-    vocab = TokenVocab.from_tokenizer_json(json.dumps(data), size + 1, size + 1, (0,))
-    c = Constraint.json_schema(schema(GROUNDED), source_text="hello world")
-    with pytest.raises(ConstraintError, match="12 bytes after a quote"):
-        ConstraintCompiler(vocab, cache_bytes=0).compile(c)
+    for i, text in enumerate(LONG):
+        data["model"]["vocab"][text.replace(" ", "Ġ")] = size + i  # byte-level BPE's space
+    return TokenVocab.from_tokenizer_json(
+        json.dumps(data), size + len(LONG), size + len(LONG), (0,)
+    )
+
+
+@pytest.mark.parametrize(
+    ("doc", "value", "token", "then"),
+    [
+        ("abcdefghijkl mnop", GROUNDED, '"abcdefghijkl', '"}'),
+        ("abcdefghijkl mnop", GROUNDED, ' "abcdefghijkl', ' mnop"}'),
+        ("xyz abcdefghijklmnop", GROUNDED, ' "abcdefghijkl', 'mnop"}'),  # a span's first bytes
+        ("abcdefghijk", GROUNDED, '"abcdefghijkl', None),  # 11 of its 12 bytes
+        ("abcdefghXYZ mnop", GROUNDED, ' "abcdefghijkl', None),  # the window's 8 only
+        ("abcdefghijklm and more", GROUNDED, ' "abcdefghijklm"', "}"),  # a whole value
+        ("abcdefghijklmn", GROUNDED, ' "abcdefghijklm"', None),  # cut out of a word
+        ("abcdefghij mnopqrstuvwxyz", ARRAY, ' "abcdefghij", "mnopqrstuvw', 'xyz"]}'),
+        ("abcdefghij", ARRAY, ' "abcdefghij", "mnopqrstuvw', None),  # the second is no span
+        ("abcdefghijkl mnopqrstuvw", ARRAY, ' "abcdefghij", "mnopqrstuvw', None),  # the first
+    ],
+)
+def test_tokens_longer_than_the_window_are_checked_whole(
+    long_vocab, smol_tokenizer, doc, value, token, then
+):
+    """A token with more than WINDOW bytes after a quote is in the mask, and accepted, exactly
+    when every string it opens goes on as a span (``then`` completes the value; None: none)."""
+    compiler = ConstraintCompiler(long_vocab, cache_bytes=0)
+    c = compiler.compile(Constraint.json_schema(schema(value), source_text=doc))
+    m = feed(c, smol_tokenizer, '{"v":' + (" [" if value is ARRAY else ""))
+    t = long_vocab.tokenizer_size - len(LONG) + LONG.index(token)
+    ok = then is not None
+    assert (t in mask_ids(m, long_vocab), m.accept_token(t)) == (ok, ok)
+    if ok:
+        rest = smol_tokenizer.encode(then, add_special_tokens=False)
+        assert all(m.accept_token(t) for t in rest) and m.accept_token(0)

@@ -20,7 +20,8 @@ typedef struct {
   uint8_t *mk_flags;                   /* per state: OR of its markers */
   uint8_t *live;                       /* per state: a span may end somewhere past it */
   /* the token trie the walk reads (see below), set once by sam_set_trie */
-  const uint8_t *cbyte; const int32_t *cidx, *cstart, *ntok, *nend; int32_t nwords;
+  const uint8_t *cbyte; const int32_t *cidx, *cstart, *ntok, *nend, *xstart, *xtok;
+  int32_t nwords;
 } Sam;
 
 static uint32_t slot(int32_t key) { uint32_t x = (uint32_t)key * 2654435761u; return x ^ (x >> 15); }
@@ -185,9 +186,10 @@ int32_t sam_feed(const Sam *s, int32_t *pos, int32_t npos, const uint8_t *b, int
 }
 
 /* the token trie: nodes in DFS order (node 0 the root), token id or -1, end of subtree; each
- * node's children in CSR form (cstart[i]..cstart[i+1]) sorted by byte */
+ * node's children in CSR form (cstart[i]..cstart[i+1]) sorted by byte; the node's other tokens
+ * with the same bytes xtok[xstart[i]..xstart[i+1]] (in DFS order too: a subtree's are one run) */
 typedef struct {
-  const uint8_t *cbyte; const int32_t *cidx, *cstart, *ntok, *nend;
+  const uint8_t *cbyte; const int32_t *cidx, *cstart, *ntok, *nend, *xstart, *xtok;
   uint32_t *mask; int32_t allowed;
 } Trie;
 
@@ -204,11 +206,17 @@ static void allow(Trie *t, int32_t tok) {
   if (tok >= 0) { t->mask[tok >> 5] |= 1u << (tok & 31); t->allowed++; }
 }
 
+/* every token of the nodes from..to (to = from + 1: one node; nend[from]: its subtree) */
+static void allow_nodes(Trie *t, int32_t from, int32_t to) {
+  for (int32_t j = from; j < to; j++) allow(t, t->ntok[j]);
+  for (int32_t j = t->xstart[from]; j < t->xstart[to]; j++) allow(t, t->xtok[j]);
+}
+
 static void visit(const Sam *s, Trie *t, int32_t node, const Set *cur) {
   uint32_t seen[8] = {0};
   if (can_end(s, cur)) { /* a closing quote may follow: what comes after it is the grammar's */
     int32_t q = child(t, node, '"');
-    if (q >= 0) for (int32_t j = q; j < t->nend[q]; j++) allow(t, t->ntok[j]);
+    if (q >= 0) allow_nodes(t, q, t->nend[q]);
   }
   for (int i = 0; i < cur->n; i++) {
     int32_t x = cur->v[i], markers = s->mk_start[x + 1] - s->mk_start[x];
@@ -223,7 +231,7 @@ static void visit(const Sam *s, Trie *t, int32_t node, const Set *cur) {
         Set next;
         step(s, cur, b, &next);
         if (!next.n) continue; /* no span goes on past it */
-        allow(t, t->ntok[c]);
+        allow_nodes(t, c, c + 1);
         visit(s, t, c, &next);
       }
     }
@@ -232,14 +240,15 @@ static void visit(const Sam *s, Trie *t, int32_t node, const Set *cur) {
 
 /* the token trie (owned by the caller, alive as long as the automaton) and the mask width */
 void sam_set_trie(Sam *s, const uint8_t *cbyte, const int32_t *cidx, const int32_t *cstart,
-                  const int32_t *ntok, const int32_t *nend, int32_t nwords) {
+                  const int32_t *ntok, const int32_t *nend, const int32_t *xstart,
+                  const int32_t *xtok, int32_t nwords) {
   s->cbyte = cbyte; s->cidx = cidx; s->cstart = cstart; s->ntok = ntok; s->nend = nend;
-  s->nwords = nwords;
+  s->xstart = xstart; s->xtok = xtok; s->nwords = nwords;
 }
 
 /* OR into mask (uint32 words) the tokens that continue a span from pos; returns how many */
 int32_t sam_walk(const Sam *s, const int32_t *pos, int32_t npos, uint32_t *mask) {
-  Trie t = {s->cbyte, s->cidx, s->cstart, s->ntok, s->nend, mask, 0};
+  Trie t = {s->cbyte, s->cidx, s->cstart, s->ntok, s->nend, s->xstart, s->xtok, mask, 0};
   Set cur;
   cur.n = npos; memcpy(cur.v, pos, 4 * npos);
   visit(s, &t, 0, &cur);
