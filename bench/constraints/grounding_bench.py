@@ -1,9 +1,13 @@
 """What grounding costs: compile time of a grounded schema by document size, and the mask time per
-token inside a grounded string beside the same schema's free string. SmolLM2's vocabulary
-(the embedded model), one thread, no compile cache (one compiler: its token trie, built once
-per vocabulary, is timed apart). Prints a markdown table.
+token inside a grounded string beside the same schema's free string, and at the step that opens
+the value (where a vocabulary's tokens with more bytes after a quote than the grammar's window
+are checked whole). SmolLM2's vocabulary (the embedded model) and Qwen2.5's (``--vocab qwen``:
+read from the real Qwen2.5-Coder-0.5B GGUF file, downloaded once), taken in turns per repeat;
+one thread, no compile cache (one compiler per vocabulary: its token trie, built once, is timed
+apart). Prints a markdown table.
 
     python -m bench.constraints.grounding_bench --sizes 1 10 30 100 --repeats 5
+    python -m bench.constraints.grounding_bench --vocab smol qwen --sizes 1 10 30 --repeats 3
     python -m bench.constraints.grounding_bench --sizes 1 10 30 --repeats 3 --lexemes
     python -m bench.constraints.grounding_bench --sizes 1 10 30 --stats
 
@@ -59,19 +63,43 @@ def tail_value(doc: str) -> str:
     return json.dumps(tail[tail.index(" ") :].strip(), ensure_ascii=False)[1:-1]
 
 
-def mask_times(compiled, tokenizer, value: str) -> list[float]:
+def mask_times(compiled, tokenizer, value: str) -> tuple[float, list[float]]:
+    """The mask time at the step that opens the value (before the token holding its quote) and
+    at each step inside it (µs)."""
     matcher = compiled.new_matcher()
-    prefix = tokenizer.encode('{"seller": "', add_special_tokens=False)
-    for t in prefix:
-        assert matcher.accept_token(t)
     mask = allocate_token_bitmask(1, compiled.vocab.vocab_size)
+    prefix = tokenizer.encode('{"seller": "', add_special_tokens=False)
+    for t in prefix[:-1]:
+        assert matcher.accept_token(t)
+    opening = timed_mask(matcher, mask)
+    assert matcher.accept_token(prefix[-1])
     out = []
     for t in tokenizer.encode(value, add_special_tokens=False):
-        start = time.perf_counter()
-        matcher.fill_next_token_bitmask(mask, 0)
-        out.append((time.perf_counter() - start) * 1e6)
+        out.append(timed_mask(matcher, mask))
         assert matcher.accept_token(t), "the value is not accepted"
-    return out
+    return opening, out
+
+
+def timed_mask(matcher, mask) -> float:
+    start = time.perf_counter()
+    matcher.fill_next_token_bitmask(mask, 0)
+    return (time.perf_counter() - start) * 1e6
+
+
+def load_vocab(name: str):
+    """The tokenizer and ``TokenVocab`` of ``smol`` (the embedded model) or ``qwen`` (the real
+    Qwen2.5-Coder-0.5B GGUF file's)."""
+    from transformers import AutoTokenizer
+
+    if name == "smol":
+        tokenizer = AutoTokenizer.from_pretrained(str(default_model_path()))
+    else:
+        from stencil.engine.models.gguf import gguf_model_dir
+        from stencil.testing.real_models import real_model_path
+
+        path = gguf_model_dir(real_model_path("qwen2.5-coder-0.5b"))
+        tokenizer = AutoTokenizer.from_pretrained(str(path))
+    return tokenizer, TokenVocab.from_hf(tokenizer)
 
 
 # one JSON string character, and one that is not whitespace (as in stencil.constraints.grounding)
@@ -202,52 +230,64 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--lexemes", action="store_true", help="the lexeme's forms alone")
     parser.add_argument("--stats", action="store_true", help="llguidance's per-step counters")
+    parser.add_argument("--vocab", nargs="+", choices=["smol", "qwen"], default=["smol"])
     args = parser.parse_args()
-    from transformers import AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(str(default_model_path()))
-    vocab = TokenVocab.from_hf(tokenizer)
-    if args.stats:
-        rows = [r for kib in args.sizes for r in stats_rows(vocab, tokenizer, kib)]
-        header = (
-            "| document KiB | lexeme | lexer fuel Σ | trie nodes Σ | compute µs Σ "
-            "| second pass: lexer fuel Σ | trie nodes Σ | compute µs Σ |"
+    if args.stats or args.lexemes:
+        tokenizer, vocab = load_vocab("smol")
+        if args.stats:
+            rows = [r for kib in args.sizes for r in stats_rows(vocab, tokenizer, kib)]
+            header = (
+                "| document KiB | lexeme | lexer fuel Σ | trie nodes Σ | compute µs Σ "
+                "| second pass: lexer fuel Σ | trie nodes Σ | compute µs Σ |"
+            )
+        else:
+            rows = [
+                r for kib in args.sizes for r in lexeme_rows(vocab, tokenizer, kib, args.repeats)
+            ]
+            header = "| document KiB | lexeme | compile ms p50 | mask µs p50 | same, second pass |"
+        print_table(header, rows)
+        return
+    setups = {}
+    for name in args.vocab:
+        tokenizer, vocab = load_vocab(name)
+        compiler = ConstraintCompiler(vocab, cache_bytes=0)
+        start = time.perf_counter()
+        compiler.span_walk()  # once per compiler (vocabulary): the token trie, the C walk
+        print(
+            f"{name}: token trie and span walk {(time.perf_counter() - start) * 1e3:.0f} ms, once"
         )
-        print_table(header, rows)
-        return
-    if args.lexemes:
-        rows = [r for kib in args.sizes for r in lexeme_rows(vocab, tokenizer, kib, args.repeats)]
-        header = "| document KiB | lexeme | compile ms p50 | mask µs p50 | same, second pass |"
-        print_table(header, rows)
-        return
-    compiler = ConstraintCompiler(vocab, cache_bytes=0)
-    start = time.perf_counter()
-    compiler.span_walk()  # once per compiler (vocabulary): the token trie, the C walk
-    print(f"token trie and span walk: {(time.perf_counter() - start) * 1e3:.0f} ms, once")
+        setups[name] = (tokenizer, compiler)
     rows = []
     for kib in args.sizes:
         doc = document(kib)
         value = tail_value(doc)
-        compile_ms, grounded_us, warm_us, free_us = [], [], [], []
+        samples = {name: [[] for _ in range(7)] for name in args.vocab}
         for _ in range(args.repeats):
-            start = time.perf_counter()
-            c = Constraint.json_schema(SCHEMA, source_text=doc, ground_strings=True)
-            compiled = compiler.compile(c)
-            compile_ms.append((time.perf_counter() - start) * 1e3)
-            grounded_us += mask_times(compiled, tokenizer, value)
-            warm_us += mask_times(compiled, tokenizer, value)  # the lexer's states now built
-            free_us += mask_times(
-                compiler.compile(Constraint.json_schema(SCHEMA)), tokenizer, value
+            for name, (tokenizer, compiler) in setups.items():  # the vocabularies in turn
+                compile_ms, grounded, warm, free, g_open, w_open, f_open = samples[name]
+                start = time.perf_counter()
+                c = Constraint.json_schema(SCHEMA, source_text=doc, ground_strings=True)
+                compiled = compiler.compile(c)
+                compile_ms.append((time.perf_counter() - start) * 1e3)
+                for opens, steps, schema_compiled in (
+                    (g_open, grounded, compiled),
+                    (w_open, warm, compiled),  # the lexer's states now built
+                    (f_open, free, compiler.compile(Constraint.json_schema(SCHEMA))),
+                ):
+                    opening, inside = mask_times(schema_compiled, tokenizer, value)
+                    opens.append(opening)
+                    steps += inside
+        for name in args.vocab:
+            p50 = [statistics.median(x) for x in samples[name]]
+            compile_ms, g, w, f, g_open, w_open, f_open = p50
+            rows.append(
+                f"| {name} | {kib} | {compile_ms:.1f} | {g:.1f} | {w:.1f} | {f:.1f} | {g / f:.2f}x "
+                f"| {w / f:.2f}x | {g_open:.1f} | {w_open:.1f} | {f_open:.1f} |"
             )
-        g, f = statistics.median(grounded_us), statistics.median(free_us)
-        w = statistics.median(warm_us)
-        rows.append(
-            f"| {kib} | {statistics.median(compile_ms):.1f} | {max(compile_ms):.1f} "
-            f"| {g:.1f} | {w:.1f} | {f:.1f} | {g / f:.2f}x | {w / f:.2f}x |"
-        )
     print_table(
-        "| document KiB | compile ms p50 | max | grounded mask µs p50 | same, second pass "
-        "| free string mask µs p50 | ratio | second pass ratio |",
+        "| vocabulary | document KiB | compile ms p50 | grounded mask µs p50 | same, second pass "
+        "| free string mask µs p50 | ratio | second pass ratio | opening step µs p50: grounded "
+        "| second pass | free |",
         rows,
     )
 

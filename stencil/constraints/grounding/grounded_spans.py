@@ -41,7 +41,7 @@ _QUOTE, _BACKSLASH = ord('"'), ord("\\")
 class GroundedSpans:
     """Immutable and shared by a compiled constraint's matchers."""
 
-    __slots__ = ("_automata", "_long", "_probes", "_tokenizer", "_words")
+    __slots__ = ("_automata", "_long", "_probes", "_row", "_tokenizer", "_words")
 
     def __init__(
         self,
@@ -67,7 +67,8 @@ class GroundedSpans:
         self._tokenizer = tokenizer
         self._words = words
         long = trie.quoted[trie.reach > WINDOW].tolist()
-        self._long = [(t, tokenizer.decode_bytes([t])) for t in long]
+        self._long = [(t >> 5, 1 << (t & 31), tokenizer.decode_bytes([t])) for t in long]
+        self._row = ctypes.c_uint32 * words
         if any(t < 0 for p in self._probes for t in p):
             raise ConstraintError("grounding needs single-byte tokens (a byte-level vocabulary)")
 
@@ -84,12 +85,13 @@ class GroundedSpans:
     def refuse_long(self, state: State, row: int, matcher: llguidance.LLMatcher) -> None:
         """Clear from the bitmask row at address ``row`` the tokens with more than ``WINDOW``
         bytes after a quote that ``step`` refuses (the grammar checks no more of a value)."""
+        if not self._long:
+            return
+        words = self._row.from_address(row)
         probed: dict[bytes, tuple[int, ...]] = {}
-        for t, data in self._long:
-            word = ctypes.c_uint32.from_address(row + 4 * (t >> 5))
-            bit = 1 << (t & 31)
-            if word.value & bit and self._step(state, data, matcher, probed) is None:
-                word.value &= ~bit
+        for word, bit, data in self._long:
+            if words[word] & bit and self._step(state, data, matcher, probed) is None:
+                words[word] &= ~bit
 
     def _step(
         self,

@@ -10,10 +10,11 @@ boundaries (words, single punctuation and whitespace characters, escapes), so a 
 ends on a chunk boundary and never at whitespace.
 
 A plain grounded string (no ``format``, ``pattern`` or length bound) is co-matched: its lexeme
-is only the trie of the spans' first ``WINDOW`` bytes (exact: tokens that cross the opening
-quote are checked by llguidance) followed by any string characters, so llguidance's lexer
-is back in a free string's state after a few bytes; the rest is checked by a suffix automaton
-of the document's marked text (``marked_text``; ``grounded_spans.GroundedSpans``). Each such
+is only the trie of the spans' first ``WINDOW`` bytes (exact: llguidance checks the tokens that
+cross the opening quote, but for the few carrying more than ``WINDOW`` bytes after it, which the
+co-matcher checks whole) followed by any string characters, so llguidance's lexer is back in a
+free string's state after a few bytes; the rest is checked by a suffix automaton of the
+document's marked text (``marked_text``; ``grounded_spans.GroundedSpans``). Each such
 lexeme also admits ``PROBE`` + its number + ``PROBE_END`` (control bytes no JSON text holds
 raw, which the co-matcher never lets through), by which the co-matcher asks llguidance whether
 (and which) grounded string a string about to open is. The others keep an llguidance
@@ -50,8 +51,8 @@ _CLAIMED = {
 _SPAN_CHECK = 256
 # stands in for a claimed unit: a raw quote, which no span (JSON string content) can hold
 _BARRIER = '"'
-# co-matched lexemes: the exact trie covers at least WINDOW bytes of a value (more than any
-# token carries after a quote in the vocabularies used), and the probe's control bytes
+# co-matched lexemes: the exact trie covers at least WINDOW bytes of a value (what most tokens
+# carry after a quote; the co-matcher checks the few longer ones whole), and the probe's bytes
 WINDOW = 8
 PROBE, PROBE_END = "\x0b", "\x0c"
 _UNIT = re.compile(r"\\u[0-9a-fA-F]{4}|\\.|.", re.S)

@@ -20,7 +20,9 @@ import numpy as np
 import pytest
 
 from stencil.constraints import Constraint, allocate_token_bitmask
-from stencil.constraints.grounding.lark_writer import WINDOW
+from stencil.constraints.grounding.lark_writer import WINDOW, marked_text, source_chunks
+from stencil.constraints.grounding.span_automaton import SpanAutomaton
+from stencil.constraints.grounding.span_automaton_ref import SpanAutomatonRef
 
 VOCABS = ["smol", "qwen", "gemma"]
 DOC = (
@@ -196,3 +198,25 @@ def test_tokens_opening_a_value_are_masked_by_the_oracle(setup):
             assert not g.accept_token(t), data
     assert judged > 50
     print(f"{judged} quote tokens judged, {long} of them long")
+
+
+def test_the_python_walk_gives_the_c_masks(setup):
+    """Along a value, the C walk and its Python twin set the same tokens (Gemma's byte-fallback
+    twins of one-character pieces included)."""
+    compiler, tokenizer, _, _ = setup
+    trie, lib = compiler.span_walk()
+    if lib is None:
+        pytest.skip("no C compiler")
+    words = (compiler.vocab.vocab_size + 31) // 32
+    text = marked_text(source_chunks(DOC))
+    c, py = SpanAutomaton(lib, text, trie, words), SpanAutomatonRef(text, trie, words)
+    pos_c, pos_py = c.start(), py.start()
+    value = json.dumps("../../../etc/hosts and C:\\tools\\bin")[1:-1]  # JSON string content
+    for t in tokenizer.encode(value, add_special_tokens=False):
+        mask_c, mask_py = np.zeros(words, np.uint32), np.zeros(words, np.uint32)
+        c.walk(pos_c, mask_c)
+        py.walk(pos_py, mask_py)
+        assert np.array_equal(mask_c, mask_py)
+        assert mask_c[t >> 5] >> (t & 31) & 1, compiler.vocab.token_bytes(t)
+        data = compiler.vocab.token_bytes(t)
+        (pos_c, _), (pos_py, _) = c.feed(pos_c, data), py.feed(pos_py, data)
