@@ -24,7 +24,8 @@ from stencil.constraints.grounding.lark_writer import WINDOW, marked_text, sourc
 from stencil.constraints.grounding.span_automaton import SpanAutomaton
 from stencil.constraints.grounding.span_automaton_ref import SpanAutomatonRef
 
-VOCABS = ["smol", "qwen", "gemma"]
+# Gemma's GGUF file is fetched once (~250 MB) and its tokenizer read in ~20 s: the slow suite
+VOCABS = ["smol", "qwen", pytest.param("gemma", marks=pytest.mark.slow)]
 DOC = (
     "Release notes for build 7 (March).\n"
     'Owner: Ada Lovelace; reviewer: "Grace" Hopper \\ QA team.\n'
