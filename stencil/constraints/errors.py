@@ -39,7 +39,13 @@ class UnsupportedSchemaError(ConstraintError):
 
 
 class InvalidRegexError(ConstraintError):
-    """A regular expression that does not parse."""
+    """A regular expression that does not parse (in a schema: naming its keyword and pointer)."""
+
+    def __init__(self, message: str, keyword: str = "", pointer: str = "") -> None:
+        self.keyword = keyword
+        self.pointer = pointer
+        where = f" (keyword {keyword!r} at {pointer or '/'!r})" if keyword else ""
+        super().__init__(message + where)
 
 
 class InvalidGrammarError(ConstraintError):

@@ -10,10 +10,10 @@ import llguidance
 
 from ..errors import InvalidSchemaError
 from ..limits import Limits
-from ..llg.errors import schema_error
 from ..llg.limits import parser_limits
 from . import document
 from .normalize import Normalizer
+from .refusals import refusal
 
 _CIRCULAR = "circular references with sibling keys"
 _OVERLAP = "are not disjoint"  # llguidance: two patternProperties keys of one object overlap
@@ -78,6 +78,6 @@ def prepare(
         result = loose.run()
         translated, grammar, message = _build(result.schema, guidance, limits)
     if message:
-        raise schema_error(message, result.keyword_pointers, result.one_of_pointers)
+        raise refusal(message, result, root)
     checks = tuple(dict.fromkeys(result.checks))
     return PreparedSchema(grammar, translated, tuple(result.warnings), checks, draft)

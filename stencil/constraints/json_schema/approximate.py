@@ -167,7 +167,7 @@ class Approximations:
     def string_pattern(self, pattern: str, out: dict, extra: list, ptr: str) -> None:
         """``pattern`` of a string: in the grammar, made safe to JSON-quote
         (``quoted_classes``), else checked as the string completes."""
-        readable = self.pattern(pattern, "pattern", ptr)
+        readable = self.pattern(pattern, "pattern", f"{ptr}/pattern", ptr)
         if readable is None:
             return
         safe = quoted_classes.guarded(readable)
@@ -180,19 +180,21 @@ class Approximations:
     def key_pattern(self, pattern: str, here: str) -> str:
         """A ``patternProperties`` key, made safe to JSON-quote; where it cannot be, the
         object is checked as it completes."""
-        safe = quoted_classes.guarded(self.pattern(pattern, "patternProperties pattern"))
+        readable = self.pattern(pattern, "patternProperties pattern", f"{here}/{escape(pattern)}")
+        safe = quoted_classes.guarded(readable)
         if safe.guard is not None or safe.checked:
             self.check(here.rsplit("/", 1)[0], "patternProperties")
         return safe.pattern
 
-    def pattern(self, pattern: str, what: str, ptr: str | None = None) -> str | None:
-        """A checked JSON Schema (ECMA-262) pattern in the syntax llguidance reads; None
-        when only a decode-time check can read it (look-around, back-references)."""
+    def pattern(self, pattern: str, what: str, at: str, ptr: str | None = None) -> str | None:
+        """A checked JSON Schema (ECMA-262) pattern (``what`` at pointer ``at``) in the syntax
+        llguidance reads; None when only a decode-time check of the node at ``ptr`` can read
+        it (look-around, back-references)."""
         try:
             check_regex(pattern, self.limits, what, self.parsed_patterns)
-        except InvalidRegexError:
+        except InvalidRegexError as exc:
             if ptr is None or not _readable(pattern):
-                raise
+                raise InvalidRegexError(str(exc), what.split()[0], at) from None
             self.check(ptr, "pattern")
             loose = superset_pattern(pattern)
             try:

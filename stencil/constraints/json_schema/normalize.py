@@ -14,7 +14,7 @@ from typing import Any
 from ..errors import ConstraintTooLargeError, InvalidSchemaError, UnsupportedSchemaError
 from ..limits import Limits
 from ..llg.regex_check import parsed_regexes
-from . import document, logic, objects, recursion
+from . import document, logic, objects, recursion, refusals
 from .approximate import Approximations
 from .keywords import (
     ANNOTATIONS,
@@ -38,6 +38,10 @@ class Normalized:
     """First pointer of each keyword passed on, to name the place of a later llguidance error."""
     checks: list[tuple[str, str]] = field(default_factory=list)
     """``(node pointer, keyword)``: over-approximated in the grammar, checked at decode time."""
+    def_pointers: dict[str, str] = field(default_factory=dict)
+    """Generated ``$defs`` name -> pointer of the node it translates (to name llguidance's
+    errors in the user's terms), and -> pointer of the first ``$ref`` to it (``ref_sites``)."""
+    ref_sites: dict[str, str] = field(default_factory=dict)
 
 
 class Normalizer(Approximations):
@@ -91,7 +95,7 @@ class Normalizer(Approximations):
         return None if value is None or value == {"$stencil_pending": True} else value
 
     def ref(self, ref: str, base: str, pointer: str, in_all_of: bool) -> str:
-        target = self.index.resolve(ref, base, pointer)
+        target = self.index.resolve(ref, base, f"{pointer}/$ref")
         seen = {target.pointer}
         while isinstance(target.node, dict) and _pure_ref(target.node):
             inner_base = self.index.base_of(target.node, target.base)
@@ -103,6 +107,8 @@ class Normalizer(Approximations):
         if key not in self.def_names:
             name = f"d{len(self.def_names)}"
             self.def_names[key] = name
+            self.out.def_pointers[name] = target.pointer
+            self.out.ref_sites[name] = f"{pointer}/$ref"
             self.defs[name] = {"$stencil_pending": True}
             self.defs[name] = self.node(target.node, target.pointer, target.base, in_all_of)
         return "#/$defs/" + self.def_names[key]
@@ -192,7 +198,7 @@ class Normalizer(Approximations):
         elif key in ("unevaluatedProperties", "unevaluatedItems"):
             self.unevaluated(key, value, schema, out, ptr, base)
         elif key in UNSUPPORTED:
-            raise UnsupportedSchemaError(key, here)
+            raise refusals.dynamic_ref(key, value, here, self.root)
         elif key == "patternProperties":
             self.out.keyword_pointers.setdefault(key, here)
             out[key] = self.pattern_properties(value, here, base)

@@ -75,7 +75,10 @@ class RefIndex:
                     f"$ref {ref!r} points to no schema in this document", pointer
                 )
             raise UnsupportedSchemaError(
-                "$ref", pointer, f"remote reference {ref!r} (only local refs)"
+                "$ref",
+                pointer,
+                f"remote reference {ref!r} (only local refs): copy the schema it names "
+                'into "$defs" and write {"$ref": "#/$defs/<name>"}',
             )
         fragment = unquote(fragment)
         if not fragment.startswith("/") and fragment:

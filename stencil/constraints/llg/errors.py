@@ -41,6 +41,9 @@ def schema_error(
         return ConstraintTooLargeError(f"schema grammar too large: {text}", "max_grammar_size")
     if "Unsatisfiable" in message or "regex" in message.lower():
         return InvalidSchemaError(text)
+    named = [k for k in keyword_pointers if re.search(rf"\b{re.escape(k)}\b", message)]
+    if named:
+        return UnsupportedSchemaError(named[0], keyword_pointers[named[0]], text)
     return UnsupportedSchemaError("schema", "", text)
 
 
