@@ -81,25 +81,29 @@ def main() -> int:
             llm = _llm(model, args.threads)
             for mode, flags in MODES.items():  # warm-up, outside the timing
                 _once(llm, root, f"warm-{mode}.txt", flags + extra, args.max_tokens)
-            seconds: dict[str, list[float]] = {m: [] for m in MODES}
+            runs: dict[str, list[dict[str, Any]]] = {m: [] for m in MODES}
             for r in range(args.rounds):
                 for mode, flags in MODES.items():
                     res = _once(llm, root, f"{model.replace('/', '_')}-{mode}-{r}.txt",
                                 flags + extra, args.max_tokens)  # fmt: skip
-                    seconds[mode].append(res["seconds"])
+                    runs[mode].append(res)
                     print(f"{model} {mode} round {r + 1}: {res['seconds']:.1f} s, prompt tokens "
                           f"computed {res['computed']} / cached {res['cached']}, output "
                           f"{res['output']}, ok={res['ok']} {res['data'] or res['error']}, load "
                           f"{os.getloadavg()[0]:.1f}", flush=True)  # fmt: skip
-            per, whole = (statistics.median(seconds[m]) for m in MODES)
+            per, whole = (statistics.median(x["seconds"] for x in runs[m]) for m in MODES)
             for mode in MODES:
-                med = statistics.median(seconds[mode])
-                runs = ", ".join(f"{x:.1f}" for x in seconds[mode])
-                rows.append(f"| {model} | {mode} | {med:.1f} | {60 / med:.2f} | {runs} | "
-                            f"{per / whole:.2f}x |")  # fmt: skip
+                med = {k: statistics.median(x[k] for x in runs[mode])
+                       for k in ("seconds", "computed", "cached", "output")}  # fmt: skip
+                times = ", ".join(f"{x['seconds']:.1f}" for x in runs[mode])
+                fields = statistics.median(len(x["data"] or {}) for x in runs[mode])
+                rows.append(f"| {model} | {mode} | {med['seconds']:.1f} | {60 / med['seconds']:.2f}"
+                            f" | {times} | {med['computed']:.0f} / {med['cached']:.0f} | "
+                            f"{med['output']:.0f} | {fields:.0f} | {per / whole:.2f}x |")  # fmt: skip
             del llm
-    print(f"\n| model | mode | s/doc (median of {args.rounds}) | docs/min | runs (s) | "
-          "per-field / whole |\n|---|---|---:|---:|---|---:|")  # fmt: skip
+    print(f"\n| model | mode | s/doc (median of {args.rounds}) | docs/min | runs (s) | prompt "
+          "tokens computed / cached | output tokens | fields filled | per-field / whole |\n"
+          "|---|---|---:|---:|---|---:|---:|---:|---:|")  # fmt: skip
     print("\n".join(rows))
     print(
         f"\nflags: {args.flags or '(default)'}; threads {args.threads}; "
