@@ -18,6 +18,9 @@ from stencil.extract.prompt import TokenCounter
 OVERLAP = 1 / 8
 """The share of a window's tokens read again at the start of the next one."""
 MAX_OVERLAP_TOKENS = 128
+MAX_TOKEN_CHARS = 16
+"""More code points than any token of a real vocabulary covers but in rare runs of one
+character (a window of such a run just holds fewer tokens than it could)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,11 +54,14 @@ def split_windows(document: str, budget: int | None, counter: TokenCounter) -> l
 
 
 def _fit(text: str, budget: int, counter: TokenCounter) -> int:
-    """The longest prefix of ``text`` (in code points) that is at most ``budget`` tokens."""
-    n = min(len(text), len(counter.cut(text, budget)))
-    if n >= len(text) and counter.count(text) <= budget:
-        return len(text)
-    while n > 1 and counter.count(text[:n]) > budget:
+    """The longest prefix of ``text`` (in code points) that is at most ``budget`` tokens (of
+    its first ``MAX_TOKEN_CHARS * budget`` code points: a long document is not tokenized whole
+    for every window)."""
+    head = text[: MAX_TOKEN_CHARS * budget]
+    n = min(len(head), len(counter.cut(head, budget)))
+    if n >= len(head) and counter.count(head) <= budget:
+        return len(head)
+    while n > 1 and counter.count(head[:n]) > budget:
         n -= max(1, n // 32)
     return max(1, n)
 
