@@ -33,6 +33,10 @@ from stencil.testing.serve_process import start_serve
 MAX_TOKENS = "48"  # TEST_SCHEMA outputs close well inside this: every readable file is ok
 RECORD_KEYS = {"file", "sha256", "ok", "tokens", "finish_reason"}
 INVOICE = resolve_schema("invoice")[1]
+LONG_FILLER = "".join(
+    f"Paragraph {i}: the reading group met in the library and talked about the book club.\n"
+    for i in range(80)
+)
 
 
 @pytest.fixture(scope="module")
@@ -169,6 +173,16 @@ def test_server_gives_records_of_the_same_shape(
         records = _records(out)
         assert len(records) == 5 and sum(r["ok"] for r in records) == 4
         _check_shape(records, folder)
+        long_doc = folder.parent / "long.txt"  # 3+ windows of the server's 1024 tokens
+        long_doc.write_text(LONG_FILLER + "Name: Grace Hopper\nAge: 85\n", encoding="utf-8")
+        out = folder.parent / "server_long.jsonl"
+        assert _extract(_argv(schema, out, "--server", server.base_url, str(long_doc))) == 0
+        (record,) = _records(out)
+        assert record["data"] == {"name": "Grace Hopper", "age": 85}, record
+        assert "windows" in record["warnings"][0]
+        text = long_doc.read_text(encoding="utf-8")
+        assert {p: text[s:e] for p, (s, e) in record["spans"].items()} == {
+            "/name": "Grace Hopper", "/age": "85"}  # fmt: skip
         invoice = _invoice_files(folder.parent / "server")
         out = folder.parent / "server_invoice.jsonl"
         argv = _argv(invoice[0], out, "--server", server.base_url, str(invoice[1]))
