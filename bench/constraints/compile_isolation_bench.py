@@ -25,7 +25,7 @@ import random
 import statistics
 import time
 
-from bench.common import pct, table
+from bench.common import percentile, table
 from bench.constraints.constraints_bench import CATEGORIES, DATA
 from bench.constraints.engines import VOCAB_SIZE, qwen_tokenizer
 from stencil.constraints import (
@@ -131,9 +131,9 @@ def main() -> None:
         [
             m,
             len(t),
-            pct(t, 50),
-            pct(t, 90),
-            pct(t, 99),
+            percentile(t, 50),
+            percentile(t, 90),
+            percentile(t, 99),
             max(t),
             f"{statistics.median(t) - base:+.2f}",
         ]

@@ -31,6 +31,7 @@ from typing import Any
 
 import torch
 
+from bench.common import jsonschemabench_dir, percentile, table
 from bench.constraints.engines import ENGINES, VOCAB_SIZE, qwen_tokenizer
 
 # ----------------------------------------------------------------------------- workloads
@@ -64,9 +65,7 @@ LARKS = {
 }
 CATEGORIES = ("Github_easy", "Github_medium", "Glaiveai2K")
 REPO = Path(__file__).resolve().parents[2]
-# beside the clone; $STENCIL_SHARED_DATA points elsewhere (a worktree)
-DATA = Path(os.environ.get("STENCIL_SHARED_DATA", REPO.parent / "shared" / "data"))
-DATA = DATA / "jsonschemabench-dev"
+DATA = jsonschemabench_dir()
 SUITE = REPO / "tests" / "data" / "JSON-Schema-Test-Suite" / "tests" / "draft2020-12"
 
 
@@ -208,10 +207,6 @@ def _json_case(schema: Any, tests: list[dict]) -> tuple:
 # ----------------------------------------------------------------------------- reporting
 
 
-def pct(values: list[float], q: float) -> float:
-    return sorted(values)[min(len(values) - 1, int(q * len(values)))] if values else float("nan")
-
-
 def num(v: float) -> str:
     return "–" if v != v else (f"{v:,.1f}" if v < 100 else f"{v:,.0f}")
 
@@ -220,48 +215,47 @@ def rate(a: int, b: int) -> str:
     return f"{a}/{b} ({100 * a / b:.1f}%)" if b else "–"
 
 
-COLUMNS = (
-    ("compile ms p50", "compile_ms", 0.5),
-    ("p99", "compile_ms", 0.99),
-    ("mask µs p50", "mask_us", 0.5),
-    ("p99", "mask_us", 0.99),
-    ("p99.9", "mask_us", 0.999),
-    ("mask CPU µs p50", "mask_cpu_us", 0.5),
-    ("p99", "mask_cpu_us", 0.99),
-    ("p99.9", "mask_cpu_us", 0.999),
+COLUMNS = (  # (header, Stats field, percentile)
+    ("compile ms p50", "compile_ms", 50),
+    ("p99", "compile_ms", 99),
+    ("mask µs p50", "mask_us", 50),
+    ("p99", "mask_us", 99),
+    ("p99.9", "mask_us", 99.9),
+    ("mask CPU µs p50", "mask_cpu_us", 50),
+    ("p99", "mask_cpu_us", 99),
+    ("p99.9", "mask_cpu_us", 99.9),
 )
 
 
 def cells(rounds: list[Stats]) -> list[float]:
     """Each column's median over the rounds."""
-    return [statistics.median(pct(getattr(s, attr), q) for s in rounds) for _, attr, q in COLUMNS]
+    return [
+        statistics.median(percentile(getattr(s, attr), q) for s in rounds) for _, attr, q in COLUMNS
+    ]
 
 
-def table(results: dict[tuple[str, str], list[Stats]]) -> str:
+def results_table(results: dict[tuple[str, str], list[Stats]]) -> str:
     head = ["set", "engine", "compiled", "compiled & correct", *(c[0] for c in COLUMNS)]
     head += ["FR (valid rejected)", "FA (invalid accepted)"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    rows = []
     for (group, engine), rounds in results.items():
         s = rounds[0]
         row = [group, engine, rate(s.compiled, s.n), rate(s.correct, s.n)]
         row += [num(v) for v in cells(rounds)] + [rate(s.fr, s.valid), rate(s.fa, s.invalid)]
-        lines.append("| " + " | ".join(row) + " |")
-    return "\n".join(lines)
+        rows.append(row)
+    return table(head, rows)
 
 
 def ratios(results: dict[tuple[str, str], list[Stats]], base: str) -> str:
     """Each engine's columns over ``base``'s on the same set."""
-    head = ["set", "engine", *(c[0] for c in COLUMNS)]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    rows = []
     for (group, engine), rounds in results.items():
         if engine == base or (group, base) not in results:
             continue
         ours, theirs = cells(rounds), cells(results[(group, base)])
-        row = [group, f"{engine} / {base}"] + [
-            f"{a / b:.2f}x" for a, b in zip(ours, theirs, strict=True)
-        ]
-        lines.append("| " + " | ".join(row) + " |")
-    return "\n".join(lines)
+        ratio = [f"{a / b:.2f}x" for a, b in zip(ours, theirs, strict=True)]
+        rows.append([group, f"{engine} / {base}", *ratio])
+    return table(["set", "engine", *(c[0] for c in COLUMNS)], rows)
 
 
 # ----------------------------------------------------------------------------- main
@@ -341,7 +335,7 @@ def main() -> None:
         f"{args.rounds} round(s), medians; load average (1 min) "
         f"{min(load):.1f}-{max(load):.1f}\n"
     )
-    print(table(results))
+    print(results_table(results))
     if "llguidance" in workers:
         print()
         print(ratios(results, "llguidance"))

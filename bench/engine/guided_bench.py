@@ -11,14 +11,13 @@ import argparse
 import json
 import random
 import time
-from pathlib import Path
 
-from bench.common import median, pct, run_vllm, table
+from bench.common import jsonschemabench_dir, median, percentile, run_vllm, table, vllm_python
 from bench.workload import make_workload
 from stencil import LLM, SamplingParams, default_model_path
 from stencil.constraints import Constraint, ConstraintError, translate
 
-DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "jsonschemabench-dev"
+DATA = jsonschemabench_dir()
 REGEXES = [
     r"[0-9]{3}-[0-9]{3}-[0-9]{4}",
     r"[a-z]{3,10}@[a-z]{3,8}\.(com|org|net)",
@@ -101,6 +100,8 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--no-vllm", action="store_true")
     args = ap.parse_args()
+    if not args.no_vllm:
+        vllm_python()  # before any run: exits naming $STENCIL_VLLM_PYTHON when it is unset
     model_dir = default_model_path()
     llm = LLM(
         str(model_dir), num_threads=args.threads, max_num_seqs=64, max_num_batched_tokens=1024
@@ -173,7 +174,10 @@ def main() -> None:
     print(
         table(
             ["cache", "p50", "p99"],
-            [["cold", median(cold), pct(cold, 99)], ["warm", median(warm), pct(warm, 99)]],
+            [
+                ["cold", median(cold), percentile(cold, 99)],
+                ["warm", median(warm), percentile(warm, 99)],
+            ],
         )
     )
 

@@ -36,9 +36,10 @@ import argparse
 import json
 import os
 import time
+from functools import partial
 from pathlib import Path
 
-from bench.common import median, table
+from bench.common import alternate, median, table
 from stencil import LLM, SamplingParams
 from stencil.constraints import Constraint
 from stencil.extract.engine_backend import EngineExtractor, ExtractSpec
@@ -161,13 +162,11 @@ def _result(llm: LLM, m0: dict, tokens: int, outs: list, dt: float) -> dict:
             "load": os.getloadavg()[0]}  # fmt: skip
 
 
-def alternate(engines: dict[str, LLM], reqs, concurrent: int, rounds: int, fn=None) -> dict:
-    """``rounds`` runs of each engine, alternated; ``fn(llm, reqs)`` (default: ``run``)."""
-    runs: dict[str, list] = {name: [] for name in engines}
-    for _ in range(rounds):
-        for name, llm in engines.items():
-            runs[name].append(fn(llm, reqs) if fn else run(llm, reqs, concurrent))
-    return runs
+def on_engines(engines: dict[str, LLM], reqs, concurrent: int, rounds: int, fn=None) -> dict:
+    """``rounds`` runs of each engine on ``reqs``, alternated (``bench.common.alternate``);
+    ``fn(llm, reqs)`` (default: ``run`` at ``concurrent``)."""
+    work = fn or (lambda llm, reqs: run(llm, reqs, concurrent))
+    return alternate({name: partial(work, llm, reqs) for name, llm in engines.items()}, rounds)
 
 
 def row(label: str, runs: dict[str, list], check_identical: bool) -> list:
@@ -216,9 +215,9 @@ def ceiling_rows(args, spec: dict) -> list[list]:
     run(eng["plain"], reqs, 1)
     run_extract(eng["plain"], jobs)
     eng["spec"].engine.drafter.drafts = PerfectDrafts(outputs, args.k)
-    runs = alternate(eng, reqs, 1, args.rounds)
+    runs = on_engines(eng, reqs, 1, args.rounds)
     rows = [row(f"perfect drafts (ceiling), grounded, {len(DOCS)} docs", runs, True)]
-    runs = alternate(eng, jobs, 1, args.rounds, run_extract)
+    runs = on_engines(eng, jobs, 1, args.rounds, run_extract)
     return rows + [row(f"perfect drafts (ceiling), stencil extract, {len(DOCS)} docs", runs, True)]
 
 
@@ -258,9 +257,9 @@ def draft_engines(args, disable_by_batch_size: int = 8) -> dict[str, LLM]:
 
 def draft_rows(args) -> list[list]:
     eng = draft_engines(args)
-    runs = alternate(eng, grounded_requests(args.max_tokens), 1, args.rounds)
+    runs = on_engines(eng, grounded_requests(args.max_tokens), 1, args.rounds)
     rows = [row(f"draft model: grounded extraction, {len(DOCS)} docs", runs, True)]
-    runs = alternate(eng, chat_requests(args.max_tokens, 2), 1, args.rounds)
+    runs = on_engines(eng, chat_requests(args.max_tokens, 2), 1, args.rounds)
     rows.append(row("draft model: free chat, 2 answers", runs, True))
     return rows
 
@@ -290,19 +289,19 @@ def main() -> None:
         eng = engines(args, spec)
         if "grounded" in args.workloads:
             logs = {name: StepLog(llm) for name, llm in eng.items()}
-            runs = alternate(eng, grounded_requests(args.max_tokens), 1, args.rounds)
+            runs = on_engines(eng, grounded_requests(args.max_tokens), 1, args.rounds)
             rows.append(row(f"grounded extraction, {len(DOCS)} docs, 1 at a time", runs, True))
             costs = [[name, *fit(log.steps)] for name, log in logs.items()]
         if "extract" in args.workloads:
             jobs = extract_jobs(args.max_tokens)
-            runs = alternate(eng, jobs, 1, args.rounds, run_extract)
+            runs = on_engines(eng, jobs, 1, args.rounds, run_extract)
             rows.append(row(f"stencil extract, {len(DOCS)} docs, 1 at a time", runs, True))
         if "chat" in args.workloads:
-            runs = alternate(eng, chat_requests(args.max_tokens, 2), 1, args.rounds)
+            runs = on_engines(eng, chat_requests(args.max_tokens, 2), 1, args.rounds)
             rows.append(row("free chat, 2 answers, 1 at a time", runs, True))
         if "throughput" in args.workloads:
             for n in (16, 64):
-                runs = alternate(eng, chat_requests(64, n), n, args.rounds)
+                runs = on_engines(eng, chat_requests(64, n), n, args.rounds)
                 rows.append(row(f"{n} concurrent chat requests", runs, False))
         del eng
     if "ceiling" in args.workloads:
@@ -314,7 +313,7 @@ def main() -> None:
             eng = engines(args, {**spec, "disable_by_batch_size": 1 << 20})
         reqs = grounded_requests(args.max_tokens)
         for c in args.concurrency:
-            runs = alternate(eng, (reqs * 16)[: max(c, len(reqs))], c, args.rounds)
+            runs = on_engines(eng, (reqs * 16)[: max(c, len(reqs))], c, args.rounds)
             rows.append(row(f"grounded, {c} concurrent, speculation forced on", runs, False))
     if "draft_model" in args.workloads or args.method == "draft_model":
         rows += draft_rows(args) if "draft_model" in args.workloads else []

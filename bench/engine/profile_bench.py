@@ -24,7 +24,7 @@ import time
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from bench.common import median_seconds, run_vllm, table
+from bench.common import median_seconds, run_vllm, table, vllm_python
 from bench.engine.engine_bench import SHAPES, warmed_stencil
 from bench.engine.profile_categories import CATEGORIES, categorize, labelled
 from bench.shapes import qwen_05b_dir
@@ -168,6 +168,8 @@ def main() -> None:
     ap.add_argument("--no-vllm", action="store_true")
     ap.add_argument("--no-roof", action="store_true")
     args = ap.parse_args()
+    if not args.no_vllm:
+        vllm_python()  # before any run: exits naming $STENCIL_VLLM_PYTHON when it is unset
     model_dir = default_model_path() if args.shape == "smollm2" else qwen_05b_dir()
     from transformers import AutoConfig, AutoTokenizer
 

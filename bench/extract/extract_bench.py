@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.common import table
 from bench.extract.extract_data import SCHEMA, make_documents
 
 
@@ -60,7 +61,7 @@ def run_transformers(model_dir: Path, ids: list[list[int]], max_tokens: int) -> 
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(model_dir)
-    model = AutoModelForCausalLM.from_pretrained(model_dir, torch_dtype=torch.float32).eval()
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
     ok = out_tokens = 0
     start = time.perf_counter()
     for prompt in ids:
@@ -94,7 +95,7 @@ def main() -> int:
 
     import torch
 
-    from stencil import LLM
+    from stencil import LLM, default_model_path
 
     torch.set_num_threads(args.threads)
     texts = [d.text for d in make_documents(args.docs)]
@@ -102,38 +103,44 @@ def main() -> int:
     llm = LLM(num_threads=args.threads)
     print(f"stencil model load: {time.perf_counter() - start:.1f} s", file=sys.stderr)
     ids = prompts(llm, texts)
-    model_dir = llm.engine.model_path
+    model_dir = default_model_path()  # the same model as an HF directory, for transformers
     stencil = run_stencil(llm, texts, args.max_tokens)
     print(f"stencil: {stencil}", file=sys.stderr)
     del llm
     n_base = args.baseline_docs or args.docs
     base = run_transformers(model_dir, ids[:n_base], args.max_tokens)
     print(f"transformers: {base}", file=sys.stderr)
-    print(table(stencil, base, args))
+    print(report(stencil, base, args))
     return 0
 
 
-def table(stencil: dict[str, float], base: dict[str, float], args: argparse.Namespace) -> str:
-    def row(name: str, r: dict[str, float], note: str) -> str:
+def report(stencil: dict[str, float], base: dict[str, float], args: argparse.Namespace) -> str:
+    def row(name: str, r: dict[str, float], note: str) -> list:
         rate = r["docs"] / r["seconds"]
-        return (f"| {name} | {r['docs']:.0f} | {r['seconds']:.1f} | {rate:.2f} | "
-                f"{r['out_tokens'] / r['docs']:.1f} | {r['ok'] / r['docs']:.0%} | {note} |")  # fmt: skip
+        per_doc = r["out_tokens"] / r["docs"]
+        valid = f"{r['ok'] / r['docs']:.0%}"
+        return [
+            name,
+            f"{r['docs']:.0f}",
+            f"{r['seconds']:.1f}",
+            rate,
+            f"{per_doc:.1f}",
+            valid,
+            note,
+        ]
 
     speedup = (stencil["docs"] / stencil["seconds"]) / (base["docs"] / base["seconds"])
     subset = base["docs"] < stencil["docs"]
     note = f"first {base['docs']:.0f} of {args.docs} docs; docs/s extrapolates" if subset else ""
-    return "\n".join(
-        [
-            f"{args.docs} documents, SmolLM2-135M-Instruct, CPU, {args.threads} threads, greedy, "
-            f"max_tokens={args.max_tokens}; model load excluded",
-            "",
-            "| run | docs | seconds | docs/s | output tok/doc | valid JSON | note |",
-            "|---|---:|---:|---:|---:|---:|---|",
-            row("`stencil extract` (one batched run, schema constraint)", stencil, ""),
-            row("transformers `generate` loop (unconstrained + json.loads)", base, note),
-            "",
-            f"speed-up: {speedup:.1f}x",
-        ]
+    headers = ["run", "docs", "seconds", "docs/s", "output tok/doc", "valid JSON", "note"]
+    rows = [
+        row("`stencil extract` (one batched run, schema constraint)", stencil, ""),
+        row("transformers `generate` loop (unconstrained + json.loads)", base, note),
+    ]
+    return (
+        f"{args.docs} documents, SmolLM2-135M-Instruct, CPU, {args.threads} threads, greedy, "
+        f"max_tokens={args.max_tokens}; model load excluded\n\n{table(headers, rows)}\n\n"
+        f"speed-up: {speedup:.1f}x"
     )
 
 

@@ -24,6 +24,7 @@ import sys
 import time
 from typing import Any
 
+from bench.common import table
 from bench.extract.extract_data import FIELDS, SCHEMA, field_correct, make_documents
 from stencil import LLM, SamplingParams
 from stencil.extract.engine_backend import EngineExtractor, ExtractSpec
@@ -160,21 +161,15 @@ def main() -> int:
             rows[f"{prompt}, {mode}"] = score(texts, labels, lenient=False)
             print(f"{prompt} / {mode}: {time.perf_counter() - start:.1f} s", file=sys.stderr)
     print(f"load average {os.getloadavg()[0]:.2f}")
-    print(table(rows, len(docs), args.model or "SmolLM2-135M-Instruct (embedded)"))
+    print(report(rows, len(docs), args.model or "SmolLM2-135M-Instruct (embedded)"))
     return 0
 
 
-def table(rows: dict[str, dict[str, float]], n: int, model: str) -> str:
+def report(rows: dict[str, dict[str, float]], n: int, model: str) -> str:
     cols = [*FIELDS, "field mean", "all fields exact", "parses", "schema-valid"]
-    lines = [
-        f"{model}, {n} labeled documents, greedy; field-level exact-match accuracy",
-        "",
-        "| run | " + " | ".join(cols) + " |",
-        "|---|" + "---:|" * len(cols),
-    ]
-    for name, row in rows.items():
-        lines.append(f"| {name} | " + " | ".join(f"{row[c]:.0%}" for c in cols) + " |")
-    return "\n".join(lines)
+    cells = [[name, *(f"{row[c]:.0%}" for c in cols)] for name, row in rows.items()]
+    title = f"{model}, {n} labeled documents, greedy; field-level exact-match accuracy"
+    return f"{title}\n\n{table(['run', *cols], cells)}"
 
 
 if __name__ == "__main__":

