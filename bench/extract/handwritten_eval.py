@@ -107,7 +107,6 @@ def extract(
     by_kind: dict[str, list[str]] = {}
     for d in docs:
         by_kind.setdefault(d.split("/")[0], []).append(d)
-    out: dict[str, dict] = {}
     start = time.perf_counter()
     for kind, group in by_kind.items():
         results = records / f"{kind}.jsonl"
@@ -116,14 +115,24 @@ def extract(
         args = build_parser().parse_args([*argv, "--out", str(results), *flags])
         with contextlib.redirect_stdout(sys.stderr):  # its summary table: progress, not result
             command.run(args, llm=llm)
-        for line in results.read_text(encoding="utf-8").splitlines():
-            record = json.loads(line)
-            if record.get("file") in paths:
-                out[paths[record["file"]]] = record
     seconds = time.perf_counter() - start
     del llm
     gc.collect()
-    return out, seconds
+    return read_records(docs, records), seconds
+
+
+def read_records(docs: list[str], records: Path) -> dict[str, dict]:
+    """{doc: record} from the results files under ``records`` (paths matched by file name
+    below the corpus, so records made in another checkout are found too)."""
+    wanted = {str(doc_path(d).relative_to(CORPUS)): d for d in docs}
+    out = {}
+    for results in sorted(records.glob("*.jsonl")):
+        for line in results.read_text(encoding="utf-8").splitlines():
+            record = json.loads(line)
+            rel = record.get("file", "").rpartition("/handwritten/")[2]
+            if rel in wanted:
+                out[wanted[rel]] = record
+    return out
 
 
 def score(docs: list[str], records: dict[str, dict]) -> dict[str, Tally]:
@@ -146,14 +155,19 @@ def _pct(hits: int, total: int) -> str:
     return f"{100 * hits / total:.0f}% ({hits}/{total})" if total else "-"
 
 
-def tables(results: dict[str, dict[str, Tally]], seconds: dict[str, float], docs: int) -> str:
+def _per_minute(files: int, seconds: float | None) -> str:
+    return f"{60 * files / seconds:.1f}" if seconds and seconds >= 1 else "-"
+
+
+def tables(results: dict[str, dict[str, Tally]], seconds: dict[str, float]) -> str:
     """Markdown: the summary, fields right per field kind, fields right per document kind;
     one column per model, ``rules`` (the baseline) first."""
     names = list(results)
     heads = ["", *names]
     summary = [[m, *(_pct(*results[n]["all"].ratio(m)) for n in names)] for m in SUMMARY]
     summary += [[m, *(results[n]["all"].counts[m] for n in names)] for m in COUNTS]
-    summary.append(["docs / minute", *(f"{60 * docs / seconds[n]:.1f}" for n in names)])
+    rate = [_per_minute(results[n]["all"].ratio("files ok")[0], seconds.get(n)) for n in names]
+    summary.append(["files ok / minute", *rate])
     per_kind = [
         [k, *(_pct(*results[n]["all"].ratio(f"kind: {k}")) for n in names)] for k in KINDS_OF_FIELD
     ]
@@ -168,6 +182,17 @@ def tables(results: dict[str, dict[str, Tally]], seconds: dict[str, float], docs
     )
 
 
+def failures(records: dict[str, dict[str, dict]]) -> str:
+    """One line per failed (or missing) file: model, document, the error's first line."""
+    lines = []
+    for name, by_doc in records.items():
+        for doc, record in sorted(by_doc.items()):
+            if not record.get("ok"):
+                error = (record.get("error") or "").splitlines() or ["no record"]
+                lines.append(f"- {name}: {doc}: {error[0]}")
+    return "\n".join(["failed files:", *lines]) if lines else "failed files: none"
+
+
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     own, flags = (argv[: argv.index("--")], argv[argv.index("--") + 1 :]) if "--" in argv else (argv, [])  # fmt: skip
@@ -177,19 +202,28 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--kinds", nargs="+", default=None, help="document kinds (default: all)")
     p.add_argument("--records", type=Path, default=None, help="keep results files here")
     p.add_argument("--threads", type=int, default=None)
+    p.add_argument(
+        "--score-only", action="store_true", help="score the records under --records, run nothing"
+    )
     args = p.parse_args(own)
+    if args.score_only and not args.records:
+        p.error("--score-only needs --records DIR")
     docs = split_docs(args.split, args.kinds)
-    results, seconds = {}, {}
+    records, seconds = {}, {}
     with tempfile.TemporaryDirectory() as tmp:
         root = args.records or Path(tmp)
         for name in args.models:
             folder = root / Path(name).name
+            if args.score_only:
+                records[name] = read_records(docs, folder)
+                continue
             folder.mkdir(parents=True, exist_ok=True)
-            records, seconds[name] = extract(name, docs, folder, flags, args.threads)
-            results[name] = score(docs, records)
-            print(f"{name}: {len(records)} records, {seconds[name]:.0f} s", file=sys.stderr)
+            records[name], seconds[name] = extract(name, docs, folder, flags, args.threads)
+            print(f"{name}: {len(records[name])} records, {seconds[name]:.0f} s", file=sys.stderr)
+    results = {name: score(docs, by_doc) for name, by_doc in records.items()}
     print(f"split {args.split}: {len(docs)} documents; extract flags: {flags or 'defaults'}\n")
-    print(tables(results, seconds, len(docs)))
+    print(tables(results, seconds))
+    print("\n" + failures({n: {d: by.get(d, {}) for d in docs} for n, by in records.items()}))
 
 
 if __name__ == "__main__":
