@@ -7,7 +7,8 @@ beside a rules-alone baseline; scored per field kind (``stencil.testing.field_sc
 
 Each model runs ``stencil extract`` through its Python entry (``stencil.extract.command.run``
 with the CLI's parser: default flags, one model load for every kind), one schema per kind; flags
-after ``--`` go to every run (``-- --no-grounded``). ``--records DIR`` keeps each model's
+after ``--`` go to every run (``-- --no-grounded``; engine flags such as ``--kv-cache-memory``
+shape the one engine). ``--records DIR`` keeps each model's
 results files (``DIR/<model>/<kind>.jsonl``): a rerun resumes where one stopped.
 
 ``rules`` is the pipeline with no model's judgement: the embedded model's fp32 directory with
@@ -100,9 +101,13 @@ def extract(
     {doc: record} and the seconds spent extracting (model load excluded)."""
     from stencil import LLM
     from stencil.cli import build_parser
+    from stencil.engine.flags import engine_kwargs
     from stencil.extract import command
 
-    kwargs = {"num_threads": threads} if threads else {}
+    kwargs = engine_kwargs(build_parser().parse_args(["extract", *flags]))  # -- --kv-cache-memory
+    kwargs.pop("model", None)
+    if threads:
+        kwargs["num_threads"] = threads
     llm = LLM(model_path(name), **kwargs)
     by_kind: dict[str, list[str]] = {}
     for d in docs:
