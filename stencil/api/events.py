@@ -149,7 +149,7 @@ def _finish_tools(
 ) -> list[Event]:
     assert plan.tools is not None
     auto = plan.tools.mode == "auto"
-    content, calls = plan.tool_format.parse(c.text, bare=not auto)
+    content, calls = plan.tool_format.parse(c.text, bare=not auto, names=plan.tools.tool_names)
     chars, lps = sent
     out: list[Event] = []
     if calls is not None:
@@ -163,7 +163,7 @@ def _finish_tools(
     if len(c.text) > chars:
         out.append(Delta(c.index, c.text[chars:], list((c.logprobs or [])[lps:])))
     reason = _reason(c)
-    if auto and reason == "stop" and _at_budget(plan, c, model):
+    if auto and not plan.answer and reason == "stop" and _at_budget(plan, c, model):
         reason = "length"  # free text cut by max_tokens (the text branch always "closes")
     return [*out, Finish(c.index, reason, len(c.token_ids), c.error, c.error_type)]
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import llguidance
 
 from .bitmask import bitmask_words
+from .branch_matcher import BranchMatcher
 from .cache import ByteLRU
 from .checked_matcher import CheckedMatcher
 from .errors import CompileTimeoutError
@@ -54,6 +55,7 @@ class CompiledConstraint:
     _plan: SemanticPlan | None = field(default=None, repr=False)
     _table: TokenTable | None = field(default=None, repr=False)
     _spans: GroundedSpans | None = field(default=None, repr=False)
+    _branches: tuple[llguidance.LLMatcher, ...] = field(default=(), repr=False)
 
     @property
     def has_checks(self) -> bool:
@@ -66,6 +68,11 @@ class CompiledConstraint:
         return self._spans is not None
 
     def new_matcher(self) -> Matcher:
+        if self._branches and self._plan is not None and self._table is not None:
+            after = dict(self.constraint.options).get("answer_after")
+            calls, answer = (b.deep_copy() for b in self._branches)
+            union = self._template.deep_copy()
+            return BranchMatcher(union, calls, answer, after, self.vocab, self._plan, self._table)
         if self._plan is not None and self._table is not None:
             return CheckedMatcher(
                 self._template.deep_copy(), self.vocab, self._plan, self._table, self._spans
@@ -146,9 +153,14 @@ class ConstraintCompiler:
             )
         plan = table = None
         if translation.checks:
-            schema = json.loads(constraint.source)
+            checked = constraint.answer or constraint
+            schema = json.loads(checked.source)
             plan = SemanticPlan(schema, translation.draft, translation.checks)
             table = self.token_table()
+        branches = tuple(
+            build_template(self.vocab, "grammar", g, self._parser_limits)
+            for g in translation.branches
+        )
         spans = None
         if translation.spans:
             trie, library = self.span_walk()
@@ -158,7 +170,17 @@ class ConstraintCompiler:
         elapsed = (time.perf_counter() - start) * 1e3
         size = _entry_bytes(constraint, translation, heap)
         compiled = CompiledConstraint(
-            constraint, translation, self.vocab, elapsed, size, pid, template, plan, table, spans
+            constraint,
+            translation,
+            self.vocab,
+            elapsed,
+            size,
+            pid,
+            template,
+            plan,
+            table,
+            spans,
+            branches,
         )
         self._cache.put(key, compiled, size)
         return compiled
@@ -214,8 +236,10 @@ def _entry_bytes(constraint: Constraint, translation: Translation, heap_bytes: i
     for later lexer growth) plus the texts; without a measurement (small grammars, or
     ``workers=0``), an estimate from the grammar size (measured: ~60 KiB + 7-100 bytes per
     grammar character, the most for JSON schemas with many patterns)."""
-    texts = 2 * (len(constraint.source) + len(translation.grammar))
+    grammar_chars = len(translation.grammar) + sum(map(len, translation.branches))
+    texts = 2 * (len(constraint.source) + grammar_chars)
     texts += _SPAN_BYTES * sum(len(t) for t in set(translation.spans))
-    if heap_bytes:
-        return int(_GROWTH * heap_bytes) + texts
-    return _BASE_BYTES + _BYTES_PER_CHAR * len(translation.grammar) + texts
+    if heap_bytes:  # the branches' templates (``calls_or_answer``) are estimated
+        branches = _BYTES_PER_CHAR * sum(map(len, translation.branches))
+        return int(_GROWTH * heap_bytes) + branches + texts
+    return _BASE_BYTES + _BYTES_PER_CHAR * grammar_chars + texts

@@ -135,6 +135,48 @@ class Constraint:
             document.load(schema, limits, shallow=True)
         return cls("grammar", text, options, limits)
 
+    @classmethod
+    def calls_or_answer(
+        cls,
+        grammar: str,
+        *,
+        json_rules: dict[str, Any],
+        answer: Constraint,
+        calls_only: str,
+        answer_after: int | None = None,
+        limits: Limits = DEFAULT_LIMITS,
+    ) -> Constraint:
+        """A turn that ends in tool calls or in an answer (one grammar, one mask per step).
+
+        ``grammar`` (Lark) derives the calls through its ``json_rules`` (as ``grammar`` takes
+        them) and the answer through the rule ``answer``, which it uses but does not define:
+        ``answer`` (a ``json_schema`` constraint) translated as ``json_schema`` translates it
+        (its whitespace and declared-properties options). ``calls_only`` is the same grammar
+        without the answer branch: where the schema has decode-time checks, a matcher follows
+        it to tell the branches apart (the checks apply to the answer only). ``answer_after``:
+        the answer begins after this (special) token, not at the start of the output (GPT-OSS's
+        final channel)."""
+        if answer.kind != "json" or "source_text" in dict(answer.options):
+            raise ConstraintError("the answer of calls_or_answer must be an ungrounded JSON schema")
+        base = cls.grammar(grammar, json_rules=json_rules, limits=limits)
+        _check_text(calls_only, limits.max_text_bytes, "max_text_bytes", InvalidGrammarError)
+        spec = {"source": answer.source, "options": dict(answer.options)}
+        options = base.options + (
+            ("answer", json.dumps(spec, ensure_ascii=False)),
+            ("calls_only", calls_only),
+            ("answer_after", answer_after),
+        )
+        return cls("grammar", grammar, options, limits)
+
+    @property
+    def answer(self) -> Constraint | None:
+        """The JSON-schema branch of a ``calls_or_answer`` constraint (else None)."""
+        spec = dict(self.options).get("answer")
+        if spec is None:
+            return None
+        data = json.loads(spec)
+        return Constraint("json", data["source"], tuple(data["options"].items()), self.limits)
+
 
 def _check_rule_names(json_rules: object) -> None:
     if not isinstance(json_rules, dict) or not all(

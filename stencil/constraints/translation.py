@@ -9,6 +9,7 @@ killable compile worker (or its bounded thread with no workers); nothing else tr
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +37,9 @@ class Translation:
     """JSON schemas: the draft the schema is read by."""
     spans: tuple[bytes, ...] = ()
     """Grounded JSON: the marked text of each co-matched grounded string (``grounding``)."""
+    branches: tuple[str, ...] = ()
+    """``calls_or_answer`` whose answer has checks: the grammars of the calls alone and of the
+    answer alone (the matcher follows each to tell the branches apart)."""
 
 
 def translate(constraint: Constraint) -> Translation:
@@ -49,7 +53,46 @@ def translate(constraint: Constraint) -> Translation:
         return Translation(text_grammars.choice_grammar(json.loads(constraint.source), limits))
     rules = json.loads(options.get("json_rules", "{}"))
     rules = {name: _rule_schema(schema, limits) for name, schema in rules.items()}
-    return Translation(text_grammars.lark_grammar(constraint.source, limits, rules))
+    answer = constraint.answer
+    if answer is None:
+        return Translation(text_grammars.lark_grammar(constraint.source, limits, rules))
+    return _calls_or_answer(constraint.source, rules, answer, options["calls_only"], limits)
+
+
+def _calls_or_answer(
+    lark: str, rules: dict[str, Any], answer: Constraint, calls_only: str, limits: Limits
+) -> Translation:
+    """The union grammar, its ``answer`` rule the answer's translated schema (``%json``);
+    with checks, the grammars of the two branches alone, for the matcher that applies them."""
+    options = dict(answer.options)
+    if options["whitespace_pattern"] is not None:
+        check_regex(options["whitespace_pattern"], limits, "whitespace_pattern")
+    loaded, _ = document.load(answer.source, limits)
+    if grounding.uses_grounding(loaded):
+        raise ConstraintError(
+            "the answer marks strings x-grounded; an answer beside tool calls is not grounded"
+        )
+    prepared = _prepare(loaded, limits, **options)
+    union = text_grammars.lark_grammar(lark, limits, {**rules, "answer": prepared.schema})
+    branches: tuple[str, ...] = ()
+    if prepared.checks:
+        alone = {"calls": _probe(calls_only), "answer": _probe("start: answer\n")}
+        both = {**rules, "answer": prepared.schema, "probe_lead": _PROBE_LEAD}
+        branches = tuple(text_grammars.lark_grammar(g, limits, both) for g in alone.values())
+    return Translation(union, prepared.warnings, prepared.checks, prepared.draft, (), branches)
+
+
+_PROBE_LEAD = {"const": "\u0000"}
+"""A ``%json`` alternative no output of the union takes. Where the union's branches are both
+``%json`` sub-grammars from the output's start (``llama3_json``: bare JSON calls or a JSON
+answer), llguidance lets JSON whitespace lead the output; a branch alone beside this
+alternative does the same, so each branch's matcher takes what the union takes."""
+
+
+def _probe(lark: str) -> str:
+    """``lark`` (its rule ``start`` renamed) beside ``probe_lead``."""
+    body = re.sub(r"^start:", "probe_start:", lark, count=1, flags=re.MULTILINE)
+    return f"{body}\nstart: probe_start | probe_lead\n"
 
 
 def _json(
@@ -77,9 +120,24 @@ def _json(
         )
     elif grounding.uses_grounding(loaded):
         raise ConstraintError("the schema marks strings x-grounded but no source text was given")
+    prepared = _prepare(marked, limits, allow_undeclared_properties, whitespace, whitespace_pattern)
+    grammar, spans = prepared.grammar, ()
+    if grounded:
+        lark, spans = grounding.grounded_lark(prepared.schema, source_text)
+        grammar = text_grammars.validated_lark(lark, limits, "grounded schema")
+    return Translation(grammar, prepared.warnings, prepared.checks, prepared.draft, spans)
+
+
+def _prepare(
+    loaded: Any,
+    limits: Limits,
+    allow_undeclared_properties: bool,
+    whitespace: str | None,
+    whitespace_pattern: str | None,
+) -> json_schema.PreparedSchema:
     try:
-        prepared = json_schema.prepare(
-            marked,
+        return json_schema.prepare(
+            loaded,
             closed=not allow_undeclared_properties,
             guidance=guidance_options(whitespace, whitespace_pattern),
             limits=limits,
@@ -88,11 +146,6 @@ def _json(
         raise ConstraintTooLargeError(
             "schema nesting exceeds the translator's recursion depth", "max_depth"
         ) from None
-    grammar, spans = prepared.grammar, ()
-    if grounded:
-        lark, spans = grounding.grounded_lark(prepared.schema, source_text)
-        grammar = text_grammars.validated_lark(lark, limits, "grounded schema")
-    return Translation(grammar, prepared.warnings, prepared.checks, prepared.draft, spans)
 
 
 def _rule_schema(schema: Any, limits: Limits) -> dict[str, Any]:

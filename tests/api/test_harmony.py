@@ -308,3 +308,59 @@ def test_responses_api_reasoning_and_function_call(client):
         temperature=0,
     )  # fmt: skip
     jsonschema.validate(json.loads(r.output_text), PERSON)
+
+
+TAGGED = {  # a set: uniqueItems is a decode-time check, applied on the final channel only
+    **PERSON,
+    "properties": {**PERSON["properties"], "tags": {"type": "array", "items": {"type": "string",
+    "maxLength": 6}, "uniqueItems": True, "maxItems": 3}},
+    "required": ["name", "age", "tags"],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("schema", [PERSON, TAGGED], ids=["plain", "checked"])
+def test_auto_with_a_response_format_answers_on_the_final_channel(client, schema):
+    """Tools in ``auto`` and a response format: the calls or the answer, and the (steered)
+    model takes the final channel, where the answer is the format's."""
+    fmt = {"type": "json_schema", "json_schema": {"name": "Person", "schema": schema}}
+    r = client.chat.completions.create(
+        model="model", messages=USER, tools=TOOLS, tool_choice="auto", response_format=fmt,
+        max_tokens=80, temperature=0,
+    )  # fmt: skip
+    choice = r.choices[0]
+    assert choice.finish_reason == "stop" and not choice.message.tool_calls
+    jsonschema.validate(json.loads(choice.message.content), schema)
+
+
+@pytest.mark.parametrize("schema", [PERSON, TAGGED], ids=["plain", "checked"])
+def test_auto_with_a_response_format_takes_either_branch(tokenizer, schema):
+    """The constraint of that request (``convert_chat``, compiled on GPT-OSS's vocabulary)
+    against harmony replies, token by token: a call on ``commentary``, an answer on ``final``
+    after free analysis; an answer that breaks the format is refused (a repeated tag: the
+    decode-time check, on the final channel only), and so is free text on ``final``."""
+    from stencil.api.openai.convert import ModelInfo, convert_chat
+    from stencil.api.openai.protocol import ChatCompletionRequest
+    from stencil.constraints import ConstraintCompiler, TokenVocab
+
+    fmt = {"type": "json_schema", "json_schema": {"name": "Person", "schema": schema}}
+    body = {"model": "m", "messages": USER, "tools": TOOLS, "response_format": fmt}
+    plan = convert_chat(
+        ChatCompletionRequest.model_validate(body), ModelInfo(tokenizer, 1024, len(tokenizer))
+    )
+    stops = [tokenizer.convert_tokens_to_ids(t) for t in ("<|return|>", "<|call|>")]
+    vocab = TokenVocab.from_hf(tokenizer, len(tokenizer), eos_token_ids=stops)
+    compiled = ConstraintCompiler(vocab).compile(plan.params.constraint)
+    tags = ', "tags": ["a", "b"]' if schema is TAGGED else ""
+    repeated = ', "tags": ["a", "a"]' if schema is TAGGED else ', "tags": []'
+    analysis = "<|channel|>analysis<|message|>Paris, then.<|end|><|start|>assistant"
+    replies = {
+        "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>"
+        '{"city": "Paris", "unit": "c"}<|call|>': True,
+        f'{analysis}<|channel|>final<|message|>{{"name": "Ada", "age": 36{tags}}}<|return|>': True,
+        f'<|channel|>final<|message|>{{"name": "Ada", "age": 36{repeated}}}<|return|>': False,
+        "<|channel|>final<|message|>Ada is 36.<|return|>": False,
+    }
+    for reply, valid in replies.items():
+        m = compiled.new_matcher()
+        ids = tokenizer(reply, add_special_tokens=False).input_ids
+        assert all(m.accept_token(t) for t in ids) == valid, reply

@@ -353,6 +353,63 @@ def test_auto_with_n_choices_parses_each_choice_alone(family_server):
     assert streamed == expected
 
 
+ANSWER = {  # the response format beside the tools; a set (uniqueItems: a decode-time check)
+    "type": "object",
+    "properties": {
+        "city": {"type": "string", "maxLength": 12},
+        "tags": {"type": "array", "items": {"type": "string", "maxLength": 8}, "uniqueItems": True,
+                 "maxItems": 3},
+    },
+    "required": ["city", "tags"],
+}  # fmt: skip
+ANSWER_FORMAT = {"type": "json_schema", "json_schema": {"name": "answer", "schema": ANSWER}}
+
+
+def _branch_bias(server: FamilyServer, branch: str) -> dict[str, float]:
+    """``logit_bias`` that takes ``branch`` in ``auto`` with a response format: for the trigger,
+    or against every token that writes its first letter; in ``llama3_json`` both branches open a
+    JSON object and the first key decides (the call's ``name``, or any key of the answer)."""
+    tok = server.tokenizer
+    if branch == "calls" and server.family == "llama3_json":
+        (token,) = tok("name", add_special_tokens=False).input_ids
+        return {str(token): 100}
+    if branch == "calls":
+        return server.trigger_bias(100)
+    start = '{"name"' if server.family == "llama3_json" else FAMILIES[server.family].trigger
+    letter = start.index("n") if server.family == "llama3_json" else 0
+    banned = {
+        i
+        for text, i in tok.get_vocab().items()
+        for k in range(letter + 1)
+        if start[k:].startswith(text) and len(text) > letter - k
+    }
+    return {str(t): -100 for t in banned}
+
+
+def test_auto_with_a_response_format_calls(family_server):
+    choice = family_server.chat(
+        tool_choice="auto", response_format=ANSWER_FORMAT, parallel_tool_calls=False,
+        logit_bias=_branch_bias(family_server, "calls"),
+    ).choices[0]  # fmt: skip
+    assert choice.finish_reason == "tool_calls" and len(choice.message.tool_calls) == 1
+    _conform(choice.message.tool_calls)
+    assert not choice.message.content
+
+
+def test_auto_with_a_response_format_answers_and_streams(family_server):
+    body = {
+        "tool_choice": "auto",
+        "response_format": ANSWER_FORMAT,
+        "logit_bias": _branch_bias(family_server, "answer"),
+        "temperature": 0,
+    }
+    choice = family_server.chat(**body).choices[0]
+    assert choice.finish_reason == "stop" and not choice.message.tool_calls
+    jsonschema.validate(json.loads(choice.message.content), ANSWER)
+    streamed = _stream_choices(family_server.chat(**body, stream=True))
+    assert streamed == {0: (choice.message.content, [], "stop")}
+
+
 def test_history_renders_in_the_family_syntax(family_server):
     from stencil.api.openai.convert import ModelInfo, convert_chat
     from stencil.api.openai.protocol import ChatCompletionRequest

@@ -27,14 +27,47 @@ item: WORD "=" NUMBER
 WORD: /[a-z]{1,6}/
 NUMBER: /[0-9]{1,3}/
 """
+CALL = {  # one call of SmolLM2's syntax (what the server's tools constraint builds)
+    "type": "object",
+    "properties": {
+        "name": {"const": "get_weather"},
+        "arguments": {
+            "type": "object",
+            "properties": {"city": {"type": "string", "maxLength": 12}},
+            "required": ["city"],
+        },
+    },
+    "required": ["name", "arguments"],
+}
+ANSWER = {  # uniqueItems: a decode-time check, so the union's matcher follows both branches
+    "type": "object",
+    "properties": {
+        "vendor": {"type": "string", "maxLength": 24},
+        "tags": {"type": "array", "items": {"type": "string", "maxLength": 8}, "uniqueItems": True},
+    },
+    "required": ["vendor", "tags"],
+}
+CALLS = '"<tool_call>[" call ("," call)* "]</tool_call>"'
+CALLS_OR_ANSWER = Constraint.calls_or_answer(
+    f"start: {CALLS} | answer\n",
+    json_rules={"call": CALL},
+    answer=Constraint.json_schema(ANSWER),
+    calls_only=f"start: {CALLS}\n",
+)
 CONSTRAINTS = {
     "unconstrained": None,
     "json_schema": Constraint.json_schema(SCHEMA),
     "regex": Constraint.regex(r"(Acme|Tools|Ltd| |[0-9]{1,4}){4,24}"),
     "grammar": Constraint.grammar(GRAMMAR),
     "grounded": Constraint.json_schema(SCHEMA, source_text=DOC, ground_strings=True),
+    "calls_or_answer": CALLS_OR_ANSWER,
 }
 PROMPTS = [f"Extract the invoice: {DOC}", "a b a b a b a b", "Acme Tools Ltd, Acme Tools Ltd, Acme"]
+WEATHER_PROMPT = (
+    'To look up the weather, write <tool_call>[{"name": "get_weather", "arguments": '
+    '{"city": "Leeds"}}]</tool_call>; else answer as JSON with vendor and tags.\n\n'
+    f"Weather in Leeds? Or the vendor of: {DOC}"
+)
 
 
 def requests() -> tuple[list[SamplingParams], list[str]]:

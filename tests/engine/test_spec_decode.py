@@ -9,6 +9,7 @@ import pytest
 from spec_decode_helpers import (
     CONSTRAINTS,
     DOC,
+    WEATHER_PROMPT,
     check_greedy_identity_batched,
     check_greedy_identity_under_preemption,
     requests,
@@ -78,6 +79,30 @@ def test_embedded_model_grounded_extraction_identical(default_model_dir):
     assert (
         m["spec_decode_num_accepted_tokens_total"] >= 0.3 * m["spec_decode_num_draft_tokens_total"]
     )
+
+
+@pytest.mark.parametrize("branch", ["calls", "answer"])
+def test_embedded_model_calls_or_answer_identical(default_model_dir, branch):
+    """Tool calls or a checked JSON answer (``Constraint.calls_or_answer``), each branch taken
+    (``logit_bias`` for or against the call's first token): drafts copied from the prompt are
+    accepted inside either branch, and the output is the non-speculative one token for token."""
+    plain = make_llm(default_model_dir, max_model_len=512)
+    (lt,) = plain.get_tokenizer().encode("<", add_special_tokens=False)
+    p = SamplingParams(
+        temperature=0,
+        max_tokens=48,
+        constraint=CONSTRAINTS["calls_or_answer"],
+        logit_bias={lt: 100.0 if branch == "calls" else -100.0},
+    )
+    msgs = [{"role": "user", "content": WEATHER_PROMPT}]
+    want = plain.chat(msgs, p, use_tqdm=False)[0].outputs[0]
+    assert want.text.startswith("<tool_call>") == (branch == "calls"), want.text
+    del plain
+    gc.collect()  # one engine of the fp32 model at a time: the test process stays small
+    spec = make_llm(default_model_dir, max_model_len=512, speculative_config=SPEC)
+    got = spec.chat(msgs, p, use_tqdm=False)[0].outputs[0]
+    assert got.token_ids == want.token_ids and got.text == want.text
+    assert spec.get_metrics()["spec_decode_num_accepted_tokens_total"] > 0
 
 
 def test_quantized_gguf_grounded_extraction_identical(default_model_dir):

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stencil.api.errors import bad_request
-from stencil.api.openai.harmony import FINAL_MARKER, harmony_tokens, tool_grammar
+from stencil.api.openai.harmony import FINAL_MARKER, harmony_tokens
 from stencil.api.openai.messages import content_text, render_chat
 from stencil.api.openai.prompt_size import PromptTooLong, tokenize_bounded
 from stencil.api.openai.protocol import (
@@ -31,6 +31,7 @@ from stencil.api.openai.structured_output import (
     whitespace_options,
 )
 from stencil.api.openai.surface import check_completion_surface
+from stencil.api.openai.tool_constraint import tool_sources
 from stencil.api.openai.tool_formats import (
     SMOLLM2,
     ToolCallFormat,
@@ -76,6 +77,7 @@ class Plan:
     echo_text: str = ""
     constraint_param: str | None = None  # the field that named the constraint (for 400s)
     harmony: bool = False  # the reply is in GPT-OSS's harmony format (``harmony_parser``)
+    answer: bool = False  # tools in auto with a JSON answer format: calls or the answer
 
 
 # ---- chat -------------------------------------------------------------------------------------
@@ -101,13 +103,7 @@ def convert_chat(req: ChatCompletionRequest, model: ModelInfo) -> Plan:
     sources = collect_sources(req)
     tokens, special = model.call_tokens
     if plan is not None:
-        if plan.mode == "auto" and sources:
-            raise bad_request(
-                "a structured-output constraint cannot be combined with tool_choice 'auto'; "
-                "use tool_choice 'none' or 'required'",
-                "tool_choice",
-            )
-        sources.append(_tool_source(plan, fmt, tokens, model.harmony))
+        sources = tool_sources(req, sources, plan, fmt, tokens, model.harmony)
     constraint = _single_constraint(req, sources)
     max_tokens = req.max_completion_tokens or req.max_tokens
     params = sampling_params(req, len(ids), max_tokens, constraint, model)
@@ -124,7 +120,8 @@ def convert_chat(req: ChatCompletionRequest, model: ModelInfo) -> Plan:
     if req.echo and isinstance(last, AssistantMessage):
         echo = content_text(last.content)
     param = sources[0].param if sources else None
-    return Plan(ids, text, params, plan, fmt, echo, param, model.harmony is not None)
+    answer = any(s.kind == "calls_or_answer" for s in sources)
+    return Plan(ids, text, params, plan, fmt, echo, param, model.harmony is not None, answer)
 
 
 def _check_harmony_messages(req: ChatCompletionRequest) -> None:
@@ -137,27 +134,6 @@ def _check_harmony_messages(req: ChatCompletionRequest) -> None:
                 "template renders the first system or developer message as its instructions)",
                 f"messages.{i}.role",
             )
-
-
-def _tool_source(
-    plan: ToolPlan,
-    fmt: ToolCallFormat,
-    tokens: dict[str, int],
-    harmony: dict[str, int] | None = None,
-) -> Source:
-    """The tools' constraint: SmolLM2's forced calls are the bare JSON array; harmony's a
-    grammar over the whole reply (``harmony``); every other case is the family's call syntax
-    (``tool_formats``), alone (forced) or after text (auto)."""
-    param = "tool_choice" if plan.mode == "forced" else "tools"
-    if harmony is not None:
-        grammar = tool_grammar(list(plan.tools), auto=plan.mode == "auto", tokens=harmony)
-        return Source(param, "tool_calls", grammar)
-    if plan.mode == "forced" and fmt is SMOLLM2:
-        return Source(param, "json", plan.schema)
-    grammar = fmt.grammar(
-        list(plan.tools), auto=plan.mode == "auto", single=plan.single, tokens=tokens
-    )
-    return Source(param, "tool_calls", grammar)
 
 
 # ---- completions ------------------------------------------------------------------------------
@@ -249,7 +225,7 @@ def _single_constraint(req: SamplingFields, sources: list[Source]) -> Constraint
             )
         return None
     src = sources[0]
-    if ws and src.kind not in ("json", "json_object"):
+    if ws and src.kind not in ("json", "json_object", "calls_or_answer"):
         raise bad_request(f"{ws.param} applies only to JSON constraints", ws.param)
     return build_constraint(src, ws, grounding)
 

@@ -43,12 +43,13 @@ def harmony_tokens(tokenizer: Any) -> dict[str, int] | None:
 
 
 def tool_grammar(
-    tools: list[Tool], *, auto: bool, tokens: dict[str, int]
+    tools: list[Tool], *, auto: bool, tokens: dict[str, int], answer: bool = False
 ) -> tuple[str, dict[str, Any]]:
     """``(lark, json_rules)`` for ``Constraint.grammar``: an optional ``analysis`` message and
     an optional ``commentary`` preamble (free text), then one call to one of ``tools`` (harmony
-    ends the turn at ``<|call|>``: one call per reply) or, in ``auto``, a free ``final``
-    answer. One message per channel keeps a close near ``max_tokens`` short."""
+    ends the turn at ``<|call|>``: one call per reply) or, in ``auto``, a ``final`` answer:
+    free text, or with ``answer`` the rule ``answer`` (``Constraint.calls_or_answer``: the
+    response format). One message per channel keeps a close near ``max_tokens`` short."""
 
     def tok(text: str) -> str:
         return f"<[{tokens[text]}]>"
@@ -69,5 +70,5 @@ def tool_grammar(
         _TEXT,
     ]
     if auto:
-        lines.append(f'final: {ch} "final" {msg} TEXT')
+        lines.append(f'final: {ch} "final" {msg} {"answer" if answer else "TEXT"}')
     return "%llguidance {}\n" + "\n".join(lines) + "\n", rules

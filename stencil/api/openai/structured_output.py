@@ -25,7 +25,7 @@ class Source:
     """One constraint named by a request: where (``param``), what kind, and its value."""
 
     param: str
-    kind: str  # json | json_object | regex | choice | grammar | tool_calls
+    kind: str  # json | json_object | regex | choice | grammar | tool_calls | calls_or_answer
     value: Any = None
 
 
@@ -159,6 +159,15 @@ def _build(src: Source, ws: Whitespace | None, grounding: Grounding | None) -> C
     if src.kind == "tool_calls":  # (lark, json_rules) written by tool_formats
         lark, rules = src.value
         return Constraint.grammar(lark, json_rules=rules)
+    if src.kind == "calls_or_answer":  # tools in auto with a JSON answer format (convert)
+        lark, rules, answer, calls_only, after = src.value
+        return Constraint.calls_or_answer(
+            lark,
+            json_rules=rules,
+            answer=_build(answer, ws, None),
+            calls_only=calls_only,
+            answer_after=after,
+        )
     if src.kind == "choice":
         choices = src.value
         if not choices or not all(isinstance(c, str) for c in choices):

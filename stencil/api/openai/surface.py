@@ -55,9 +55,17 @@ CHAT_FIELDS: dict[str, Field] = {
     "max_completion_tokens": Field("honoured", "same as max_tokens (wins when both are set)"),
     "logprobs": Field("honoured", "per-token logprobs of the choice"),
     "top_logprobs": Field("honoured", "0-20 alternatives per token"),
-    "response_format": Field("honoured", "text, json_object, json_schema (strict or not)"),
+    "response_format": Field(
+        "honoured",
+        "text, json_object, json_schema (strict or not); beside tools: the answer of auto, "
+        "not applied to required or named calls",
+    ),
     "tools": Field("honoured", "function tools; custom tools are refused"),
-    "tool_choice": Field("honoured", "none, auto, required, a named function, allowed_tools"),
+    "tool_choice": Field(
+        "honoured",
+        "none, auto, required, a named function, allowed_tools; auto with a response format: "
+        "the calls or the answer",
+    ),
     "parallel_tool_calls": Field("honoured", "false: at most one call"),
     "modalities": Field("honoured", '["text"] only; audio output is refused'),
     "reasoning_effort": Field(

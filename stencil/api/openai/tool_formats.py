@@ -18,6 +18,7 @@ The families and their names follow vLLM's tool parsers:
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,11 +70,19 @@ class ToolCallFormat:
     # ---- the constraint ----------------------------------------------------------------------
 
     def grammar(
-        self, tools: list[Tool], *, auto: bool, single: bool, tokens: dict[str, int]
+        self,
+        tools: list[Tool],
+        *,
+        auto: bool,
+        single: bool,
+        tokens: dict[str, int],
+        answer: bool = False,
     ) -> tuple[str, dict[str, Any]]:
         """``(lark, json_rules)`` for ``Constraint.grammar``: the whole output is one block
-        (forced), or text or a block (``auto``). ``tokens``: the syntax's pieces that are
-        single special tokens (``added_tokens``), written as those tokens."""
+        (forced), or text or a block (``auto``), or with ``answer`` the block or the rule
+        ``answer`` (``Constraint.calls_or_answer``: the response format in place of the text).
+        ``tokens``: the syntax's pieces that are single special tokens (``added_tokens``),
+        written as those tokens."""
         if self.array:
             rules = {"calls": calls_schema(tools, single=single, args_key=self.args_key)}
             body = "calls"
@@ -89,6 +98,8 @@ class ToolCallFormat:
         block = f"{trig} {after}".strip()
         if not auto:
             lines = [f"start: {block}"]
+        elif answer:
+            lines = [f"start: {block} | answer"]
         elif self.calls_first or not self.open:
             plain = "TEXT" if trigger_id is not None else "PLAIN"
             lines = [f"start: {plain} | {block}", _TEXT]
@@ -117,9 +128,13 @@ class ToolCallFormat:
                 return text[:-k], False
         return text, False
 
-    def parse(self, text: str, *, bare: bool = False) -> tuple[str, list[dict[str, Any]] | None]:
+    def parse(
+        self, text: str, *, bare: bool = False, names: Collection[str] | None = None
+    ) -> tuple[str, list[dict[str, Any]] | None]:
         """``(content before the calls, the calls as name/arguments dicts)``; calls is None when
-        ``text`` holds no complete call. ``bare``: the calls' JSON without ``open``/``close``."""
+        ``text`` holds no complete call. ``bare``: the calls' JSON without ``open``/``close``.
+        ``names``: the tools offered; an object naming another, or with keys other than the
+        name and the arguments, is no call (an answer in ``llama3_json``'s bare JSON)."""
         content, started = self.split(text)
         if not started:
             if not bare:
@@ -132,13 +147,18 @@ class ToolCallFormat:
         calls = []
         for v in values:
             for call in v if isinstance(v, list) else [v]:
-                args = (
-                    call.get(self.args_key, call.get("arguments")) if isinstance(call, dict) else 0
-                )
-                if not isinstance(call.get("name") if args != 0 else None, str):
+                if not self._is_call(call, names):
                     return text, None
+                args = call.get(self.args_key, call.get("arguments"))
                 calls.append({"name": call["name"], "arguments": args if args is not None else {}})
         return content, calls or None
+
+    def _is_call(self, value: Any, names: Collection[str] | None) -> bool:
+        if not isinstance(value, dict) or not isinstance(value.get("name"), str):
+            return False
+        if names is None:
+            return True
+        return value["name"] in names and value.keys() <= {"name", self.args_key}
 
 
 def _json_values(body: str, glue: tuple[str, ...]) -> list[Any] | None:

@@ -27,10 +27,16 @@ RESPONSES_FIELDS: dict[str, Field] = {
     "top_p": Field("honoured", "nucleus sampling"),
     "top_logprobs": Field("honoured", "0-20 alternatives per output token"),
     "text": Field(
-        "honoured", "format: text, json_object, json_schema (strict or not); verbosity: template"
+        "honoured",
+        "format: text, json_object, json_schema (strict or not), beside tools the answer of "
+        "auto, not applied to required or named calls; verbosity: template",
     ),
     "tools": Field("honoured", "function tools; built-in tools are refused"),
-    "tool_choice": Field("honoured", "none, auto, required, a named function, allowed_tools"),
+    "tool_choice": Field(
+        "honoured",
+        "none, auto, required, a named function, allowed_tools; auto with text.format: the "
+        "calls or the answer",
+    ),
     "parallel_tool_calls": Field("honoured", "false: at most one call"),
     "max_tool_calls": Field("honoured", "1: at most one call; larger values are refused"),
     "previous_response_id": Field(
