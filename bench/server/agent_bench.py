@@ -1,0 +1,155 @@
+"""A weather agent on a real model: tools in ``auto`` and a typed final answer, through the
+frameworks that send both (the OpenAI Agents SDK with ``OpenAIChatCompletionsModel`` and
+``OpenAIResponsesModel``, LangChain's ``create_agent`` with ``ProviderStrategy``, pydantic-ai's
+``NativeOutput`` with a tool) against ``stencil serve`` on Qwen2.5-Coder-1.5B-Instruct (Q4_K_M
+GGUF, Hermes tool calls), greedy. Prints one row per framework: the turns, the calls (each
+validated against the tool's schema), whether the final answer validates against ``Weather``,
+and the seconds. No example in the history: the model decides alone to call and to answer.
+
+    python -m bench.server.agent_bench [--model qwen2.5-coder-1.5b] [--frameworks agents_chat ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import time
+
+import jsonschema
+from pydantic import BaseModel, Field
+
+from bench.common import table
+
+QUESTION = "What is the weather in Paris right now? Use the tool, then answer."
+INSTRUCTIONS = "You are a weather assistant. Look the weather up with get_weather, then answer."
+TOOL_SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+
+
+class Weather(BaseModel):
+    """The weather in a city."""
+
+    city: str
+    temperature_c: float
+    conditions: str = Field(max_length=60)
+
+
+class Lookup:
+    """``get_weather``: records each call, validated against the tool's schema."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def function(self):
+        def get_weather(city: str) -> str:
+            """Current weather in a city."""
+            jsonschema.validate({"city": city}, TOOL_SCHEMA)
+            self.calls.append(city)
+            return f"{city}: 18.5 C, light rain"
+
+        return get_weather
+
+
+def agents_sdk(live, kind: str, lookup: Lookup) -> tuple[object, int]:
+    import agents
+    from openai import AsyncOpenAI
+
+    agents.set_tracing_disabled(True)
+    client = AsyncOpenAI(base_url=live.v1, api_key=live.api_key, max_retries=0)
+    cls = agents.OpenAIChatCompletionsModel if kind == "chat" else agents.OpenAIResponsesModel
+    agent = agents.Agent(
+        name="weather",
+        instructions=INSTRUCTIONS,
+        tools=[agents.function_tool(lookup.function())],
+        output_type=Weather,
+        model=cls(model=live.model, openai_client=client),
+        model_settings=agents.ModelSettings(temperature=0.0, max_tokens=120),
+    )
+    result = agents.Runner.run_sync(agent, QUESTION, max_turns=4)
+    return result.final_output, len(result.raw_responses)
+
+
+def langchain(live, lookup: Lookup) -> tuple[object, int]:
+    from langchain.agents import create_agent
+    from langchain.agents.structured_output import ProviderStrategy
+    from langchain_core.tools import tool
+
+    agent = create_agent(
+        live.langchain(max_tokens=120),
+        tools=[tool(lookup.function())],
+        system_prompt=INSTRUCTIONS,
+        response_format=ProviderStrategy(Weather),
+    )
+    state = agent.invoke(
+        {"messages": [{"role": "user", "content": QUESTION}]}, {"recursion_limit": 8}
+    )
+    turns = sum(1 for m in state["messages"] if m.type == "ai")
+    return state.get("structured_response"), turns
+
+
+def pydantic_ai(live, lookup: Lookup) -> tuple[object, int]:
+    from pydantic_ai import Agent, NativeOutput
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+    from pydantic_ai.usage import UsageLimits
+
+    provider = OpenAIProvider(base_url=live.v1, api_key=live.api_key)
+    agent = Agent(
+        OpenAIChatModel(live.model, provider=provider),
+        output_type=NativeOutput(Weather),
+        instructions=INSTRUCTIONS,
+        retries=0,
+    )
+    agent.tool_plain(lookup.function())
+    result = agent.run_sync(
+        QUESTION,
+        model_settings={"max_tokens": 120, "temperature": 0.0},
+        usage_limits=UsageLimits(request_limit=4),
+    )
+    return result.output, result.usage().requests
+
+
+RUNS = {
+    "agents_chat": lambda live, lookup: agents_sdk(live, "chat", lookup),
+    "agents_responses": lambda live, lookup: agents_sdk(live, "responses", lookup),
+    "langchain": langchain,
+    "pydantic_ai": pydantic_ai,
+}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", default="qwen2.5-coder-1.5b")
+    ap.add_argument("--frameworks", nargs="+", default=list(RUNS), choices=list(RUNS))
+    ap.add_argument("--threads", type=int, default=2)
+    args = ap.parse_args()
+    from stencil.engine.async_engine import AsyncLLMEngine
+    from stencil.engine.config import EngineConfig
+    from stencil.testing.live_server import serving
+    from stencil.testing.real_models import real_model_path
+
+    path = real_model_path(args.model)
+    config = EngineConfig(model=str(path), seed=0, max_model_len=4096, num_threads=args.threads)
+    rows = []
+    with serving(AsyncLLMEngine.from_config(config)) as live:
+        for name in args.frameworks:
+            lookup, start = Lookup(), time.perf_counter()
+            try:
+                final, turns = RUNS[name](live, lookup)
+                valid = isinstance(final, Weather)
+                if valid:
+                    jsonschema.validate(final.model_dump(mode="json"), Weather.model_json_schema())
+                outcome = final.model_dump_json() if valid else repr(final)
+            except Exception as e:  # a turn limit reached: the model kept calling
+                turns, valid, outcome = "-", False, f"{type(e).__name__}: {e}"[:120]
+            seconds = time.perf_counter() - start
+            rows.append([name, turns, len(lookup.calls), valid, outcome, f"{seconds:.0f}"])
+            print(rows[-1], flush=True)
+            asyncio.set_event_loop(asyncio.new_event_loop())  # the SDKs close theirs
+    print(f"model: {path.name}; load average: {os.getloadavg()[0]:.2f}")
+    headers = ["framework", "model turns", "valid calls", "final Weather valid", "final", "s"]
+    print(table(headers, rows))
+
+
+if __name__ == "__main__":
+    main()
