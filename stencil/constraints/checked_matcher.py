@@ -84,15 +84,14 @@ class CheckedMatcher(Matcher):
         if self._failure is not None:
             words[:] = 0
             return
-        if not words.any():
-            return  # the grammar's own dead end (llguidance reports it)
         state = self._states[-1]
         refused = [
             t
             for t in self._eos
             if (words[t >> 5] >> (t & 31)) & 1 and not self._tracker.finish(state, self._buf)
         ]
-        if state.armed(self._root_checked):
+        # an empty row is the grammar's own dead end (llguidance reports it): nothing to try
+        if state.armed(self._root_checked) and words.any():
             refused += refused_tokens(
                 words, state, self._buf, self._tracker, self._plan, self._table
             )

@@ -82,19 +82,23 @@ class Matcher:
 
     def fill_next_token_bitmask(self, bitmask: torch.Tensor, row: int = 0) -> None:
         """Write the allowed next tokens into ``bitmask[row]`` (CPU, int32, C-contiguous)."""
-        if bitmask.dtype != torch.int32 or bitmask.device.type != "cpu" or bitmask.dim() != 2:
+        # no row view (torch's indexing is most of a fill's Python cost): the row's address
+        if bitmask.dtype is not torch.int32 or not bitmask.is_cpu or bitmask.dim() != 2:
             raise ValueError("bitmask must be a 2-D int32 CPU tensor")
-        if bitmask.shape[1] < self._words:
-            raise ValueError(f"bitmask rows need {self._words} words, got {bitmask.shape[1]}")
-        target = bitmask[row]
-        if not target.is_contiguous():
+        width = bitmask.shape[1]
+        if width < self._words:
+            raise ValueError(f"bitmask rows need {self._words} words, got {width}")
+        if bitmask.stride(1) != 1 and width > 1:
             raise ValueError("bitmask rows must be contiguous")
-        self._m.unsafe_compute_mask_ptr(target.data_ptr(), self._words * 4)
+        if not 0 <= row < bitmask.shape[0]:
+            raise IndexError(f"bitmask row {row} out of range")
+        address = bitmask.data_ptr() + row * bitmask.stride(0) * 4
+        self._m.unsafe_compute_mask_ptr(address, self._words * 4)
         if self._spans is not None:
-            self._spans.restrict(self._ground[-1], target.data_ptr(), self._scratch_at)
-            self._spans.refuse_long(self._ground[-1], target.data_ptr(), self._m)
-        if bitmask.shape[1] > self._words:
-            target[self._words :] = 0
+            self._spans.restrict(self._ground[-1], address, self._scratch_at)
+            self._spans.refuse_long(self._ground[-1], address, self._m)
+        if width > self._words:
+            bitmask[row, self._words :] = 0
 
     def is_terminated(self) -> bool:
         return self._m.is_stopped() and not self._m.is_error()

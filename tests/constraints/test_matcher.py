@@ -111,6 +111,25 @@ def test_bitmask_helpers_and_rows(smol_compiler, smol_vocab):
         m.fill_next_token_bitmask(mask.to(torch.int64), 0)
 
 
+def test_fill_writes_only_its_row_of_any_layout(smol_compiler, smol_vocab):
+    """The fill writes at the row's address (no row view): views with an offset, rows wider
+    than the vocabulary (the tail zeroed), and refusals of layouts it cannot write."""
+    m = smol_compiler.compile(Constraint.choice(["yes", "no"])).new_matcher()
+    words = (smol_vocab.vocab_size + 31) // 32
+    alone = torch.full((1, words), -1, dtype=torch.int32)
+    m.fill_next_token_bitmask(alone, 0)
+    wide = torch.full((4, words + 3), -1, dtype=torch.int32)
+    m.fill_next_token_bitmask(wide[1:], 1)  # a view starting at row 1: row 2 of ``wide``
+    assert torch.equal(wide[2, :words], alone[0]) and not wide[2, words:].any()
+    assert (wide[[0, 1, 3]] == -1).all()
+    with pytest.raises(ValueError):
+        m.fill_next_token_bitmask(wide.t().contiguous().t(), 0)  # columns contiguous
+    with pytest.raises(IndexError):
+        m.fill_next_token_bitmask(wide, 4)
+    with pytest.raises(ValueError):
+        m.fill_next_token_bitmask(wide[:, : words - 1], 0)
+
+
 def test_mask_matches_llguidance_reference(qwen_compiler, qwen_vocab, qwen_tokenizer):
     """Our fill equals llguidance's own torch helper on the same state (format oracle)."""
     from llguidance.torch import fill_next_token_bitmask

@@ -32,10 +32,12 @@ import regex
 
 _CONTROL = frozenset(range(0x20))
 _LF, _QUOTE, _BACKSLASH = 0x0A, 0x22, 0x5C
-_PROBES = tuple(sorted(_CONTROL | {_QUOTE, _BACKSLASH}))
+_PROBE_SET = _CONTROL | {_QUOTE, _BACKSLASH}
+_PROBE_TEXT = "".join(map(chr, sorted(_PROBE_SET)))
 _UNBOUNDED = re.compile(r"(?:\*|\+|\{[01],\})\??$")
 _BRACED_HEX = re.compile(r"\\[xu]\{([0-9A-Fa-f]+)\}")
 _ZERO_WIDTH = frozenset("bBAz")
+_NESTED = re.compile(r"\[|&&|--|~~|\\[pP]")
 _FLAGS = re.compile(r"\(\?([a-zA-Z-]*)[:)]")  # (?i) sets flags, (?i: opens a group
 
 
@@ -300,12 +302,22 @@ def _plain(quantifier: str) -> bool:
 
 
 def _atom(text: str) -> Atom:
+    literal = len(text) == 1 and text != "."
+    if literal or (len(text) == 2 and text[0] == "\\" and not text[1].isalnum()):
+        return Atom(text, frozenset({ord(text[-1])}) & _PROBE_SET)  # a literal character
     probe = _BRACED_HEX.sub(lambda m: f"\\U{int(m.group(1), 16):08x}", text)
+    # Python's re reads a plain class as Rust does (and is faster); nested classes, set
+    # operations and Unicode properties need the regex module's V1 syntax
+    nested = _NESTED.search(probe[1:]) is not None
     try:
-        compiled = regex.compile(probe, regex.V1)
-    except regex.error:
+        found = (
+            regex.findall(probe, _PROBE_TEXT, flags=regex.V1)
+            if nested
+            else re.findall(probe, _PROBE_TEXT)
+        )
+    except (regex.error, re.error):
         return Atom(text)
-    return Atom(text, frozenset(c for c in _PROBES if compiled.fullmatch(chr(c))))
+    return Atom(text, frozenset(ord(c) for c in found if len(c) == 1))
 
 
 def _class_end(pattern: str, i: int) -> int:
