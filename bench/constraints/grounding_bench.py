@@ -10,6 +10,13 @@ apart). Prints a markdown table.
     python -m bench.constraints.grounding_bench --vocab smol qwen --sizes 1 10 30 --repeats 3
     python -m bench.constraints.grounding_bench --sizes 1 10 30 --repeats 3 --lexemes
     python -m bench.constraints.grounding_bench --sizes 1 10 30 --stats
+    python -m bench.constraints.grounding_bench --vocab smol qwen --sizes 10 --long-check
+
+``--long-check`` times the check of a vocabulary's long quote tokens alone (what each mask of a
+co-matched grounded schema adds to llguidance's mask and the span walk), at the step that opens
+the grounded value, at one inside it, and where a free string sibling opens (where llguidance's
+mask holds Qwen's ``"../../../``); the best of 7 rounds of 2,000 calls, robust to a loaded
+machine.
 
 ``--stats`` prints llguidance's own per-step counters for those forms, summed along the value
 (lexer fuel spent building states, token-trie nodes walked, compute µs; llguidance reports a
@@ -33,6 +40,7 @@ import os
 import re
 import statistics
 import time
+import timeit
 from pathlib import Path
 
 from bench.common import table
@@ -215,6 +223,39 @@ def lexeme_rows(vocab, tokenizer, kib: int, repeats: int) -> list[list]:
     return rows
 
 
+def long_check_rows(name: str, tokenizer, compiler, kib: int) -> list[list]:
+    """The long quote tokens' check alone (``GroundedSpans.refuse_long``, on a matcher's own
+    state and mask row: internals, read here only), µs per call."""
+    doc = document(kib)
+    grounded = {"type": "string", "x-grounded": True}
+    both = {
+        "type": "object",
+        "properties": {"seller": grounded, "note": {"type": "string"}},
+        "required": ["seller", "note"],
+    }
+    compiled = compiler.compile(Constraint.json_schema(both, source_text=doc))
+    mask = allocate_token_bitmask(1, compiled.vocab.vocab_size)
+    rows = []
+    for where, text in (
+        ("opening the grounded value", '{"seller":'),
+        ("inside the grounded value", '{"seller": "' + tail_value(doc)[:12]),
+        ("opening a free string", '{"seller": "' + tail_value(doc)[:12] + '", "note":'),
+    ):
+        matcher = compiled.new_matcher()
+        for t in tokenizer.encode(text, add_special_tokens=False):
+            assert matcher.accept_token(t), text
+        rows.append([name, kib, where, len(matcher._spans._long), check_us(matcher, mask)])
+    return rows
+
+
+def check_us(matcher, mask) -> float:
+    """The best of 7 rounds of 2,000 calls of the check on ``matcher``'s next mask, µs."""
+    matcher.fill_next_token_bitmask(mask, 0)
+    spans, state, llg, row = matcher._spans, matcher._ground[-1], matcher._m, mask.data_ptr()
+    rounds = timeit.repeat(lambda: spans.refuse_long(state, row, llg), number=2000, repeat=7)
+    return min(rounds) / 2000 * 1e6
+
+
 def print_table(headers: list[str], rows: list[list]) -> None:
     """The machine's load, then the table."""
     print(f"load average {os.getloadavg()[0]:.2f}")
@@ -228,6 +269,7 @@ def main() -> None:
     parser.add_argument("--lexemes", action="store_true", help="the lexeme's forms alone")
     parser.add_argument("--stats", action="store_true", help="llguidance's per-step counters")
     parser.add_argument("--vocab", nargs="+", choices=["smol", "qwen"], default=["smol"])
+    parser.add_argument("--long-check", action="store_true", help="the long quote tokens' check")
     args = parser.parse_args()
     if args.stats or args.lexemes:
         tokenizer, vocab = load_vocab("smol")
@@ -258,6 +300,17 @@ def main() -> None:
             f"{name}: token trie and span walk {(time.perf_counter() - start) * 1e3:.0f} ms, once"
         )
         setups[name] = (tokenizer, compiler)
+    if args.long_check:
+        rows = [
+            r
+            for kib in args.sizes
+            for name, (tokenizer, compiler) in setups.items()
+            for r in long_check_rows(name, tokenizer, compiler, kib)
+        ]
+        print_table(
+            ["vocabulary", "document KiB", "step", "long quote tokens", "µs per call"], rows
+        )
+        return
     rows = []
     for kib in args.sizes:
         doc = document(kib)

@@ -50,7 +50,10 @@ class SpanAutomaton:
         self._sam = lib.sam_build(marked, len(marked))
         self._trie = trie  # kept alive: the walk reads its arrays by pointer
         arrays = (trie.cbyte, trie.cidx, trie.cstart, trie.ntok, trie.nend, trie.xstart, trie.xtok)
-        lib.sam_set_trie(self._sam, *(a.ctypes.data for a in arrays), words)
+        pointers = [a.ctypes.data for a in arrays]
+        if not len(trie.xtok):
+            pointers[5] = None  # no two tokens share their bytes: the walk skips the lookup
+        lib.sam_set_trie(self._sam, *pointers, words)
 
     def __del__(self) -> None:
         if getattr(self, "_sam", None):

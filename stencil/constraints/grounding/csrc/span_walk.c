@@ -206,10 +206,12 @@ static void allow(Trie *t, int32_t tok) {
   if (tok >= 0) { t->mask[tok >> 5] |= 1u << (tok & 31); t->allowed++; }
 }
 
-/* every token of the nodes from..to (to = from + 1: one node; nend[from]: its subtree) */
+/* every token of the nodes from..to (to = from + 1: one node; nend[from]: its subtree);
+ * xstart is NULL where no two tokens share their bytes */
 static void allow_nodes(Trie *t, int32_t from, int32_t to) {
   for (int32_t j = from; j < to; j++) allow(t, t->ntok[j]);
-  for (int32_t j = t->xstart[from]; j < t->xstart[to]; j++) allow(t, t->xtok[j]);
+  if (t->xstart)
+    for (int32_t j = t->xstart[from]; j < t->xstart[to]; j++) allow(t, t->xtok[j]);
 }
 
 static void visit(const Sam *s, Trie *t, int32_t node, const Set *cur) {
