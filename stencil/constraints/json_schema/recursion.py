@@ -40,7 +40,7 @@ def loosened(out: dict[str, Any], schema: dict[str, Any], check: Check) -> dict[
         sides += [own, *out["allOf"]]
         check(next((k for k in _ALL_OF_SOURCES if k in schema), "allOf"))
         side = next(s for s in sides if _has_ref(s))
-        return {"$ref": side["$ref"]} if "$ref" in side else side
+        return {"$ref": side["$ref"]} if "$ref" in side else loosened(side, schema, check)
     branches = out.get("anyOf", ())
     if len(out) > 1 and any(isinstance(b, dict) and "$ref" in b for b in branches):
         check("anyOf" if "anyOf" in schema or "oneOf" not in schema else "oneOf")
