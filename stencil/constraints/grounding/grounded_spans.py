@@ -102,32 +102,25 @@ class GroundedSpans:
     ) -> State | None:
         mode, alive = state
         i = 0
-        if alive:
-            alive, used = self._feed(alive, data)
-            if alive is None:
-                return None
-            if used == len(data):
-                return (1, alive)
-            mode, i = 0, used + 1  # past the closing quote
-        while i < len(data):
-            b = data[i]
-            i += 1
-            if mode == 2:
-                mode = 1
-            elif mode == 1:
-                mode = 2 if b == _BACKSLASH else 0 if b == _QUOTE else 1
-            elif b == _QUOTE:
-                opened = self._opened(data[:i], matcher, probed)
-                if not opened:
-                    mode = 1  # not a grounded string: llguidance checks it
-                    continue
-                alive, used = self._feed(opened, data[i:])
+        while True:
+            if alive:  # inside grounded strings: their automata take the bytes to the quote
+                alive, used = self._feed(alive, data[i:])
                 if alive is None:
                     return None
                 if i + used == len(data):
                     return (1, alive)
-                i += used + 1  # past the closing quote
-        return (mode, ())
+                mode, i, alive = 0, i + used + 1, ()  # past the closing quote
+            while i < len(data) and not alive:
+                b = data[i]
+                i += 1
+                if mode == 2:
+                    mode = 1
+                elif mode == 1:
+                    mode = 2 if b == _BACKSLASH else 0 if b == _QUOTE else 1
+                elif b == _QUOTE:  # a string opens: grounded ones go to their automata
+                    mode, alive = 1, self._opened(data[:i], matcher, probed)
+            if not alive:
+                return (mode, ())
 
     def _opened(
         self, head: bytes, matcher: llguidance.LLMatcher, probed: dict[bytes, tuple[int, ...]]
