@@ -24,12 +24,13 @@ from .grounding import uses_grounding
 from .grounding.stated import (
     currencies_in,
     date_mentions,
-    date_readings,
     date_spans,
     dates_in,
     number_mentions,
     number_spans,
     numbers_in,
+    readings_in,
+    times_in,
 )
 from .limits import Limits
 from .matcher import Matcher
@@ -60,13 +61,14 @@ __all__ = [
     "bitmask_to_bool",
     "currencies_in",
     "date_mentions",
-    "date_readings",
     "date_spans",
     "dates_in",
     "number_mentions",
     "number_spans",
     "numbers_in",
+    "readings_in",
     "special_token_ids",
+    "times_in",
     "translate",
     "uses_grounding",
 ]

@@ -117,6 +117,7 @@ def _json(
             ground_strings=ground_strings,
             numbers=stated.numbers_in(source_text) if ground_numbers else None,
             dates=stated.dates_in(source_text) if ground_dates else None,
+            readings=tuple(stated.readings_in(source_text)) if ground_strings else (),
         )
     elif grounding.uses_grounding(loaded):
         raise ConstraintError("the schema marks strings x-grounded but no source text was given")

@@ -16,7 +16,13 @@ from stencil.engine.sampling_params import SamplingParams
 from stencil.extract import questions, reading
 from stencil.extract.field_plan import FieldPlan
 from stencil.extract.merge import Grounding
-from stencil.extract.prompt import SAFETY_TOKENS, HFTokenCounter, PromptBuilder, PromptTemplate
+from stencil.extract.prompt import (
+    SAFETY_TOKENS,
+    HFTokenCounter,
+    PromptBuilder,
+    PromptTemplate,
+    prompt_ids,
+)
 from stencil.extract.records import Job, Outcome
 from stencil.extract.windows import Window
 
@@ -118,9 +124,7 @@ class EngineExtractor:
         self.window = min(window or room, room)
 
     def _prompt_ids(self, messages: list[dict[str, str]]) -> list[int]:
-        tok = self.engine.tokenizer
-        text = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-        return tok(text, add_special_tokens=False).input_ids
+        return prompt_ids(self.engine.tokenizer, messages)
 
     def run(self, jobs: Iterable[Job]) -> Iterator[Outcome]:
         """Yield one Outcome per job, in completion order; at most ``window`` documents in the
@@ -169,7 +173,7 @@ class EngineExtractor:
             if self.per_field:
                 part.requests = self._field_parts(rid, job.path, part, prompt.messages)
             else:
-                part.requests = iter([(rid, self._prompt_ids(prompt.messages), schema)])
+                part.requests = iter([(rid, self._prompt_ids(prompt.messages), schema, 0.0)])
             doc.parts.append(part)
         done = None
         for part in list(doc.parts):
@@ -185,8 +189,8 @@ class EngineExtractor:
             try:
                 request = next(part.requests, None)
                 if request is not None:
-                    rid, ids, schema = request
-                    params = self.params
+                    rid, ids, schema, penalty = request
+                    params = replace(self.params, frequency_penalty=penalty)
                     if self.spec.per_document:
                         constraint = self.spec.constraint(part.window.text, schema)
                         params = replace(params, constraint=constraint)
@@ -203,14 +207,15 @@ class EngineExtractor:
     def _field_parts(
         self, rid: str, filename: str, part: _Part, prompt: list[dict]
     ) -> Iterator[tuple]:
-        """One question per field, (request id, prompt ids, answer schema), each narrowed to
-        what the window states for it and the answers before it left (``field_plan``)."""
+        """One question per field, (request id, prompt ids, answer schema, frequency penalty),
+        each narrowed to what the window states for it and the answers before it left
+        (``field_plan``)."""
         text = part.window.text
         prefix = self.spec.field_prefix(prompt, filename, text)
         plan = FieldPlan(part.schema, text, self.spec.ground_numbers, self.spec.ground_dates)
         for q in plan.questions(part.answers):
             messages = questions.field_messages(prefix, q)
-            yield f"{rid}:{q.key}", self._prompt_ids(messages), q.schema
+            yield f"{rid}:{q.key}", self._prompt_ids(messages), q.schema, q.frequency_penalty
 
 
 @dataclass(slots=True)

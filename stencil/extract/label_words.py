@@ -1,6 +1,7 @@
 """The words business documents print before a value, per concept, in English, German, French,
 Spanish and Italian (lower case; ``:`` at the end: only counts followed by a colon, for short
-words that are also prepositions), and which schema fields each concept fills (by field name)."""
+words that are also prepositions), and which schema fields each concept labels (by field name,
+or a run of its words: ``field_plan.concepts_of``)."""
 
 from __future__ import annotations
 
@@ -91,7 +92,7 @@ LABELS: dict[str, tuple[str, ...]] = {
     ),
 }
 
-# a field name (or its last ``_`` part) -> the concepts whose labels name its value, best first
+# a field name (or a run of its words) -> the concepts whose labels name its value, best first
 FIELDS: dict[str, tuple[str, ...]] = {
     "total": ("total",), "amount_due": ("total",), "grand_total": ("total",),
     "total_amount": ("total",), "subtotal": ("subtotal",), "tax": ("tax",), "vat": ("tax",),
@@ -104,24 +105,3 @@ FIELDS: dict[str, tuple[str, ...]] = {
     "phone": ("phone",), "telephone": ("phone",), "subject": ("subject",),
     "date_of_birth": ("birth",), "birth_date": ("birth",),
 }  # fmt: skip
-
-# optional fields of these concepts are only asked where the document prints one of the labels
-GATED = frozenset(
-    {"subtotal", "tax", "due", "delivery", "number", "buyer", "phone", "subject", "birth"}
-)
-# fields (by name) of the party a document's head starts with when no label names it (the
-# letterhead); other parties choose among the head's names
-ISSUERS = frozenset({"seller", "sender"})
-PARTIES = frozenset({"seller", "buyer", "sender", "recipient"})
-
-# an enum field's values and the words that state each (a payment method, ...)
-ENUM_WORDS: dict[str, tuple[str, ...]] = {
-    "cash": _words("cash, bar, bargeld, espèces, efectivo, contanti, contante"),
-    "card": _words(
-        "card, credit card, debit card, visa, mastercard, amex, karte, ec-karte, "
-        "kartenzahlung, girocard, carte, carte bancaire, cb, tarjeta, carta, bancomat"
-    ),
-    "mobile": _words(
-        "mobile, apple pay, google pay, samsung pay, paypal, twint, bizum, satispay, mobil, handy"
-    ),
-}

@@ -150,6 +150,27 @@ class PromptBuilder:
         }
 
 
+def plain_prompt(messages: list[dict[str, str]]) -> str:
+    """The messages as one completion prompt, for a base model (no chat template): their texts
+    one after another, then where the answer starts."""
+    return "\n\n".join(m["content"].strip() for m in messages) + "\n\nAnswer:"
+
+
+def chat_prompt(tokenizer: Any, messages: list[dict[str, str]]) -> str:
+    """The prompt text for ``messages``: the tokenizer's chat template, or ``plain_prompt`` for
+    a base model without one (its special tokens, such as BOS, come from tokenizing it)."""
+    if not getattr(tokenizer, "chat_template", None):
+        return plain_prompt(messages)
+    return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+
+
+def prompt_ids(tokenizer: Any, messages: list[dict[str, str]]) -> list[int]:
+    """The token ids of ``chat_prompt`` (a plain prompt with the tokenizer's special tokens)."""
+    plain = not getattr(tokenizer, "chat_template", None)
+    text = chat_prompt(tokenizer, messages)
+    return tokenizer(text, add_special_tokens=plain).input_ids
+
+
 def field_list(schema: dict[str, Any]) -> str:
     """``- key (type, required): description`` for each top-level property of ``schema``."""
     required = set(schema.get("required", ()))

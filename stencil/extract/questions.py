@@ -2,28 +2,46 @@
 each over the same document prefix (so the engine's prefix cache computes the document once),
 then one record assembled from the answers.
 
-A question's answer is a one-key JSON object, ``{"total":1190.0}``, under the field's own schema
-(grounded like the whole record would be); an optional field may be answered ``{}``. Fields the
-document cannot fill are not asked: a free number, date or currency field when the document
-states no number, date or currency. A currency field (a three-letter code) only takes the
-currencies the document states by code or sign (``stated.currencies_in``).
+Every field of the schema is asked, optional ones too: "not stated" is an answer (``{}``, or
+``null`` where the schema allows it). A question names the field, its kind, whether it is
+required and the schema's ``description`` (an array's item fields with theirs), and says how to
+answer; it shows no example value a model could copy. A question may carry hints (where the
+document labels the field: ``field_plan``). A question's answer is a one-key JSON object,
+``{"total":1190.0}``, under the field's own (grounded) schema. Fields the document cannot fill
+are not asked: an optional free number, date or currency field when the document states no
+number, date or currency, or nothing its ``pattern`` allows (a required one is asked; a value
+the document does not state then makes the record an error: ``merge``). A
+currency field (a three-letter code) only takes the currencies the document states by code or
+sign (``stated.currencies_in``).
 """
 
 from __future__ import annotations
 
 import copy
+import itertools
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
-from stencil.constraints import currencies_in, dates_in, numbers_in
+from stencil.constraints import currencies_in, dates_in, numbers_in, readings_in
 from stencil.extract.prompt import field_list
 
 SYSTEM = "You extract data from documents. Copy values exactly as written in the document."
 # the document first (shared by every question), then the one field asked
 USER = "Fields to extract:\n{fields}\n\nDocument ({filename}):\n{document}\n\n"
-QUESTION = 'Field: {key} ({kind}{required}){description}\nReply with JSON: {{"{key}": value}}'
+QUESTION = "Field: {key} ({kind}{required}){description}\n{hints}{answer}"
+ANSWER = 'Answer with a JSON object whose one key is "{key}"{items}, copied from the document.'
+ITEMS = " holding every item the document lists, in its order"
+NOT_STATED = {
+    "optional": " If the document does not state it, answer {{}}.",
+    "null": ' If the document does not state it, answer {{"{key}": null}}.',
+}
+HINT = "The document labels it: {texts}\n"
 CURRENCY_PATTERN = "^[A-Z]{3}$"
+LIST_PENALTY = 1.0
+_RUN_WORDS = 8
+_AROUND = ".,;:!?()[]{}\"'«»“”"
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +51,9 @@ class FieldQuestion:
     """The answer's schema: an object with just this field."""
     text: str
     """The question, appended to the document prefix."""
+    frequency_penalty: float = 0.0
+    """For a list: each item written lowers its tokens' odds (a small model repeats the first
+    item until the token budget ends; the penalty also lets a long list end)."""
 
 
 def field_prefix(
@@ -58,11 +79,16 @@ def field_messages(prefix: list[dict[str, str]], q: FieldQuestion) -> list[dict[
 
 
 def longest_question(schema: dict[str, Any]) -> str:
-    """The longest question text the schema's fields can ask (for the prompt's budget)."""
+    """The longest question text the schema's fields can ask, without hints (the prompt's
+    budget keeps room for ``MAX_HINT_CHARS`` more)."""
     required = set(schema.get("required", ()))
     texts = [_question(k, v, k in required) for k, v in schema.get("properties", {}).items()
              if isinstance(v, dict)]  # fmt: skip
-    return max(texts, key=len, default="")
+    longest = max(texts, key=len, default="")
+    return longest + " " * MAX_HINT_CHARS if longest else ""
+
+
+MAX_HINT_CHARS = 160
 
 
 def narrow_schema(schema: dict[str, Any], document: str) -> dict[str, Any]:
@@ -77,12 +103,19 @@ def narrow_schema(schema: dict[str, Any], document: str) -> dict[str, Any]:
     return {**schema, "properties": props}
 
 
-def field_question(key: str, sub: dict[str, Any], required: bool) -> FieldQuestion:
-    """The question for one field (``sub``: its schema for this document)."""
-    answer = {"type": "object", "properties": {key: sub}, "additionalProperties": False}
-    if required:
+def field_question(
+    key: str, sub: dict[str, Any], required: bool, hints: tuple[str, ...] = ()
+) -> FieldQuestion:
+    """The question for one field (``sub``: its schema for this document; ``hints``: document
+    excerpts that label it)."""
+    asked, array = sub, sub.get("type") == "array"
+    if array:  # not stated: {} (a required list's [] in the record); stated: its items
+        asked = {**sub, "minItems": max(1, sub.get("minItems", 0))}
+    answer = {"type": "object", "properties": {key: asked}, "additionalProperties": False}
+    if required and not (array and sub.get("minItems", 0) == 0):
         answer["required"] = [key]
-    return FieldQuestion(key, answer, _question(key, sub, required))
+    penalty = LIST_PENALTY if sub.get("type") == "array" else 0.0
+    return FieldQuestion(key, answer, _question(key, sub, required, hints), penalty)
 
 
 def is_currency(key: str, sub: dict[str, Any]) -> bool:
@@ -102,27 +135,76 @@ def _narrowed(key: str, sub: dict[str, Any], document: str) -> dict[str, Any] | 
         )
     if sub.get("type") in ("number", "integer") and not numbers_in(document):
         return None
-    if sub.get("format") == "date" and dates_in(document) == []:
+    if sub.get("format") == "date" and not dates_in(document):
+        return None
+    if sub.get("type") == "string" and "pattern" in sub and not states_match(document, sub):
         return None
     return sub
 
 
-def _question(key: str, sub: dict[str, Any], required: bool) -> str:
-    kind = sub.get("type", "value")
+def states_match(document: str, sub: dict[str, Any]) -> bool:
+    """Whether the document states a value a ``pattern`` string may take: a run of up to
+    ``_RUN_WORDS`` words (without the punctuation around it), or a date or time it states
+    (``readings_in``). A pattern Python cannot read: True (grounding decides)."""
+    try:
+        pattern = re.compile(sub["pattern"])
+    except re.error:
+        return True
+    words = [w.strip(_AROUND) for w in document.split()]
+    runs = (" ".join(words[i : i + n]) for i in range(len(words)) for n in range(1, _RUN_WORDS + 1))
+    return any(pattern.search(v) for v in itertools.chain(readings_in(document), runs) if v)
+
+
+def _question(key: str, sub: dict[str, Any], required: bool, hints: tuple[str, ...] = ()) -> str:
+    kind = _kind(sub)
     items = sub.get("items") if isinstance(sub.get("items"), dict) else {}
-    if kind == "array" and items.get("properties"):
-        kind = f"list of {', '.join(items['properties'])}"
-    if sub.get("format") == "date":
-        kind = "date"
     description = f": {sub['description']}" if sub.get("description") else ""
+    if isinstance(items.get("properties"), dict):
+        parts = [f"{k} ({v['description']})" if isinstance(v, dict) and v.get("description")
+                 else k for k, v in items["properties"].items()]  # fmt: skip
+        description += f" (each with {', '.join(parts)})"
+    elif items.get("description"):
+        description += f" (each: {items['description']})"
+    texts = "; ".join(f'"{h}"' for h in hints)[:MAX_HINT_CHARS]
+    answer = ANSWER.format(key=key, items=ITEMS if kind.startswith("list") else "")
+    if kind == "boolean" or "enum" in sub:
+        answer = answer.replace(", copied from the document", "")
+    if not required or (kind.startswith("list") and sub.get("minItems", 0) == 0):
+        answer += NOT_STATED["optional"].format()
+    elif _nullable(sub):
+        answer += NOT_STATED["null"].format(key=key)
     return QUESTION.format(key=key, kind=kind, required=", required" if required else "",
-                           description=description)  # fmt: skip
+                           description=description, answer=answer,
+                           hints=HINT.format(texts=texts) if hints else "")  # fmt: skip
+
+
+def _kind(sub: dict[str, Any]) -> str:
+    """The field's kind in words: ``number``, ``date``, ``list of strings``, ``list of objects``."""
+    kind = sub.get("type", "value")
+    kind = "/".join(k for k in kind if k != "null") if isinstance(kind, list) else str(kind)
+    if sub.get("format") in ("date", "date-time", "time", "email", "uri"):
+        return sub["format"]
+    if "enum" in sub:
+        return "one of " + ", ".join(json.dumps(v, ensure_ascii=False) for v in sub["enum"][:12])
+    if kind == "array":
+        items = sub.get("items") if isinstance(sub.get("items"), dict) else {}
+        return f"list of {_kind(items)}s" if items else "list"
+    return kind
+
+
+def _nullable(sub: dict[str, Any]) -> bool:
+    kind = sub.get("type")
+    branches = sub.get("anyOf") or sub.get("oneOf") or ()
+    return (isinstance(kind, list) and "null" in kind) or any(
+        isinstance(b, dict) and b.get("type") == "null" for b in branches
+    )
 
 
 def assemble(schema: dict[str, Any], answers: dict[str, str]) -> dict[str, Any]:
     """One record from the answers (field -> raw answer text); unreadable answers are left out."""
     data: dict[str, Any] = {}
-    for key in schema.get("properties", {}):
+    required = set(schema.get("required", ()))
+    for key, sub in schema.get("properties", {}).items():
         text = answers.get(key)
         try:
             value = json.loads(text) if text else {}
@@ -130,4 +212,8 @@ def assemble(schema: dict[str, Any], answers: dict[str, str]) -> dict[str, Any]:
             continue
         if isinstance(value, dict) and key in value:
             data[key] = copy.deepcopy(value[key])
+        elif (
+            value == {} and key in required and isinstance(sub, dict) and sub.get("type") == "array"
+        ):
+            data[key] = []  # a required list the document does not state
     return data

@@ -1,25 +1,25 @@
 """The grounding check of an assembled record: values the document states once fill one field,
 and array items come from distinct regions (lines) of the document.
 
-- An array item (an object) is kept only when one row of the document holds it: its first
-  string is the row's leading text (a table's first column), the row ends with one of its
-  numbers (the line's amount) and states the others, it holds no label (Total, VAT, Date ...),
-  and no earlier item took it: an item is never repeated unless the document repeats it, and
-  never assembled from scattered words or a sentence.
+- An array item with a number (a line item) is kept only when one row of the document holds
+  it: the row holds each of its strings and states each of its numbers, ends with one of them
+  (the line's amount), holds no label (Total, VAT, Date ...), and no earlier item took it: an
+  item is never repeated unless the document repeats it, and never assembled from scattered
+  words or a sentence. Other items (strings, objects without a number) are kept as often as the
+  document states them: a repeat the document does not repeat is left out.
+- A string that starts with a label and its colon (``Kunde: Café Morgenrot``) loses the label.
 - Two top-level fields with the same value where the document states it once: the first (in the
   schema's order, or the required one) keeps it, the other is left out when it is optional.
 """
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from stencil.constraints import date_mentions, date_spans, numbers_in
-from stencil.extract.labels import LabelIndex, number_runs
+from stencil.extract.labels import LabelIndex, number_runs, without_label
 
 _TAIL = " \t€£$¥₹%*ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-_LEAD = re.compile(r"^(?:\d{1,3}[.)]?\s+)")
 
 
 def check_record(schema: dict[str, Any], data: dict[str, Any], document: str) -> dict[str, Any]:
@@ -29,6 +29,8 @@ def check_record(schema: dict[str, Any], data: dict[str, Any], document: str) ->
     out = dict(data)
     for key, value in data.items():
         sub = props.get(key, {})
+        if isinstance(value, str) and "enum" not in sub and "const" not in sub:
+            out[key] = without_label(value)
         if isinstance(value, list) and isinstance(sub, dict) and sub.get("type") == "array":
             items = distinct_row_items(value, document)
             low = sub.get("minItems", 0)
@@ -40,11 +42,16 @@ def check_record(schema: dict[str, Any], data: dict[str, Any], document: str) ->
 
 
 def distinct_row_items(items: list[Any], document: str) -> list[Any]:
-    """The items each found on a row of their own (in order; the first row that fits)."""
+    """The items with a number each found on a row of their own (in order; the first row that
+    fits), the others each as often as the document states them."""
     rows = _rows(document)
     used: set[int] = set()
-    kept = []
+    kept: list[Any] = []
     for item in items:
+        if not _numbers(item):
+            if kept.count(item) < max(1, _times(item, document)):
+                kept.append(item)
+            continue
         row = next((i for i, (text, nums, last) in enumerate(rows)
                     if i not in used and _on_row(item, text, nums, last)), None)  # fmt: skip
         if row is not None:
@@ -53,36 +60,45 @@ def distinct_row_items(items: list[Any], document: str) -> list[Any]:
     return kept
 
 
+def _numbers(item: Any) -> list[float]:
+    values = list(item.values()) if isinstance(item, dict) else [item]
+    return [float(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+
+
+def _times(item: Any, document: str) -> int:
+    """How often the document states an item's first string (1 without one)."""
+    values = list(item.values()) if isinstance(item, dict) else [item]
+    first = next((v for v in values if isinstance(v, str) and v), None)
+    return document.count(first) if first else 1
+
+
 def _rows(document: str) -> list[tuple[str, set[float], float | None]]:
-    """Each line as a table row: its leading text (before a wide gap or its first number, a
-    position number dropped), the numbers it states, the amount it ends with (None: the line
-    does not end with a number, or it holds a date or a label such as Total or VAT: not an
-    item's row)."""
+    """Each line as a table row: its text, the numbers it states, the amount it ends with
+    (None: the line does not end with a number, or it holds a date or a label such as Total or
+    VAT: not an item's row)."""
     labelled = {document.count("\n", 0, hit.start) for hit in LabelIndex(document).hits}
     rows = []
     for i, line in enumerate(document.splitlines()):
         spans = number_runs(line)
         tail = line[spans[-1][1] :] if spans else line
         ends = bool(spans) and not tail.strip(_TAIL) and i not in labelled
-        ends = ends and date_spans(line) == []  # a date's line is no item's row
-        text = _LEAD.sub("", line.strip())
-        text = re.split(r"\s{2,}|\t|\s(?=[-+]?[\d€£$])", text)[0]
-        rows.append((text, set(numbers_in(line)), spans[-1][2][0] if ends else None))
+        ends = ends and not date_spans(line)  # a date's line is no item's row
+        rows.append((line, set(numbers_in(line)), spans[-1][2][0] if ends else None))
     return rows
 
 
 def _on_row(item: Any, text: str, numbers: set[float], last: float | None) -> bool:
     values = list(item.values()) if isinstance(item, dict) else [item]
-    strings = [v for v in values if isinstance(v, str)]
-    nums = [float(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
-    if last is None or (strings and strings[0].strip() != text) or last not in nums:
+    strings = [v.strip() for v in values if isinstance(v, str)]
+    nums = _numbers(item)
+    if last is None or last not in nums:
         return False
-    return all(v in text for v in strings[1:]) and all(v in numbers for v in nums)
+    return all(v in text for v in strings) and all(v in numbers for v in nums)
 
 
 def _once(data: dict[str, Any], props: dict, required: set[str], doc: str) -> dict[str, Any]:
     """Optional fields that repeat an earlier field's value the document states once: left out."""
-    dates = date_mentions(doc) or []
+    dates = date_mentions(doc)
     order = sorted(
         data, key=lambda k: (k not in required, list(props).index(k) if k in props else 0)
     )

@@ -148,10 +148,12 @@ class ServerExtractor:
         answers: dict[str, str] = {}
         for q in plan.questions(answers):
             messages = questions.field_messages(prefix, q)
-            answers[q.key] = self._ask(messages, text, q.schema, counts)
+            answers[q.key] = self._ask(messages, text, q.schema, counts, q.frequency_penalty)
         return answers
 
-    def _ask(self, messages: list[dict], document: str, schema: dict, counts: dict) -> str:
+    def _ask(
+        self, messages: list[dict], document: str, schema: dict, counts: dict, penalty: float = 0.0
+    ) -> str:
         """One request's answer text (``schema``: the record's or a field question's); its
         tokens and finish reason added to ``counts``."""
         response = self.client.chat.completions.create(
@@ -159,6 +161,7 @@ class ServerExtractor:
             messages=messages,
             max_tokens=self.spec.max_tokens,
             temperature=self.spec.temperature,
+            frequency_penalty=penalty,
             **self._constraint(document, schema),
         )
         choice = response.choices[0]

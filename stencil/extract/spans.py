@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from stencil.constraints import date_readings, number_spans
+from stencil.constraints import date_spans, number_spans
 
 Occurrence = tuple[int, int, str]
 """``(start, end, how)``: how is ``verbatim`` (the value's own text) or ``stated`` (another
@@ -37,7 +37,7 @@ class Locator:
         self.text = text
         self.offset = offset
         self._numbers = number_spans(text)
-        self._dates = date_readings(text)
+        self._dates = date_spans(text)
 
     def occurrences(self, leaf: Any) -> list[Occurrence]:
         """Every place (offsets into ``text``) that states ``leaf``, in order."""

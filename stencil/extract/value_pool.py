@@ -13,8 +13,7 @@ from stencil.constraints import date_mentions, number_mentions
 class ValuePool:
     def __init__(self, document: str, numbers: bool, dates: bool) -> None:
         self.numbers = Counter(number_mentions(document)) if numbers else None
-        mentions = date_mentions(document) if dates else None
-        self.dates = Counter(mentions) if mentions is not None else None
+        self.dates = Counter(date_mentions(document)) if dates else None
 
     def narrow(self, sub: dict[str, Any], required: bool) -> dict[str, Any] | None:
         """``sub`` with each free number or date field in it (itself, or in its array items and

@@ -3,7 +3,6 @@ says so, ``/v1/completions`` and ``LLM.generate`` work, ``LLM.chat`` raises ``Re
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import openai
@@ -12,8 +11,7 @@ import pytest
 from stencil import SamplingParams
 from stencil.engine.errors import RequestError
 from stencil.testing.live_server import serving
-from stencil.testing.tiny_dense import DENSE_BUILDERS
-from stencil.testing.tiny_models import build_tiny_model, make_llm
+from stencil.testing.tiny_models import build_base_model, make_llm
 
 
 @pytest.fixture(scope="module")
@@ -21,12 +19,7 @@ def base_model(tmp_path_factory) -> Path:
     import stencil
 
     out = tmp_path_factory.mktemp("base") / "gemma3-base"
-    build_tiny_model("gemma3", out, Path(stencil.default_model_path()), DENSE_BUILDERS["gemma3"]())
-    (out / "chat_template.jinja").unlink(missing_ok=True)
-    config = json.loads((out / "tokenizer_config.json").read_text())
-    config.pop("chat_template", None)
-    (out / "tokenizer_config.json").write_text(json.dumps(config))
-    return out
+    return build_base_model(out, Path(stencil.default_model_path()))
 
 
 def test_base_model_offline(base_model):

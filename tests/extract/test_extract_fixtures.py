@@ -28,8 +28,8 @@ TEST_SCHEMA = {
 
 BAD_FILES = {"binary.bin", "empty.txt", "broken_link.txt", "fifo.txt"}
 
-# a German invoice in the shape of a real one (not the evaluation corpus's), and the values its
-# labels give each field of the invoice schema whatever the model prefers among them
+# a German invoice in the shape of a real one (not the evaluation corpus's), and the values it
+# states for the fields of the invoice schema (its labels are quoted in the questions)
 INVOICE_DE = """Schreinerei Holzwurm GmbH · Lindenweg 3 · 79098 Freiburg
 
 Rechnung Nr. 2025-0042

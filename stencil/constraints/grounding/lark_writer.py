@@ -205,8 +205,7 @@ class _LarkWriter:
         if "const" in node:
             return self.grounded(node)
         if "anyOf" in node and set(node) <= {"anyOf"}:
-            alts = [self.expr(s, f"{pointer}/anyOf/{i}") for i, s in enumerate(node["anyOf"])]
-            return "(" + " | ".join(alts) + ")"
+            return self.union(node["anyOf"], pointer)
         kind = node.get("type")
         if (
             kind == "object"
@@ -222,6 +221,18 @@ class _LarkWriter:
             "a grounded string must sit under closed objects, "
             "arrays with `items`, `anyOf` or `$ref` (not under " + ", ".join(sorted(node)) + ")",
         )
+
+    def union(self, branches: list[Any], pointer: str) -> str:
+        """The branches no span leaves empty (all empty: ``_NoSpan``)."""
+        alts, empty = [], None
+        for i, branch in enumerate(branches):
+            try:
+                alts.append(self.expr(branch, f"{pointer}/anyOf/{i}"))
+            except _NoSpan as e:
+                empty = e
+        if not alts and empty is not None:
+            raise empty
+        return "(" + " | ".join(alts) + ")"
 
     def json_block(self, node: Any) -> str:
         block = node if isinstance(node, dict) else {"anyOf": [node]} if node is False else {}

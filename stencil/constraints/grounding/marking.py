@@ -1,19 +1,30 @@
 """Which strings of a schema are grounded: ``mark_grounded`` replaces each by a sentinel
 ``const`` (carrying its bounds, span-safe format, sibling claims and pattern) before the usual
-JSON Schema translation; numbers and dates are narrowed to the ones the source states.
+JSON Schema translation; numbers and dates are narrowed to the ones the source states. A
+grounded string with a date or time ``pattern`` may also take a date or time the source states
+in another spelling, normalized (``readings``: ``um 9.15 Uhr`` -> ``09:15``), where the pattern
+allows it.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from ..errors import ConstraintError
 
 SENTINEL = "\u0000stencil-grounded:"
 EMAIL = r"[A-Za-z0-9._%+\-]+@[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)+"
-_FREE_STRING_KEYS = ("format", "pattern", "enum", "const", "contentEncoding")
+_FREE_STRING_KEYS = ("format", "enum", "const", "contentEncoding")
+_CODE_PROBES = ("12345", "A1")
 # formats a verbatim span can keep, by a regex whose language is inside the format's
-SPAN_FORMATS = {"email": EMAIL}
+SPAN_FORMATS = {
+    "email": EMAIL,
+    "uri": r"[A-Za-z][A-Za-z0-9+.\-]*:[^\s\x00-\x1f\\\"<>{}|^`]+",
+    "uuid": r"[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}",
+    "ipv4": r"(?:(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}"
+    r"(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])",
+}
 
 
 def mark_grounded(
@@ -22,11 +33,14 @@ def mark_grounded(
     ground_strings: bool,
     numbers: list[float] | None = None,
     dates: list[str] | None = None,
+    readings: tuple[str, ...] = (),
 ) -> tuple[Any, int]:
     """A copy of ``schema`` with each grounded string replaced by a sentinel ``const`` (length
     bounds and a span-safe format kept), and how many there are. With ``numbers``, every
     ``number`` / ``integer`` subschema without ``enum`` or ``const`` is narrowed to them; with
-    ``dates`` (ISO strings), every such ``format: date`` string."""
+    ``dates`` (ISO strings), every such ``format: date`` string. A grounded string with a
+    ``pattern`` is a span or one of the ``readings`` (normalized values the source states)
+    that the pattern and its length bounds allow."""
     count = 0
 
     def walk(node: Any, claimed: str = "") -> Any:
@@ -46,7 +60,9 @@ def mark_grounded(
             fmt = node.get("format", "")
             # a span-safe format, the kinds of value its siblings claim and a pattern ride along
             tag = f"{SENTINEL}{count}:{fmt}:{'' if fmt else claimed}:{node.get('pattern', '')}"
-            return {"type": "string", "const": tag, **kept}
+            spans = {"type": "string", "const": tag, **kept}
+            other = [r for r in readings if _allows(node, r)] if _reads(node) else []
+            return {"anyOf": [spans, {"type": "string", "enum": other}]} if other else spans
         out = {k: walk(v) for k, v in node.items() if k not in ("x-grounded", "properties")}
         if isinstance(node.get("properties"), dict):
             kinds = ",".join(sorted(_claimed_kinds(node["properties"])))
@@ -66,6 +82,24 @@ def _groundable_string(node: dict) -> bool:
         return False
     free = [k for k in _FREE_STRING_KEYS if k in node]
     return not free or (free == ["format"] and node["format"] in SPAN_FORMATS)
+
+
+def _reads(node: dict) -> bool:
+    """Whether a grounded string takes dates and times in the schema's spelling: it has a
+    ``pattern`` of that kind, one that refuses a bare number and a code (``^[0-2][0-9]:[0-5]
+    [0-9]$`` does; an invoice number's ``[0-9]`` does not: a date is no invoice number)."""
+    return "pattern" in node and not any(_allows(node, probe) for probe in _CODE_PROBES)
+
+
+def _allows(node: dict, value: str) -> bool:
+    """Whether a string schema's ``pattern`` (a search) and length bounds allow ``value``
+    (a pattern Python cannot read allows nothing here; its spans still can)."""
+    if not node.get("minLength", 0) <= len(value) <= node.get("maxLength", len(value)):
+        return False
+    try:
+        return re.search(node["pattern"], value) is not None
+    except re.error:
+        return False
 
 
 def _claimed_kinds(properties: dict[str, Any]) -> set[str]:

@@ -17,6 +17,15 @@ _NUMBER = re.compile(
     r"(?![\w\-/]|[.,]\d)"
 )
 _SPACES = " \u00a0\u202f\u2009'"
+# a number of thousands written with k (95k, $1.5K, 80 k€)
+_THOUSANDS = re.compile(r"(?<![\w.,\-/])(\d{1,3}(?:[.,]\d{1,2})?) ?[kK](?![^\W\d_])")
+# a time of day: 9:15, 09.15 Uhr, 15h30, 3 pm, 9 Uhr (a dot or none only before Uhr / h / am / pm)
+_CLOCK = r"\s?(?:Uhr|h(?![^\W\d_])|[ap]\.?m\.?(?![^\W\d_]))"
+_TIME = re.compile(
+    rf"(?<![\w.:,])(?P<h>[01]?\d|2[0-3])(?:[:h](?P<m>[0-5]\d)(?::[0-5]\d)?(?![\d:])|\.(?P<dm>[0-5]\d)(?={_CLOCK})"
+    rf"|(?={_CLOCK}))(?:\s?(?P<half>[ap])\.?m\.?)?(?![\w:])",
+    re.IGNORECASE,
+)
 _MONTH_NAMES = {
     "en": "january february march april may june july august september october november december",
     "de": "januar februar märz april mai juni juli august september oktober november dezember",
@@ -62,10 +71,14 @@ def number_mentions(source: str) -> list[float]:
 
 
 def number_spans(source: str) -> list[tuple[int, int, float]]:
-    """``(start, end, reading)`` for every reading of every number a text states, in order."""
+    """``(start, end, reading)`` for every reading of every number a text states, in order
+    (``95k``, ``$1.5K``: thousands)."""
     found = list(_NUMBER.finditer(source))
     mark = decimal_mark([m.group() for m in found])
-    return [(m.start(), m.end(), v) for m in found for v in _readings(m.group(), mark)]
+    spans = [(m.start(), m.end(), v) for m in found for v in _readings(m.group(), mark)]
+    for m in _THOUSANDS.finditer(source):
+        spans.append((m.start(), m.end(), round(float(m.group(1).replace(",", ".")) * 1000, 6)))
+    return sorted(spans, key=lambda s: (s[0], s[1]))
 
 
 def decimal_mark(runs: list[str]) -> str | None:
@@ -112,33 +125,22 @@ def _readings(run: str, mark: str | None) -> list[float]:
     return [decimal] if mark == last else [thousands]
 
 
-def dates_in(source: str) -> list[str] | None:
+def dates_in(source: str) -> list[str]:
     """The calendar dates a text states, as ISO ``YYYY-MM-DD``, each once, in order of first
-    appearance; ``None`` when it also writes a date this cannot read unambiguously (``03/04/2024``
-    in a text with decimal points: day or month first?)."""
-    found = date_mentions(source)
-    return None if found is None else list(dict.fromkeys(found))
+    appearance; a date this cannot read unambiguously (``03/04/2024`` in a text with decimal
+    points: day or month first?) as both its readings, day first first."""
+    return list(dict.fromkeys(date_mentions(source)))
 
 
-def date_mentions(source: str) -> list[str] | None:
-    """Every place a text states a calendar date (ISO, in order, repeats kept), or ``None`` as
-    ``dates_in``."""
-    spans = date_spans(source)
-    return None if spans is None else [iso for _, _, iso in spans]
+def date_mentions(source: str) -> list[str]:
+    """Every reading of every place a text states a calendar date (ISO, in order, repeats
+    kept)."""
+    return [iso for _, _, iso in date_spans(source)]
 
 
-def date_spans(source: str) -> list[tuple[int, int, str]] | None:
-    """``(start, end, iso)`` for every date a text states, in order, or ``None`` as ``dates_in``."""
-    return _date_readings(source, ambiguous=False)
-
-
-def date_readings(source: str) -> list[tuple[int, int, str]]:
-    """As ``date_spans``, with both readings of a date written ambiguously (``03/04/2024``:
-    ``2024-04-03`` and ``2024-03-04``) instead of ``None``: where a date may be stated."""
-    return _date_readings(source, ambiguous=True) or []
-
-
-def _date_readings(source: str, ambiguous: bool) -> list[tuple[int, int, str]] | None:
+def date_spans(source: str) -> list[tuple[int, int, str]]:
+    """``(start, end, iso)`` for every reading of every date a text states, in order (an
+    ambiguous slashed date: two readings at one place)."""
     found = []
     for pattern in [*_DATES, _DOTTED]:
         for m in pattern.finditer(source):
@@ -152,15 +154,34 @@ def _date_readings(source: str, ambiguous: bool) -> list[tuple[int, int, str]] |
             orders = [(a, b)]
         elif b > 12:
             orders = [(b, a)]
-        elif ambiguous:
-            orders = [(a, b), (b, a)]
         else:
-            return None
+            orders = [(a, b), (b, a)]  # day or month first: both readings
         for day, month in orders:
             iso = _iso({"day": day, "num": month, "year": year})
             if iso is not None:
                 found.append((m.start(), m.end(), iso))
-    return sorted(found)
+    return sorted(found, key=lambda f: (f[0], f[1]))
+
+
+def times_in(source: str) -> list[str]:
+    """The times of day a text states, as 24-hour ``HH:MM``, each once, in order (``9:15``,
+    ``09.15 Uhr``, ``15h30``, ``3 pm`` -> ``09:15``, ``09:15``, ``15:30``, ``15:00``)."""
+    out = []
+    for m in _TIME.finditer(source):
+        hour, minute = int(m["h"]), int(m["m"] or m["dm"] or 0)
+        half = (m["half"] or "").lower()
+        if half and not 1 <= hour <= 12:
+            continue
+        if half:
+            hour = hour % 12 + (12 if half == "p" else 0)
+        out.append(f"{hour:02d}:{minute:02d}")
+    return list(dict.fromkeys(out))
+
+
+def readings_in(source: str) -> list[str]:
+    """The dates (ISO) and times of day (``HH:MM``) a text states, normalized: the spellings a
+    grounded string with a ``pattern`` may take besides the text's own spans."""
+    return [*dates_in(source), *times_in(source)]
 
 
 def currencies_in(source: str) -> list[str]:

@@ -118,7 +118,7 @@ def test_spans_are_accepted_and_inventions_refused(smol_compiler, smol_tokenizer
     assert accepts_text(compiled, smol_tokenizer, text) is ok
 
 
-def test_ground_strings_grounds_plain_strings_only(smol_compiler, smol_tokenizer):
+def test_ground_strings_grounds_plain_and_pattern_strings(smol_compiler, smol_tokenizer):
     schema = {
         "type": "object",
         "properties": {
@@ -130,10 +130,55 @@ def test_ground_strings_grounds_plain_strings_only(smol_compiler, smol_tokenizer
     }
     c = Constraint.json_schema(schema, source_text=INVOICE, ground_strings=True)
     compiled = smol_compiler.compile(c)
-    good = '{"seller": "Acme Cloud Services Ltd.", "date": "2031-01-02", "code": "EUR"}'
-    bad = '{"seller": "Initech", "date": "2031-01-02", "code": "EUR"}'
-    assert accepts_text(compiled, smol_tokenizer, good)
-    assert not accepts_text(compiled, smol_tokenizer, bad)
+    good = '{"seller": "Acme Cloud Services Ltd.", "date": "2031-01-02", "code": "USD"}'
+    assert accepts_text(compiled, smol_tokenizer, good)  # a date is ground_dates' to ground
+    for bad in ('{"seller": "Initech", "date": "2031-01-02", "code": "USD"}',
+                '{"seller": "Acme", "date": "2031-01-02", "code": "EUR"}'):  # fmt: skip
+        assert not accepts_text(compiled, smol_tokenizer, bad), bad
+
+
+TIME = {"type": "string", "pattern": "^[0-2][0-9]:[0-5][0-9]$"}
+
+
+@pytest.mark.parametrize(
+    ("doc", "allowed"),
+    [
+        ("Einladung: am 4. März um 9.15 Uhr in Saal 20, Ende 11:30.", ["09:15", "11:30"]),
+        ("Rendez-vous à 15h30, salle 20:15B.", ["15:30"]),  # 20:15B is a room, no time
+        ("Doors open at 7 pm; talk 19:30-21:00.", ["19:00", "19:30", "21:00"]),
+    ],
+)
+def test_a_pattern_string_takes_a_time_the_document_states(
+    smol_compiler, smol_tokenizer, doc, allowed
+):
+    schema = {"type": "object", "properties": {"start": TIME}, "required": ["start"]}
+    compiled = smol_compiler.compile(
+        Constraint.json_schema(schema, source_text=doc, ground_strings=True)
+    )
+    for value in ("09:15", "11:30", "15:30", "19:00", "19:30", "20:15", "21:00", "07:00"):
+        ok = value in allowed
+        assert accepts_text(compiled, smol_tokenizer, json.dumps({"start": value})) is ok, value
+
+
+def test_a_code_pattern_takes_no_normalized_date(smol_compiler, smol_tokenizer):
+    code = {"type": "string", "pattern": "^[A-Za-z0-9/#-]*[0-9][A-Za-z0-9/#-]*$"}
+    schema = {"type": "object", "properties": {"number": code}, "required": ["number"]}
+    doc = "Rechnung Nr. 2025-0042 vom 03.02.2025"
+    compiled = smol_compiler.compile(
+        Constraint.json_schema(schema, source_text=doc, ground_strings=True)
+    )
+    assert accepts_text(compiled, smol_tokenizer, '{"number": "2025-0042"}')
+    assert not accepts_text(compiled, smol_tokenizer, '{"number": "2025-02-03"}')
+
+
+def test_formats_with_span_regexes_are_grounded(smol_compiler, smol_tokenizer):
+    schema = {"type": "object", "properties": {"site": {"type": "string", "format": "uri"}}}
+    doc = "Details: https://example.org/jobs/42 or call us."
+    compiled = smol_compiler.compile(
+        Constraint.json_schema(schema, source_text=doc, ground_strings=True)
+    )
+    assert accepts_text(compiled, smol_tokenizer, '{"site": "https://example.org/jobs/42"}')
+    assert not accepts_text(compiled, smol_tokenizer, '{"site": "https://example.com/"}')
 
 
 PAYMENT = {
@@ -277,7 +322,8 @@ def test_grounded_numbers_come_from_the_document(smol_compiler):
             ["2024-03-04", "2023-09-05", "2024-03-07"],
         ),
         ("INV-2024-0193, v1.2.3, build 2024-13-45, Mayday 12 2024", []),  # no calendar date
-        ("due 2024-03-04, signed 03/04/2024", None),  # day and month order unknown: stay free
+        # day and month order unknown: both readings, never free
+        ("due 2024-03-05, signed 03/04/2024", ["2024-03-05", "2024-04-03", "2024-03-04"]),
     ],
 )
 def test_dates_in(text, dates):

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from stencil.constraints.grounding.stated import currencies_in, date_mentions, dates_in, numbers_in
+from stencil.constraints.grounding.stated import (
+    currencies_in,
+    date_mentions,
+    dates_in,
+    numbers_in,
+    times_in,
+)
 
 
 @pytest.mark.parametrize(
@@ -17,6 +23,7 @@ from stencil.constraints.grounding.stated import currencies_in, date_mentions, d
         ("Total TTC : 1\u202f234,56 €", [1234.56]),  # fr, narrow no-break space groups
         ("Net à payer : 12 769,24", [12769.24, 12.0, 769.24]),  # a plain space: both readings
         ("CHF 1'234.50", [1234.5]),  # Swiss apostrophe groups
+        ("Salary: $95k - $120k, or 1.5K", [95000.0, 120000.0, 1500.0]),  # thousands
         ("Betrag 1.190 und 12,50", [1190.0, 12.5]),  # the text's decimal mark decides 1.190
         ("Price 1,580 and 2.50", [1580.0, 2.5]),
         ("only 1,580", [1580.0, 1.58]),  # no decimal mark shown: both readings
@@ -38,12 +45,28 @@ def test_numbers_in_each_locale(text, numbers):
         ("Fecha: 4 de marzo de 2024", ["2024-03-04"]),
         ("Data: 24 dicembre 2024", ["2024-12-24"]),
         ("Date: 13/03/2024", ["2024-03-13"]),  # day > 12: day first whatever the locale
-        ("signed 03/04/2024, total 12.50", None),  # decimal points: day or month first unknown
+        # decimal points: day or month first unknown, both readings (day first first)
+        ("signed 03/04/2024, total 12.50", ["2024-04-03", "2024-03-04"]),
         ("Sevilla, 11/11/2024", ["2024-11-11"]),  # day = month: one reading either way
     ],
 )
 def test_dates_in_each_locale(text, dates):
     assert dates_in(text) == dates
+
+
+@pytest.mark.parametrize(
+    ("text", "times"),
+    [
+        ("um 09:15 Uhr, Ende 17 Uhr", ["09:15", "17:00"]),
+        (
+            "à 15h30 ; 9.15 Uhr ; 3 pm ; 10:30 a.m. ; 12:00pm",
+            ["15:30", "09:15", "15:00", "10:30", "12:00"],
+        ),
+        ("Total 12.50, v1.2.3, 25:00, 2024-03-04 08:00:00", ["08:00"]),
+    ],
+)
+def test_times_in(text, times):
+    assert times_in(text) == times
 
 
 def test_date_mentions_keep_repeats():
