@@ -12,7 +12,8 @@ label of the field's kind (``Total``, ``Gesamtbetrag``, ``Bill to:``, ``Fällig 
 ``Rechnung Nr.``), the question quotes the labelled line (``The document labels it: "Total due
 £1,896.00"``), and the model answers under the field's grounded schema, free to take another
 stated value or none. A field's kind of label is found by its name (``total``, ``invoice_total``,
-``totalAmount``, ``amount-due``) or, failing that, by its description (``"the customer billed"``).
+``totalAmount``, ``amount-due``) or, failing that, by its description (``"the customer billed"``);
+a field of no known kind is quoted where a line names it before a colon (``Age: 85``).
 """
 
 from __future__ import annotations
@@ -25,9 +26,10 @@ from typing import Any
 from stencil.extract.label_words import FIELDS
 from stencil.extract.labels import LabelIndex
 from stencil.extract.questions import FieldQuestion, field_question
+from stencil.extract.spans import key_words
 from stencil.extract.value_pool import ValuePool
 
-_MAX_HINTS = 3
+_MAX_HINTS = 2
 _HINT_CHARS = 60
 
 
@@ -48,44 +50,70 @@ class FieldPlan:
             sub = self.pool.narrow(props[key], key in required)
             if sub is None:
                 continue
-            yield field_question(key, sub, key in required, self.hints(key, sub))
+            hints = self.hints(key, sub)
+            yield field_question(key, sub, key in required, hints, described=props[key])
             answer = _loads(answers.get(key, ""))
             if isinstance(answer, dict) and key in answer:
                 self.pool.take(answer[key])
 
     def hints(self, key: str, sub: dict[str, Any]) -> tuple[str, ...]:
-        """The document's lines where a label of the field's kind stands, from the label to the
-        end of its value (at most ``_MAX_HINTS``)."""
+        """The document's lines where a label of the field's kind stands (else where a line
+        names the field before a colon: ``Age: 85`` for ``age``, ``Salary:`` for
+        ``salary_min``), from the label to the end of its value (at most ``_MAX_HINTS``)."""
         concepts = concepts_of(key, sub)
-        if not concepts or sub.get("type") in ("array", "object", "boolean"):
-            return ()
+        hits = self.labels.of(concepts) if concepts else []
+        places = [(h.start, h.value[1]) for h in hits if self._stands_as_label(h.start, h.value[0])]
+        places = places or self._naming_lines(key)
         out = []
-        for hit in self.labels.of(concepts)[:_MAX_HINTS]:
-            text = " ".join(self.document[hit.start : hit.value[1]].split())
+        for start, end in places[:_MAX_HINTS]:
+            text = " ".join(self.document[start:end].split())
             out.append(text if len(text) <= _HINT_CHARS else text[:_HINT_CHARS].rsplit(" ", 1)[0])
         return tuple(dict.fromkeys(t for t in out if t))
+
+    def _stands_as_label(self, start: int, value: int) -> bool:
+        """Whether a label word stands as a label: first on its line (after a bullet or
+        table rule) or before a colon, not inside a sentence (``met the supplier about``)."""
+        line = self.document.rfind("\n", 0, start) + 1
+        return (
+            not self.document[line:start].strip(" \t-*•#|>")
+            or ":" in self.document[start : value + 1]
+        )
+
+    def _naming_lines(self, key: str) -> list[tuple[int, int]]:
+        """``(start, end of line)`` where the field's name words (their longest run first)
+        stand before a colon."""
+        words = key_words(key)
+        for n in range(len(words), 0, -1):
+            for i in range(len(words) - n + 1):
+                name = r"[\s_-]+".join(map(re.escape, words[i : i + n]))
+                found = [
+                    (m.start(), _line_end(self.document, m.end()))
+                    for m in re.finditer(rf"(?<!\w){name}\s*:", self.document, re.IGNORECASE)
+                ]
+                if found:
+                    return found
+        return []
+
+
+def _line_end(text: str, at: int) -> int:
+    end = text.find("\n", at)
+    return len(text) if end < 0 else end
 
 
 def concepts_of(key: str, sub: dict[str, Any]) -> tuple[str, ...] | None:
     """The label concepts of a field (``label_words.FIELDS``), by its name (whole, then its
-    longest run of words, then its last word), else by the first field name its description
+    longest run of words, the last first), else by the first field name its description
     mentions."""
-    words = _words(key)
+    words = key_words(key)
     for n in range(len(words), 0, -1):
         for i in range(len(words) - n, -1, -1):
             found = FIELDS.get("_".join(words[i : i + n]))
             if found is not None:
                 return found
-    description = " ".join(_words(str(sub.get("description", ""))))
+    description = " ".join(key_words(str(sub.get("description", ""))))
     found = [(m.start(), name) for name in FIELDS
              if (m := re.search(rf"\b{name.replace('_', ' ')}\b", description))]  # fmt: skip
     return FIELDS[min(found)[1]] if found else None
-
-
-def _words(text: str) -> list[str]:
-    """``invoiceTotal``, ``invoice-total``, ``Invoice total`` -> ``["invoice", "total"]``."""
-    text = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", " ", text)
-    return [w for w in re.split(r"[^0-9a-zà-ÿ]+", text.lower()) if w]
 
 
 def _is_array(sub: Any) -> bool:

@@ -31,13 +31,10 @@ SYSTEM = "You extract data from documents. Copy values exactly as written in the
 # the document first (shared by every question), then the one field asked
 USER = "Fields to extract:\n{fields}\n\nDocument ({filename}):\n{document}\n\n"
 QUESTION = "Field: {key} ({kind}{required}){description}\n{hints}{answer}"
-ANSWER = 'Answer with a JSON object whose one key is "{key}"{items}, copied from the document.'
-ITEMS = " holding every item the document lists, in its order"
-NOT_STATED = {
-    "optional": " If the document does not state it, answer {{}}.",
-    "null": ' If the document does not state it, answer {{"{key}": null}}.',
-}
-HINT = "The document labels it: {texts}\n"
+ANSWER = 'Reply with JSON, key "{key}"{items}, copied from the document.'
+ITEMS = ": every item it lists, in order"
+NOT_STATED = {"optional": " Not stated: {{}}.", "null": ' Not stated: {{"{key}": null}}.'}
+HINT = "Labelled in the document: {texts}\n"
 CURRENCY_PATTERN = "^[A-Z]{3}$"
 LIST_PENALTY = 1.0
 _RUN_WORDS = 8
@@ -104,10 +101,15 @@ def narrow_schema(schema: dict[str, Any], document: str) -> dict[str, Any]:
 
 
 def field_question(
-    key: str, sub: dict[str, Any], required: bool, hints: tuple[str, ...] = ()
+    key: str,
+    sub: dict[str, Any],
+    required: bool,
+    hints: tuple[str, ...] = (),
+    described: dict[str, Any] | None = None,
 ) -> FieldQuestion:
     """The question for one field (``sub``: its schema for this document; ``hints``: document
-    excerpts that label it)."""
+    excerpts that label it; ``described``: the schema the question text names, default
+    ``sub``: the user's, not the values grounding left)."""
     asked, array = sub, sub.get("type") == "array"
     if array:  # not stated: {} (a required list's [] in the record); stated: its items
         asked = {**sub, "minItems": max(1, sub.get("minItems", 0))}
@@ -115,7 +117,8 @@ def field_question(
     if required and not (array and sub.get("minItems", 0) == 0):
         answer["required"] = [key]
     penalty = LIST_PENALTY if sub.get("type") == "array" else 0.0
-    return FieldQuestion(key, answer, _question(key, sub, required, hints), penalty)
+    text = _question(key, sub if described is None else described, required, hints)
+    return FieldQuestion(key, answer, text, penalty)
 
 
 def is_currency(key: str, sub: dict[str, Any]) -> bool:

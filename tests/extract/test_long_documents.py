@@ -263,4 +263,6 @@ def test_field_questions_compute_the_document_once(llm, tmp_path):
     block = llm.engine.config.block_size
     # every later question reuses the document but for the blocks at its two ends
     assert delta["prefix_cache_hits_total"] >= (questions - 1) * (doc_tokens - 2 * block)
-    assert computed < doc_tokens + questions * (doc_tokens // 2), delta
+    # computing the document once per question would cost more than questions * doc_tokens
+    # (each question's own tokens, its field's quoted label line included, are computed apart)
+    assert computed < questions * doc_tokens, delta

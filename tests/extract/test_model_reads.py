@@ -78,8 +78,21 @@ def test_labels_are_quoted_not_imposed():
     doc = "ACME LTD\nSubtotal 1,580.00\nTotal due: £1,896.00\nThank you.\n"
     schema = {"type": "object", "properties": {"total": {"type": "number"}}}
     (q,) = FieldPlan(schema, doc, numbers=True, dates=True).questions({})
-    assert 'The document labels it: "Total due: £1,896.00"' in q.text
+    assert 'Labelled in the document: "Total due: £1,896.00"' in q.text
     assert set(q.schema["properties"]["total"]["enum"]) >= {1580.0, 1896.0}  # the model chooses
+
+
+@pytest.mark.parametrize(
+    ("key", "doc", "quoted"),
+    [
+        ("age", "Paragraph 12: text.\nName: Grace Hopper\nAge: 85\n", ("Age: 85",)),
+        ("salary_min", "Salary: $95k - $120k per year\n", ("Salary: $95k - $120k per year",)),
+        ("company", "Our company builds tools.\n", ()),  # no colon: no quote
+    ],
+)
+def test_a_line_naming_the_field_is_quoted(key, doc, quoted):
+    schema = {"type": "object", "properties": {key: {"type": "number"}}}
+    assert FieldPlan(schema, doc, numbers=True, dates=True).hints(key, {}) == quoted
 
 
 @pytest.mark.parametrize(
