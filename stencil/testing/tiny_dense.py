@@ -4,7 +4,10 @@ changes the math set away from its neutral value."""
 
 from __future__ import annotations
 
-from stencil.testing.tiny_models import tiny
+import json
+from pathlib import Path
+
+from stencil.testing.tiny_models import build_tiny_model, tiny
 
 WINDOW = 8
 
@@ -67,3 +70,14 @@ DENSE_BUILDERS = {
         tie_word_embeddings=True,
     ),
 }
+
+
+def build_base_model(out: Path, tokenizer_src: Path, config=None) -> Path:
+    """A tiny random-weight base model (``config`` or a tiny Gemma 3) saved without a chat
+    template: its tokenizer as ``tokenizer_src``'s, less the template."""
+    build_tiny_model("gemma3", out, tokenizer_src, config or DENSE_BUILDERS["gemma3"]())
+    (out / "chat_template.jinja").unlink(missing_ok=True)
+    tokenizer_config = json.loads((out / "tokenizer_config.json").read_text())
+    tokenizer_config.pop("chat_template", None)
+    (out / "tokenizer_config.json").write_text(json.dumps(tokenizer_config))
+    return out

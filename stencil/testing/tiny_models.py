@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import copy
 import functools
-import json
 import shutil
 import zlib
 from collections.abc import Callable
@@ -107,19 +106,6 @@ def build_tiny_model(name: str, out: Path, tokenizer_src: Path, config=None) -> 
     for f in TOKENIZER_FILES:
         if (tokenizer_src / f).is_file():
             shutil.copy(tokenizer_src / f, out / f)
-    return out
-
-
-def build_base_model(out: Path, tokenizer_src: Path, config=None) -> Path:
-    """A tiny random-weight base model (``config`` or a tiny Gemma 3) saved without a chat
-    template: its tokenizer as ``tokenizer_src``'s, less the template."""
-    from stencil.testing.tiny_dense import DENSE_BUILDERS
-
-    build_tiny_model("gemma3", out, tokenizer_src, config or DENSE_BUILDERS["gemma3"]())
-    (out / "chat_template.jinja").unlink(missing_ok=True)
-    tokenizer_config = json.loads((out / "tokenizer_config.json").read_text())
-    tokenizer_config.pop("chat_template", None)
-    (out / "tokenizer_config.json").write_text(json.dumps(tokenizer_config))
     return out
 
 

@@ -11,7 +11,8 @@ import pytest
 from stencil import SamplingParams
 from stencil.engine.errors import RequestError
 from stencil.testing.live_server import serving
-from stencil.testing.tiny_models import build_base_model, make_llm
+from stencil.testing.tiny_dense import build_base_model
+from stencil.testing.tiny_models import make_llm
 
 
 @pytest.fixture(scope="module")

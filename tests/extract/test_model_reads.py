@@ -196,8 +196,7 @@ def test_plain_prompt_for_a_base_model():
 @pytest.fixture(scope="module")
 def base_model(tmp_path_factory) -> Path:
     import stencil
-    from stencil.testing.tiny_dense import DENSE_BUILDERS
-    from stencil.testing.tiny_models import build_base_model
+    from stencil.testing.tiny_dense import DENSE_BUILDERS, build_base_model
 
     config = DENSE_BUILDERS["gemma3"]()
     config.max_position_embeddings = 2048
