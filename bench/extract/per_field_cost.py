@@ -1,7 +1,8 @@
 """The cost of one document, field by field vs one whole-record question, per model: the same
 document through ``stencil extract`` in each mode, alternated A B A B, under a fresh file name
-each run (the name stands before the text in the prompt, so no run finds the document in the
-prefix cache; the instructions and field list before it are shared, as in a real run).
+each run and a line naming the run at its end (so no run finds the document in the prefix
+cache or its constraints in the compile cache; the instructions and field list before it are
+shared, as in a real run).
 
     python -m bench.extract.per_field_cost --rounds 3 --threads 1 \\
         --model embedded --model qwen2.5-coder-1.5b [--flags=--no-grounded]
@@ -47,7 +48,9 @@ def _once(llm: Any, root: Path, name: str, flags: list[str], max_tokens: int) ->
     from stencil.extract.command import run
 
     doc = root / name
-    doc.write_text(DOCUMENT.read_text(encoding="utf-8"), encoding="utf-8")
+    tag = name.translate(str.maketrans("0123456789.", "abcdefghij "))  # no number added
+    text = DOCUMENT.read_text(encoding="utf-8") + f"Filed by the archive desk as {tag}.\n"
+    doc.write_text(text, encoding="utf-8")  # a new text each run: no compile cache hit
     out = root / f"{name}.jsonl"
     argv = ["extract", "--schema", "invoice", str(doc), "--out", str(out),
             "--max-tokens", str(max_tokens), *flags]  # fmt: skip
@@ -60,7 +63,12 @@ def _once(llm: Any, root: Path, name: str, flags: list[str], max_tokens: int) ->
     (record,) = [json.loads(x) for x in out.read_text().splitlines()]
     hits = after["prefix_cache_hits_total"] - before["prefix_cache_hits_total"]
     prompt = after["prompt_tokens_total"] - before["prompt_tokens_total"]
+    compile_s = (
+        after["constraint_compile_seconds_total"] - before["constraint_compile_seconds_total"]
+    )
+    mask_s = after["guided_mask_seconds_total"] - before["guided_mask_seconds_total"]
     return {"seconds": seconds, "computed": int(prompt - hits), "cached": int(hits),
+            "compile_s": compile_s, "mask_s": mask_s,
             "output": int(after["generation_tokens_total"] - before["generation_tokens_total"]),
             "ok": record["ok"], "data": record.get("data"), "error": record.get("error")}  # fmt: skip
 
@@ -89,7 +97,8 @@ def main() -> int:
                     runs[mode].append(res)
                     print(f"{model} {mode} round {r + 1}: {res['seconds']:.1f} s, prompt tokens "
                           f"computed {res['computed']} / cached {res['cached']}, output "
-                          f"{res['output']}, ok={res['ok']} {res['data'] or res['error']}, load "
+                          f"{res['output']}, compile {res['compile_s']:.1f} s, masks "
+                          f"{res['mask_s']:.1f} s, ok={res['ok']} {res['data'] or res['error']}, load "
                           f"{os.getloadavg()[0]:.1f}", flush=True)  # fmt: skip
             per, whole = (statistics.median(x["seconds"] for x in runs[m]) for m in MODES)
             for mode in MODES:
