@@ -1,7 +1,9 @@
 """The chat request the playground runs for one document: the prompt ``stencil extract`` writes
 (its template and field list, the document cut to fit the context) and the constraint as the
 OpenAI API takes it (``response_format``, or ``structured_outputs`` for grounding, regexes,
-choice lists and Lark grammars). The page sends the body to ``/v1/chat/completions`` itself."""
+choice lists and Lark grammars). The page sends the body to ``/v1/chat/completions`` itself, or,
+for a base model (no chat template), the same messages as one plain prompt to
+``/v1/completions`` (``endpoint``)."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from stencil.extract.prompt import (
     HFTokenCounter,
     PromptBuilder,
     PromptTemplate,
+    plain_prompt,
 )
 
 KINDS = ("json", "regex", "choice", "grammar")
@@ -82,8 +85,9 @@ def chat_body(spec: RunSpec, tokenizer: Any, context: int) -> tuple[dict[str, An
         prompt = builder.build(spec.filename, spec.document)
     except ValueError as e:
         raise bad_request(str(e), "max_tokens") from None
+    chat = bool(getattr(tokenizer, "chat_template", None))
     body: dict[str, Any] = {
-        "messages": prompt.messages,
+        **({"messages": prompt.messages} if chat else {"prompt": plain_prompt(prompt.messages)}),
         "max_tokens": spec.max_tokens,
         "temperature": 0,
         "stream": True,
@@ -91,6 +95,11 @@ def chat_body(spec: RunSpec, tokenizer: Any, context: int) -> tuple[dict[str, An
         **_constraint(spec, schema, prompt.document),
     }
     return body, prompt.document, prompt.warnings
+
+
+def endpoint(body: dict[str, Any]) -> str:
+    """Where the page sends ``body``: the chat endpoint, or completions for a plain prompt."""
+    return "/v1/completions" if "prompt" in body else "/v1/chat/completions"
 
 
 def parse_schema(text: str) -> Any:

@@ -19,21 +19,12 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from stencil.api.errors import APIError, bad_request
-from stencil.api.openai.convert import convert_chat
-from stencil.api.openai.protocol import ChatCompletionRequest
-from stencil.api.request_io import (
-    ClientGone,
-    check_model,
-    json_body,
-    parse,
-    ready,
-    unless_disconnected,
-)
+from stencil.api.request_io import ClientGone, json_body, ready, unless_disconnected
 from stencil.api.state import AppState
-from stencil.playground.chat_body import RunSpec, chat_body
+from stencil.playground.chat_body import RunSpec, chat_body, endpoint
 from stencil.playground.facts import server_facts
 from stencil.playground.spans import locate
-from stencil.playground.trace import traced_completion
+from stencil.playground.trace import request_plan, traced_completion
 
 ASSETS = {"app.js": "text/javascript", "views.js": "text/javascript", "app.css": "text/css"}
 MAX_FILES = 200
@@ -68,7 +59,8 @@ def playground_routes(state: AppState) -> APIRouter:
         body, document, warnings = await asyncio.to_thread(
             chat_body, spec, st.model.tokenizer, st.model.max_model_len
         )
-        return {"body": body, "document": document, "warnings": warnings}
+        return {"body": body, "document": document, "warnings": warnings,
+                "endpoint": endpoint(body)}  # fmt: skip
 
     @router.post("/v1/playground/check")
     async def check(request: Request) -> dict[str, Any]:
@@ -117,9 +109,7 @@ def playground_routes(state: AppState) -> APIRouter:
 async def _compile_as_the_api_does(st: AppState, body: dict[str, Any]) -> None:
     """Run ``body`` through the chat endpoint's own reading, conversion and constraint compile
     (one token at most), so a bad constraint gets the 400 ``/v1/chat/completions`` gives."""
-    req = parse(ChatCompletionRequest, {**body, "stream": False, "stream_options": None})
-    check_model(req.model, st)
-    plan = convert_chat(req, st.model)
+    plan = request_plan(st, {**body, "stream": False, "stream_options": None})
     params = dataclasses.replace(plan.params, max_tokens=1)
     gen = await st.runner.open(
         plan.prompt_ids, params, f"playground-check-{uuid.uuid4().hex}", plan.constraint_param

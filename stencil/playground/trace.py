@@ -1,5 +1,5 @@
 """``POST /v1/playground/trace``: one chat completion (the body ``/v1/chat/completions`` takes,
-read and converted by the same code) generated with the engine's constraint trace on; the answer
+or ``/v1/completions`` for a base model's plain prompt, read and converted by the same code) generated with the engine's constraint trace on; the answer
 lists every output token with how it came (``sampled`` among ``allowed`` tokens, ``forced`` by
 the grammar, ``closed`` by close_on_length) and the time spent in mask fills vs forward passes."""
 
@@ -10,10 +10,22 @@ import uuid
 from typing import Any
 
 from stencil.api.errors import bad_request
-from stencil.api.openai.convert import convert_chat
-from stencil.api.openai.protocol import ChatCompletionRequest
+from stencil.api.openai.convert import Plan, convert_chat, convert_completion
+from stencil.api.openai.protocol import ChatCompletionRequest, CompletionRequest
 from stencil.api.request_io import check_model, parse
 from stencil.api.state import AppState
+
+
+def request_plan(st: AppState, body: dict[str, Any]) -> Plan:
+    """``body`` read and converted as ``/v1/chat/completions`` does, or as ``/v1/completions``
+    for a plain prompt (a base model's)."""
+    if "prompt" in body:
+        req = parse(CompletionRequest, body)
+        check_model(req.model, st)
+        return convert_completion(req, st.model)[0]
+    req = parse(ChatCompletionRequest, body)
+    check_model(req.model, st)
+    return convert_chat(req, st.model)
 
 
 async def traced_completion(st: AppState, body: Any) -> dict[str, Any]:
@@ -21,11 +33,9 @@ async def traced_completion(st: AppState, body: Any) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise bad_request("the body must be a chat completion request (a JSON object)")
     body = {k: v for k, v in body.items() if k != "stream_options"} | {"stream": False}
-    req = parse(ChatCompletionRequest, body)
-    check_model(req.model, st)
-    if req.n not in (None, 1):
+    if body.get("n") not in (None, 1):
         raise bad_request("a trace follows one choice: n must be 1", "n")
-    plan = convert_chat(req, st.model)
+    plan = request_plan(st, body)
     params = dataclasses.replace(plan.params, trace=True)
     rid = f"playground-trace-{uuid.uuid4().hex}"
     gen = await st.runner.open(plan.prompt_ids, params, rid, plan.constraint_param)

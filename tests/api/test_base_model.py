@@ -3,8 +3,10 @@ says so, ``/v1/completions`` and ``LLM.generate`` work, ``LLM.chat`` raises ``Re
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import httpx
 import openai
 import pytest
 
@@ -38,7 +40,7 @@ def test_base_model_server(base_model):
     engine = AsyncLLMEngine.from_config(
         EngineConfig(model=str(base_model), seed=0, block_size=4, num_kv_blocks=64)
     )
-    with serving(engine) as live:
+    with serving(engine, playground=True) as live:
         client = live.openai()
         with pytest.raises(openai.BadRequestError, match="no chat template"):
             client.chat.completions.create(
@@ -46,3 +48,21 @@ def test_base_model_server(base_model):
             )
         done = client.completions.create(model=live.model, prompt="Hello", max_tokens=4)
         assert done.choices[0].finish_reason == "length"
+        _playground_runs_a_plain_prompt(live)
+
+
+def _playground_runs_a_plain_prompt(live) -> None:
+    """The playground asks a base model through /v1/completions with one plain prompt (its
+    check and trace read the same body), not the chat endpoint that refuses it."""
+    schema = {"type": "object", "properties": {"name": {"type": "string"}}}
+    spec = {"kind": "json", "spec": json.dumps(schema), "document": "Ada Lovelace, 36.",
+            "grounding": True, "max_tokens": 8}  # fmt: skip
+    prepared = httpx.post(live.base_url + "/v1/playground/request", json=spec, timeout=60).json()
+    assert prepared["endpoint"] == "/v1/completions", prepared
+    body = {k: v for k, v in prepared["body"].items() if k != "stream_options"}
+    assert "messages" not in body and body["prompt"].endswith("Answer:")
+    assert "Ada Lovelace" in body["prompt"]
+    for path, sent in [("/v1/completions", body | {"stream": False}),
+                       ("/v1/playground/trace", body), ("/v1/playground/check", spec)]:  # fmt: skip
+        r = httpx.post(live.base_url + path, json=sent, timeout=60)
+        assert r.status_code == 200, (path, r.text)

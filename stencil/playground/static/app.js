@@ -125,7 +125,7 @@ function renderFiles() {
   }));
 }
 
-// ---- run: stream each document's JSON through /v1/chat/completions -------------------------
+// ---- run: stream each document's JSON through /v1/chat/completions (a base model: completions)
 async function run() {
   const docs = currentDocuments();
   $("run-error").textContent = "";
@@ -154,7 +154,7 @@ async function runOne(doc, many) {
   const prepared = await api("/v1/playground/request", runSpec(doc.text, doc.name));
   const out = $("output");
   if (many) out.append(`${doc.name}\n`);
-  const text = await streamChat(prepared.body, (delta) => out.append(delta));
+  const text = await streamChat(prepared.endpoint, prepared.body, (delta) => out.append(delta));
   out.append("\n");
   const result = { name: doc.name, document: prepared.document, text, value: null, spans: [] };
   if ($("kind").value !== "json") return result;
@@ -165,8 +165,8 @@ async function runOne(doc, many) {
   return result;
 }
 
-async function streamChat(body, onDelta) {
-  const resp = await fetch("/v1/chat/completions", {
+async function streamChat(endpoint, body, onDelta) {
+  const resp = await fetch(endpoint, {
     method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body),
   });
   if (!resp.ok) throw new Error(errorText(await resp.json().catch(() => ({})), resp.status));
@@ -185,7 +185,8 @@ async function streamChat(body, onDelta) {
         if (!line.startsWith("data: ") || line === "data: [DONE]") continue;
         const chunk = JSON.parse(line.slice(6));
         if (chunk.error) throw new Error(chunk.error.message);
-        const delta = chunk.choices && chunk.choices[0] && chunk.choices[0].delta.content;
+        const choice = chunk.choices && chunk.choices[0];
+        const delta = choice && (choice.delta ? choice.delta.content : choice.text);
         if (delta) { text += delta; onDelta(delta); }
       }
     }
