@@ -3,7 +3,7 @@
 JSON response format) beside each branch alone: the family's forced calls grammar, and the
 format's ``json_schema`` constraint. Prints a markdown table.
 
-    python -m bench.constraints.union_mask_bench --rounds 3
+    python -m bench.constraints.union_mask_bench --rounds 5
 
 For each vocabulary (SmolLM2's, the embedded model's, with its ``<tool_call>`` syntax in text;
 Qwen2.5's with Hermes' syntax), each answer schema (``plain``; ``checked``: a ``set`` field,
@@ -11,9 +11,10 @@ Qwen2.5's with Hermes' syntax), each answer schema (``plain``; ``checked``: a ``
 ``BranchMatcher``) and each branch's output (a call, an answer), the mask is timed at every step
 along that output's tokens, for the union and for that branch's constraint alone, each freshly
 compiled (llguidance builds lexer states lazily: the first pass is what decoding meets). Rows
-alternate union / alone, ``--rounds`` times; each figure is the median over rounds of the mean
-µs per step (and of the first step, where the union still holds both branches: its peer there
-is the larger of the two branches' first masks).
+alternate union / alone, ``--rounds`` times; each figure is the median over rounds of the median
+µs per step (a shared machine preempts single steps for milliseconds: means follow those), and
+of the first step, where the union still holds both branches: its peer there is the larger of
+the two branches' first masks.
 """
 
 from __future__ import annotations
@@ -110,22 +111,23 @@ def call_text(fmt: ToolCallFormat) -> str:
 
 
 def step_times(vocab: TokenVocab, c: Constraint, ids: list[int]) -> list[float]:
-    """µs of each step's mask along ``ids`` on a fresh compile (the tokens must be accepted)."""
+    """µs of each step's mask along ``ids`` on a fresh compile (the tokens must be accepted);
+    with no ``ids``, of the first mask alone."""
     matcher = ConstraintCompiler(vocab).compile(c).new_matcher()
     bitmask = allocate_token_bitmask(1, vocab.vocab_size)
     out = []
-    for t in ids:
+    for t in ids or [None]:
         start = time.perf_counter_ns()
         matcher.fill_next_token_bitmask(bitmask, 0)
         out.append((time.perf_counter_ns() - start) / 1e3)
-        if not matcher.accept_token(t):
+        if t is not None and not matcher.accept_token(t):
             raise AssertionError(f"token {t} refused by {c.kind}")
     return out
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=5)
     args = ap.parse_args()
     rows = []
     for vname, (tok, vocab, fmt) in vocabularies().items():
@@ -139,22 +141,32 @@ def main() -> None:
                 for _ in range(args.rounds):  # alternated: union, alone, union, alone, ...
                     runs["union"].append(step_times(vocab, cs["union"], ids))
                     runs["alone"].append(step_times(vocab, alone, ids))
-                    runs["other"].append(step_times(vocab, other, ids[:1]))
-                mean = {
-                    k: statistics.median(statistics.fmean(r) for r in v) for k, v in runs.items()
+                    runs["other"].append(step_times(vocab, other, []))
+                step = {
+                    k: statistics.median(statistics.median(r) for r in v) for k, v in runs.items()
                 }
                 first = {k: statistics.median(r[0] for r in v) for k, v in runs.items()}
                 peer_first = max(first["alone"], first["other"])
                 rows.append(
-                    [vname, fmt.name, sname, branch, len(ids), f"{mean['union']:.1f}",
-                     f"{mean['alone']:.1f}", f"{mean['union'] / mean['alone']:.2f}",
+                    [vname, fmt.name, sname, branch, len(ids), f"{step['union']:.1f}",
+                     f"{step['alone']:.1f}", f"{step['union'] / step['alone']:.2f}",
                      f"{first['union']:.1f}", f"{peer_first:.1f}",
                      f"{first['union'] / peer_first:.2f}"]
                 )  # fmt: skip
     print(f"load average: {os.getloadavg()[0]:.2f}")
-    headers = ["vocab", "syntax", "answer schema", "output", "steps", "union µs/step",
-               "branch alone µs/step", "ratio", "union first µs", "larger branch first µs",
-               "first ratio"]  # fmt: skip
+    headers = [
+        "vocab",
+        "syntax",
+        "answer schema",
+        "output",
+        "steps",
+        "union µs/step",
+        "branch alone µs/step",
+        "ratio",
+        "union first µs",
+        "larger branch first µs",
+        "first ratio",
+    ]  # fmt: skip (µs/step: medians)
     print(table(headers, rows))
 
 
