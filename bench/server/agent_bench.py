@@ -4,9 +4,10 @@ frameworks that send both (the OpenAI Agents SDK with ``OpenAIChatCompletionsMod
 ``NativeOutput`` with a tool) against ``stencil serve`` on Qwen2.5-Coder-1.5B-Instruct (Q4_K_M
 GGUF, Hermes tool calls), greedy. Prints one row per framework: the turns, the calls (each
 validated against the tool's schema), whether the final answer validates against ``Weather``,
-and the seconds. No example in the history: the model decides alone to call and to answer.
+and the seconds. The model decides alone to call or to answer; ``--example`` puts one worked
+example (Rome: a call, its result, the answer) in the history first (Agents SDK, LangChain).
 
-    python -m bench.server.agent_bench [--model qwen2.5-coder-1.5b] [--frameworks agents_chat ...]
+    python -m bench.server.agent_bench [--model qwen2.5-coder-1.5b] [--example]
 """
 
 from __future__ import annotations
@@ -22,6 +23,14 @@ from pydantic import BaseModel, Field
 from bench.common import table
 
 QUESTION = "What is the weather in Paris right now? Use the tool, then answer."
+ROME = '{"city": "Rome", "temperature_c": 25.0, "conditions": "sunny"}'
+ITEMS = [  # the worked example as Responses input items (the Agents SDK takes these)
+    {"role": "user", "content": "What is the weather in Rome right now?"},
+    {"type": "function_call", "call_id": "call_1", "name": "get_weather",
+     "arguments": '{"city": "Rome"}'},
+    {"type": "function_call_output", "call_id": "call_1", "output": "Rome: 25 C, sunny"},
+    {"role": "assistant", "content": ROME},
+]  # fmt: skip
 INSTRUCTIONS = "You are a weather assistant. Look the weather up with get_weather, then answer."
 TOOL_SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
 
@@ -50,7 +59,7 @@ class Lookup:
         return get_weather
 
 
-def agents_sdk(live, kind: str, lookup: Lookup) -> tuple[object, int]:
+def agents_sdk(live, kind: str, lookup: Lookup, example: bool) -> tuple[object, int]:
     import agents
     from openai import AsyncOpenAI
 
@@ -65,11 +74,12 @@ def agents_sdk(live, kind: str, lookup: Lookup) -> tuple[object, int]:
         model=cls(model=live.model, openai_client=client),
         model_settings=agents.ModelSettings(temperature=0.0, max_tokens=120),
     )
-    result = agents.Runner.run_sync(agent, QUESTION, max_turns=4)
+    question = [*ITEMS, {"role": "user", "content": QUESTION}] if example else QUESTION
+    result = agents.Runner.run_sync(agent, question, max_turns=4)
     return result.final_output, len(result.raw_responses)
 
 
-def langchain(live, lookup: Lookup) -> tuple[object, int]:
+def langchain(live, lookup: Lookup, example: bool) -> tuple[object, int]:
     from langchain.agents import create_agent
     from langchain.agents.structured_output import ProviderStrategy
     from langchain_core.tools import tool
@@ -87,7 +97,7 @@ def langchain(live, lookup: Lookup) -> tuple[object, int]:
     return state.get("structured_response"), turns
 
 
-def pydantic_ai(live, lookup: Lookup) -> tuple[object, int]:
+def pydantic_ai(live, lookup: Lookup, example: bool) -> tuple[object, int]:
     from pydantic_ai import Agent, NativeOutput
     from pydantic_ai.models.openai import OpenAIChatModel
     from pydantic_ai.providers.openai import OpenAIProvider
@@ -106,12 +116,13 @@ def pydantic_ai(live, lookup: Lookup) -> tuple[object, int]:
         model_settings={"max_tokens": 120, "temperature": 0.0},
         usage_limits=UsageLimits(request_limit=4),
     )
-    return result.output, result.usage().requests
+    usage = result.usage() if callable(result.usage) else result.usage  # a method in older releases
+    return result.output, usage.requests
 
 
 RUNS = {
-    "agents_chat": lambda live, lookup: agents_sdk(live, "chat", lookup),
-    "agents_responses": lambda live, lookup: agents_sdk(live, "responses", lookup),
+    "agents_chat": lambda live, lookup, example: agents_sdk(live, "chat", lookup, example),
+    "agents_responses": lambda live, lookup, ex: agents_sdk(live, "responses", lookup, ex),
     "langchain": langchain,
     "pydantic_ai": pydantic_ai,
 }
@@ -122,6 +133,7 @@ def main() -> None:
     ap.add_argument("--model", default="qwen2.5-coder-1.5b")
     ap.add_argument("--frameworks", nargs="+", default=list(RUNS), choices=list(RUNS))
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--example", action="store_true", help="one worked example in the history")
     args = ap.parse_args()
     from stencil.engine.async_engine import AsyncLLMEngine
     from stencil.engine.config import EngineConfig
@@ -135,7 +147,7 @@ def main() -> None:
         for name in args.frameworks:
             lookup, start = Lookup(), time.perf_counter()
             try:
-                final, turns = RUNS[name](live, lookup)
+                final, turns = RUNS[name](live, lookup, args.example)
                 valid = isinstance(final, Weather)
                 if valid:
                     jsonschema.validate(final.model_dump(mode="json"), Weather.model_json_schema())

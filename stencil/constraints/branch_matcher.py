@@ -19,7 +19,6 @@ import torch
 
 from .checked_matcher import CheckedMatcher
 from .matcher import Matcher
-from .semantic.masking import refused_tokens
 from .semantic.plan import SemanticPlan
 from .semantic.tokens import TokenTable
 from .vocab import TokenVocab
@@ -109,24 +108,10 @@ class BranchMatcher(CheckedMatcher):
             return
         if phase == BEFORE or not words.any():
             return
-        state = self._states[-1]
-        refused = [
-            t
-            for t in self._eos
-            if (words[t >> 5] >> (t & 31)) & 1 and not self._tracker.finish(state, self._buf)
-        ]
-        if state.armed(self._root_checked):
-            candidates = words & self._answer_words() if self._calls_alive() else words
-            refused += refused_tokens(
-                candidates, state, self._buf, self._tracker, self._plan, self._table
-            )
-        refused = [t for t in refused if not self._calls_take(t)]
-        if refused:
-            ids = np.asarray(refused, dtype=np.int64)
-            np.bitwise_and.at(words, ids >> 5, ~(np.uint32(1) << (ids & 31).astype(np.uint32)))
-            if not words.any():
-                what = self._plan.describe(self._tracker.failure)
-                self._failure = f"no continuation satisfies {what} (decode-time check)"
+        armed = self._states[-1].armed(self._root_checked)
+        candidates = words & self._answer_words() if armed and self._calls_alive() else words
+        refused = self._refused(words, candidates)
+        self._refuse(words, [t for t in refused if not self._calls_take(t)])
 
     def _done(self, terminated: bool) -> bool:
         calls = self._calls

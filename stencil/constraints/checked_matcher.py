@@ -84,6 +84,11 @@ class CheckedMatcher(Matcher):
         if self._failure is not None:
             words[:] = 0
             return
+        self._refuse(words, self._refused(words, words))
+
+    def _refused(self, words: np.ndarray, candidates: np.ndarray) -> list[int]:
+        """The tokens of mask row ``words`` the checks refuse: EOS where the output so far
+        fails, and among ``candidates`` those completing a value that fails."""
         state = self._states[-1]
         refused = [
             t
@@ -93,8 +98,12 @@ class CheckedMatcher(Matcher):
         # an empty row is the grammar's own dead end (llguidance reports it): nothing to try
         if state.armed(self._root_checked) and words.any():
             refused += refused_tokens(
-                words, state, self._buf, self._tracker, self._plan, self._table
+                candidates, state, self._buf, self._tracker, self._plan, self._table
             )
+        return refused
+
+    def _refuse(self, words: np.ndarray, refused: list[int]) -> None:
+        """Clear ``refused`` in mask row ``words``; none left is the error state."""
         if refused:
             ids = np.asarray(refused, dtype=np.int64)
             np.bitwise_and.at(words, ids >> 5, ~(np.uint32(1) << (ids & 31).astype(np.uint32)))
