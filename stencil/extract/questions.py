@@ -116,7 +116,7 @@ def field_question(
     answer = {"type": "object", "properties": {key: asked}, "additionalProperties": False}
     if required and not (array and sub.get("minItems", 0) == 0):
         answer["required"] = [key]
-    penalty = LIST_PENALTY if sub.get("type") == "array" else 0.0
+    penalty = LIST_PENALTY if array else 0.0
     text = _question(key, sub if described is None else described, required, hints)
     return FieldQuestion(key, answer, text, penalty)
 
