@@ -55,15 +55,15 @@ def outcome(
     """The Outcome of one document from each window's (window, schema it was asked with,
     answers: field -> raw answer text, or the one whole-record answer)."""
     answers = []
-    for window, window_schema_, texts in parts:
+    for window, asked, texts in parts:
         if per_field:
-            data = questions.assemble(window_schema_, texts)
+            data = questions.assemble(asked, texts)
         else:
             text = next(iter(texts.values()), "")
             data = _loads(text)
             if not isinstance(data, dict):  # the record says why it is no JSON object
                 return Outcome(key, text=text, **counts)
-        answers.append(WindowAnswer(window, check_record(window_schema_, data, window.text)))
+        answers.append(WindowAnswer(window, check_record(asked, data, window.text)))
     merged = merge(schema, answers, grounding)
     if merged.missing:
         error = f"the document states no value for required field(s): {', '.join(merged.missing)}"
