@@ -308,7 +308,8 @@ def _atom(text: str) -> Atom:
     probe = _BRACED_HEX.sub(lambda m: f"\\U{int(m.group(1), 16):08x}", text)
     # Python's re reads a plain class as Rust does (and is faster); nested classes, set
     # operations and Unicode properties need the regex module's V1 syntax
-    nested = _NESTED.search(probe[1:]) is not None
+    body = probe[1:] if probe.startswith("[") else probe  # a class's own opening bracket aside
+    nested = _NESTED.search(body) is not None
     try:
         found = (
             regex.findall(probe, _PROBE_TEXT, flags=regex.V1)
