@@ -154,25 +154,31 @@ class _NoSpan(ConstraintError):
     """No span of the source fits a grounded string (its pattern matches none)."""
 
 
-def _some_span_matches(chunks: list[str], regex: str, low: int, high: int | None) -> bool:
+def _some_span_matches(
+    chunks: list[str], regexes: list[str], low: int, high: int | None, *, in_words: bool = False
+) -> bool:
     """Whether a span (a run of chunks without barriers, not starting or ending at whitespace,
-    ``low``..``high`` characters of JSON text) fully matches ``regex`` (a Lark regex body).
-    Spans over ``_SPAN_CHECK`` characters are not tried: past it, the answer is yes."""
-    if high is None or high > _SPAN_CHECK:
+    ``low``..``high`` characters of JSON text) fully matches every one of ``regexes`` (Lark regex
+    bodies). With ``in_words`` (a regex that admits no whitespace, as every span format) only the
+    spans inside a run of non-space chunks are tried, whatever their bounds: exact. Otherwise
+    spans over ``_SPAN_CHECK`` characters are not tried: past it, the answer is yes."""
+    if not in_words and (high is None or high > _SPAN_CHECK):
         return True
-    whole = re.compile(regex.replace("\\/", "/"))
-    space = [c.isspace() or c in ("\\n", "\\r", "\\t") for c in chunks]
+    wholes = [re.compile(r.replace("\\/", "/")) for r in regexes]
+    space = [c.isspace() or c in _SPACE_CHUNKS for c in chunks]
     for i, first in enumerate(chunks):
         if space[i] or first == _BARRIER:
             continue
         text = ""
         for j in range(i, len(chunks)):
-            if chunks[j] == _BARRIER:
+            if chunks[j] == _BARRIER or (in_words and space[j]):
                 break
             text += chunks[j]
-            if high is not None and len(text) > high:
+            if len(text) > (_SPAN_CHECK if high is None else high):
+                if in_words and high is None:
+                    return True  # a run this long: assumed to hold one
                 break
-            if not space[j] and len(text) >= low and whole.fullmatch(text):
+            if not space[j] and len(text) >= low and all(w.fullmatch(text) for w in wholes):
                 return True
     return False
 
@@ -267,12 +273,11 @@ class _LarkWriter:
             return f'"\\"" {name} "\\""'
         spec = json.dumps({"substring_chunks": chunks}, ensure_ascii=False)
         body = f"%regex {spec} & /{_EDGE}(?:{_CHAR}*{_EDGE})?/"
-        if fmt:
-            body += f" & /{SPAN_FORMATS[fmt]}/"
-        if pattern:
-            if not _some_span_matches(chunks, _lark_pattern(pattern), low, high):
-                raise _NoSpan(f"no span of the source text matches the pattern {pattern!r}")
-            body += f" & /{_lark_pattern(pattern)}/"
+        regexes = [SPAN_FORMATS[fmt]] if fmt else []
+        regexes += [_lark_pattern(pattern)] if pattern else []
+        if not _some_span_matches(chunks, regexes, low, high, in_words=bool(fmt)):
+            raise _NoSpan(f"no span of the source text is {_wanted(fmt, pattern, low, high)}")
+        body += "".join(f" & /{r}/" for r in regexes)
         if low > 1 or high is not None:
             body += f" & /{_CHAR}{{{low},{'' if high is None else high}}}/"
         self.rules[name] = body
@@ -332,6 +337,13 @@ def _lark_pattern(pattern: str) -> str:
         branch = branch[:-1] if not tail else branch
         branches.append(f"{head}(?:{branch}){tail}")
     return "|".join(branches).replace("/", "\\/")
+
+
+def _wanted(fmt: str, pattern: str, low: int, high: int | None) -> str:
+    """What a grounded string asks for, in words (for an error)."""
+    parts = [f"a(n) {fmt}"] if fmt else []
+    parts += [f"matched by the pattern {pattern!r}"] if pattern else []
+    return " and ".join(parts + [f"{low} to {high or 'any number of'} characters long"])
 
 
 def _top_level_branches(pattern: str) -> list[str]:
