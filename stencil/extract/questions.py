@@ -11,8 +11,8 @@ document labels the field: ``field_plan``). A question's answer is a one-key JSO
 are not asked: an optional free number, date or currency field when the document states no
 number, date or currency, or nothing its ``pattern`` allows (a required one is asked; a value
 the document does not state then makes the record an error: ``merge``). A
-currency field (a three-letter code) only takes the currencies the document states by code or
-sign (``stated.currencies_in``).
+currency field (a three-letter code, or an enum of them) only takes the currencies the document
+states by code or sign (``stated.currencies_in``).
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ HINT = "Labelled in the document: {texts}\n"
 CURRENCY_PATTERN = "^[A-Z]{3}$"
 LIST_PENALTY = 1.0
 _RUN_WORDS = 8
+_DOLLARS = frozenset({"USD", "CAD", "AUD", "NZD", "SGD", "HKD", "MXN"})
 _AROUND = ".,;:!?()[]{}\"'«»“”"
 
 
@@ -129,6 +130,8 @@ def is_currency(key: str, sub: dict[str, Any]) -> bool:
 
 def _narrowed(key: str, sub: dict[str, Any], document: str) -> dict[str, Any] | None:
     """The field's schema for this document, or None when the document has no value for it."""
+    if is_currency(key, sub) and "enum" in sub:
+        return _stated_currencies(sub, document)
     if "enum" in sub or "const" in sub:
         return sub
     if is_currency(key, sub):
@@ -143,6 +146,14 @@ def _narrowed(key: str, sub: dict[str, Any], document: str) -> dict[str, Any] | 
     if sub.get("type") == "string" and "pattern" in sub and not states_match(document, sub):
         return None
     return sub
+
+
+def _stated_currencies(sub: dict[str, Any], document: str) -> dict[str, Any]:
+    """A currency enum narrowed to the codes the document states (a ``$`` stands for every
+    dollar in the enum); the whole enum where it states none of them."""
+    stated = set(currencies_in(document))
+    kept = [c for c in sub["enum"] if c in stated or ("$" in document and c in _DOLLARS)]
+    return {**sub, "enum": kept} if kept else sub
 
 
 def states_match(document: str, sub: dict[str, Any]) -> bool:

@@ -33,6 +33,19 @@ def test_narrowed_schema_keeps_what_the_document_states():
 
 
 @pytest.mark.parametrize(
+    ("doc", "enum"),
+    [
+        ("Kaltmiete: 740,00 €", ["EUR"]),
+        ("Rent $1,200 a month (CAD)", ["USD", "CAD"]),
+        ("Price: 35 dollars", ["EUR", "USD", "GBP", "CAD"]),  # no code or sign: the whole enum
+    ],
+)
+def test_a_currency_enum_takes_the_currencies_the_document_states(doc, enum):
+    schema = {"properties": {"currency": {"type": "string", "enum": ["EUR", "USD", "GBP", "CAD"]}}}
+    assert narrow_schema(schema, doc)["properties"]["currency"]["enum"] == enum
+
+
+@pytest.mark.parametrize(
     ("doc", "gone"),
     [
         # no amount, no date, no code the invoice number's pattern allows
