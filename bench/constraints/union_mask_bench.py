@@ -27,7 +27,7 @@ import time
 from bench.common import table
 from stencil import default_model_path
 from stencil.api.openai.protocol import Tool
-from stencil.api.openai.tool_formats import HERMES, SMOLLM2, ToolCallFormat
+from stencil.api.tools.formats import HERMES, SMOLLM2, ToolCallFormat
 from stencil.constraints import Constraint, ConstraintCompiler, TokenVocab
 from stencil.constraints.bitmask import allocate_token_bitmask
 

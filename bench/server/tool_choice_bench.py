@@ -20,9 +20,10 @@ import jsonschema
 
 from bench.common import table
 from stencil import LLM, default_model_path
-from stencil.api.openai.convert import ModelInfo, convert_chat
+from stencil.api.model_info import ModelInfo
+from stencil.api.openai.convert import convert_chat
 from stencil.api.openai.protocol import ChatCompletionRequest
-from stencil.api.openai.tool_formats import SMOLLM2
+from stencil.api.tools.formats import SMOLLM2
 
 
 def _tool(name: str, description: str, props: dict) -> dict:

@@ -35,6 +35,7 @@ from stencil.api.openai.protocol import (
 from stencil.api.openapi import install_openapi
 from stencil.api.responses_api.protocol import ResponsesRequest
 from stencil.api.responses_api.routes import responses_routes
+from stencil.api.responses_api.store import ResponseStore
 from stencil.api.routes import api_routes, public_routes
 from stencil.api.state import AppState, ServerConfig, version
 from stencil.engine.serving_engine import ServingEngine
@@ -61,7 +62,9 @@ def create_app(
     """Build the app around an engine (or a factory that builds one after startup).
     ``extra_routes``: routers built from the app state and mounted beside the API (the
     playground, which sits above this package: ``stencil.playground.playground_routes``)."""
-    state = AppState(config or ServerConfig())
+    cfg = config or ServerConfig()
+    store = ResponseStore(cfg.max_stored_responses, cfg.max_stored_response_bytes)
+    state = AppState(cfg, responses=store)
     factory: Callable[[], ServingEngine] | None = None
     if callable(engine) and not hasattr(engine, "generate"):
         factory, state.owns_engine = engine, True
@@ -91,7 +94,6 @@ def create_app(
     if undecided:
         raise RuntimeError(f"routes without an auth decision in auth.ROUTE_AUTH: {undecided}")
     # outermost first: header limits, then the API key, then admission (drain)
-    cfg = state.config
     app.add_middleware(TrimAfterLargeBodies)
     app.add_middleware(AdmissionMiddleware, admission=state.admission)
     app.add_middleware(APIKeyMiddleware, api_key=cfg.api_key)

@@ -10,10 +10,10 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from stencil.api.engine_stream import ChoiceState, EventStream, until_failure
 from stencil.api.errors import APIError
-from stencil.api.event_stream import ChoiceState, EventStream, until_failure
-from stencil.api.events import Delta, Finish, ToolCalls
 from stencil.api.openai.convert import Plan
+from stencil.api.output_events import Delta, Finish, ToolCalls
 from stencil.engine.outputs import PositionLogprobs
 
 _MIN_LOGPROB = -9999.0

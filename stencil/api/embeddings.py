@@ -22,10 +22,11 @@ from fastapi.responses import JSONResponse, Response
 
 from stencil.api.engine_client import EngineClient
 from stencil.api.errors import APIError, bad_request
-from stencil.api.openai.convert import ModelInfo, prompt_ids
+from stencil.api.model_info import ModelInfo
+from stencil.api.openai.convert import prompt_ids
 from stencil.api.openai.protocol import EmbeddingRequest
 from stencil.api.openapi import json_body as openapi_body
-from stencil.api.request_io import ClientGone, read_request, ready, unless_disconnected
+from stencil.api.read_request import ClientGone, read_request, ready, unless_disconnected
 from stencil.api.state import AppState, ServerConfig
 from stencil.engine.errors import EngineError, QueueFullError
 

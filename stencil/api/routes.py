@@ -9,14 +9,10 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
 from stencil.api.chat_render import Context, chat_response, completion_response, stream_chunks
+from stencil.api.engine_stream import ChoiceState, EventStream
 from stencil.api.errors import bad_request
-from stencil.api.event_stream import ChoiceState, EventStream
-from stencil.api.openai.convert import (
-    ModelInfo,
-    convert_chat,
-    convert_completion,
-    prompt_ids,
-)
+from stencil.api.model_info import ModelInfo
+from stencil.api.openai.convert import convert_chat, convert_completion, prompt_ids
 from stencil.api.openai.messages import render_chat
 from stencil.api.openai.protocol import (
     ChatCompletionRequest,
@@ -25,8 +21,8 @@ from stencil.api.openai.protocol import (
     TokenizeRequest,
 )
 from stencil.api.openapi import json_body
-from stencil.api.request_io import parse, read_request, ready
-from stencil.api.respond import respond
+from stencil.api.read_request import parse, read_request, ready
+from stencil.api.send_response import respond
 from stencil.api.state import AppState
 from stencil.api.state import version as stencil_version
 

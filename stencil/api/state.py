@@ -9,8 +9,7 @@ from typing import Any
 
 from stencil.api.metrics import ServerMetrics
 from stencil.api.middleware.admission import Admission
-from stencil.api.openai.convert import ModelInfo
-from stencil.api.responses_api.store import ResponseStore
+from stencil.api.model_info import ModelInfo
 from stencil.engine.errors import ConfigError
 from stencil.engine.serving_engine import ServingEngine
 
@@ -85,11 +84,9 @@ class AppState:
     load_error: str | None = None
     owns_engine: bool = False
     created: int = field(default_factory=lambda: int(time.time()))
-    responses: ResponseStore = field(init=False)
-
-    def __post_init__(self) -> None:
-        cfg = self.config
-        self.responses = ResponseStore(cfg.max_stored_responses, cfg.max_stored_response_bytes)
+    # the Responses API's stored responses (``responses_api.store.ResponseStore``), handed in by
+    # ``create_app``: this module sits below the APIs and imports none of them
+    responses: Any = None
 
     def runner_fail_all(self, error: Any) -> int:
         """End every open generation with ``error`` (shutdown); how many there were."""

@@ -19,7 +19,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from stencil.api.errors import APIError, bad_request
-from stencil.api.request_io import ClientGone, json_body, ready, unless_disconnected
+from stencil.api.read_request import ClientGone, json_body, ready, unless_disconnected
 from stencil.api.state import AppState
 from stencil.playground.chat_body import RunSpec, chat_body, endpoint
 from stencil.playground.facts import server_facts

@@ -12,7 +12,7 @@ from typing import Any
 from stencil.api.errors import bad_request
 from stencil.api.openai.convert import Plan, convert_chat, convert_completion
 from stencil.api.openai.protocol import ChatCompletionRequest, CompletionRequest
-from stencil.api.request_io import check_model, parse
+from stencil.api.read_request import check_model, parse
 from stencil.api.state import AppState
 
 

@@ -7,7 +7,8 @@ import pytest
 from transformers import AutoTokenizer
 
 from stencil.api.errors import APIError
-from stencil.api.openai.convert import ModelInfo, convert_chat
+from stencil.api.model_info import ModelInfo
+from stencil.api.openai.convert import convert_chat
 from stencil.api.openai.protocol import ChatCompletionRequest
 from stencil.constraints import translate
 from stencil.engine.models.default_model import default_model_path

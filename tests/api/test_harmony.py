@@ -19,7 +19,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from stencil.api.openai.harmony_parser import HarmonyParser
+from stencil.api.tools.harmony_parser import HarmonyParser
 from stencil.testing.tool_specs import SCHEMAS, TOOLS, USER, WEATHER
 
 openai_harmony = pytest.importorskip("openai_harmony")
@@ -108,7 +108,8 @@ def test_template_renders_what_openai_harmony_renders(tokenizer, encoding):
 def test_past_reasoning_goes_back_as_thinking(tokenizer):
     """An assistant message sent back with this server's ``reasoning_content`` (the SDK keeps
     it on the message): GPT-OSS's template shows it as the analysis before that turn's call."""
-    from stencil.api.openai.convert import ModelInfo, convert_chat
+    from stencil.api.model_info import ModelInfo
+    from stencil.api.openai.convert import convert_chat
     from stencil.api.openai.protocol import ChatCompletionRequest
 
     call = {"id": "call_1", "type": "function"}
@@ -338,7 +339,8 @@ def test_auto_with_a_response_format_takes_either_branch(tokenizer, schema):
     against harmony replies, token by token: a call on ``commentary``, an answer on ``final``
     after free analysis; an answer that breaks the format is refused (a repeated tag: the
     decode-time check, on the final channel only), and so is free text on ``final``."""
-    from stencil.api.openai.convert import ModelInfo, convert_chat
+    from stencil.api.model_info import ModelInfo
+    from stencil.api.openai.convert import convert_chat
     from stencil.api.openai.protocol import ChatCompletionRequest
     from stencil.constraints import ConstraintCompiler, TokenVocab
 

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from transformers import AutoTokenizer
 
-from stencil.api.openai.convert import ModelInfo, convert_chat
+from stencil.api.model_info import ModelInfo
+from stencil.api.openai.convert import convert_chat
 from stencil.api.openai.protocol import ChatCompletionRequest
 from stencil.engine.models.default_model import default_model_path
 

@@ -29,7 +29,7 @@ from typing import NamedTuple
 import jsonschema
 import pytest
 
-from stencil.api.openai.tool_formats import FORMATS, detect_format
+from stencil.api.tools.formats import FORMATS, detect_format
 from stencil.testing.tool_specs import SCHEMAS, TOOLS, USER
 
 TEMPLATES = Path(__file__).parent / "chat_templates"
@@ -411,9 +411,10 @@ def test_auto_with_a_response_format_answers_and_streams(family_server):
 
 
 def test_history_renders_in_the_family_syntax(family_server):
-    from stencil.api.openai.convert import ModelInfo, convert_chat
+    from stencil.api.model_info import ModelInfo
+    from stencil.api.openai.convert import convert_chat
     from stencil.api.openai.protocol import ChatCompletionRequest
-    from stencil.api.openai.tools import new_call_id
+    from stencil.api.tools.calls import new_call_id
 
     family, tok = family_server.family, family_server.tokenizer
     if family == "gemma2":

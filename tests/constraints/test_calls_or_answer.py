@@ -16,7 +16,7 @@ import torch
 from constraint_helpers import allowed
 
 from stencil.api.openai.protocol import Tool
-from stencil.api.openai.tool_formats import FORMATS
+from stencil.api.tools.formats import FORMATS
 from stencil.constraints import Constraint, ConstraintError
 from stencil.constraints.branch_matcher import ANSWER, CALLS, BranchMatcher
 

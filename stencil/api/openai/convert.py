@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from stencil.api.errors import bad_request
-from stencil.api.openai.harmony import FINAL_MARKER, harmony_tokens
+from stencil.api.model_info import ModelInfo
 from stencil.api.openai.messages import content_text, render_chat
 from stencil.api.openai.prompt_size import PromptTooLong, tokenize_bounded
 from stencil.api.openai.protocol import (
@@ -31,38 +31,13 @@ from stencil.api.openai.structured_output import (
     whitespace_options,
 )
 from stencil.api.openai.surface import check_completion_surface
-from stencil.api.openai.tool_constraint import tool_sources
-from stencil.api.openai.tool_formats import (
-    SMOLLM2,
-    ToolCallFormat,
-    added_tokens,
-    detect_format,
-)
-from stencil.api.openai.tools import ToolPlan, function_tools, plan_tools
+from stencil.api.tools.constraint import tool_sources
+from stencil.api.tools.formats import SMOLLM2, ToolCallFormat
+from stencil.api.tools.harmony import FINAL_MARKER
+from stencil.api.tools.plan import ToolPlan, function_tools, plan_tools
 from stencil.constraints import Constraint
 from stencil.engine.errors import RequestError
 from stencil.engine.sampling_params import SamplingParams
-
-
-@dataclass(slots=True)
-class ModelInfo:
-    """What conversion needs to know about the served model."""
-
-    tokenizer: Any
-    max_model_len: int
-    vocab_size: int
-    tool_format: ToolCallFormat | None = None  # None: detected from the chat template
-    reasoning_end: str | None = None  # a reasoning model's end marker (EngineConfig)
-    harmony: dict[str, int] | None = field(init=False)  # GPT-OSS: its harmony tokens
-    call_tokens: tuple[dict[str, int], bool] = field(init=False)  # ``added_tokens``
-
-    def __post_init__(self) -> None:
-        self.harmony = harmony_tokens(self.tokenizer)
-        self.call_tokens = added_tokens(self.tokenizer, self.call_format)
-
-    @property
-    def call_format(self) -> ToolCallFormat:
-        return self.tool_format or detect_format(self.tokenizer)
 
 
 @dataclass(slots=True)

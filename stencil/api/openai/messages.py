@@ -19,14 +19,10 @@ from stencil.api.openai.protocol import (
     ToolMessage,
 )
 from stencil.api.openai.surface import MESSAGE_FIELDS, REFUSED_ROLES, check_chat_surface, refuse
-from stencil.api.openai.tool_formats import SMOLLM2, ToolCallFormat
-from stencil.api.openai.tools import (
-    ToolPlan,
-    call_arguments,
-    function_tools,
-    render_tool_calls,
-    tools_system_prompt,
-)
+from stencil.api.tools.calls import call_arguments
+from stencil.api.tools.formats import SMOLLM2, ToolCallFormat
+from stencil.api.tools.plan import ToolPlan, function_tools
+from stencil.api.tools.prompt import tools_system_prompt
 
 _NO_SYSTEM_ROLE = "System role not supported"  # Gemma 2's template raises this
 _RESERVED_TEMPLATE_KWARGS = {
@@ -129,7 +125,11 @@ def _message_body(msg: Any, native_calls: bool, fmt: ToolCallFormat) -> dict[str
             ]
             return {"role": "assistant", "content": text, "tool_calls": calls}
         if msg.tool_calls:
-            text = (text + "\n" if text else "") + render_tool_calls(msg, fmt)
+            past = [
+                {"name": c.function.name, "arguments": call_arguments(c.function.arguments)}
+                for c in msg.tool_calls
+            ]
+            text = (text + "\n" if text else "") + fmt.render_calls(past)
         return {"role": "assistant", "content": text}
     return {"role": msg.role, "content": content_text(msg.content)}
 

@@ -20,7 +20,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response, Streami
 
 from stencil.api.errors import APIError
 from stencil.api.ray.asgi_call import ForwardedRequest
-from stencil.api.request_io import read_body
+from stencil.api.read_request import read_body
 from stencil.api.state import ServerConfig
 
 logger = logging.getLogger(__name__)

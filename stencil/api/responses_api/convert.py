@@ -12,7 +12,8 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from stencil.api.errors import APIError, bad_request
-from stencil.api.openai.convert import ModelInfo, Plan, convert_chat
+from stencil.api.model_info import ModelInfo
+from stencil.api.openai.convert import Plan, convert_chat
 from stencil.api.openai.protocol import ChatCompletionRequest
 from stencil.api.openai.validation import describe_validation_error
 from stencil.api.responses_api.protocol import (

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stencil.api.chat_render import chat_logprobs
-from stencil.api.event_stream import ChoiceState
-from stencil.api.events import Delta, Finish, ToolCalls
+from stencil.api.engine_stream import ChoiceState
+from stencil.api.output_events import Delta, Finish, ToolCalls
 from stencil.api.responses_api.protocol import ResponsesRequest
 from stencil.api.responses_api.reasoning import ReasoningSplit
 

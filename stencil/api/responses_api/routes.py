@@ -9,17 +9,17 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
+from stencil.api.engine_stream import ChoiceState, EventStream
 from stencil.api.errors import APIError
-from stencil.api.event_stream import ChoiceState, EventStream
 from stencil.api.openapi import json_body as openapi_body
-from stencil.api.request_io import read_request, ready
-from stencil.api.respond import respond
+from stencil.api.read_request import read_request, ready
 from stencil.api.responses_api.convert import to_turn
 from stencil.api.responses_api.protocol import ResponsesRequest
 from stencil.api.responses_api.reasoning import ReasoningSplit
 from stencil.api.responses_api.render import ResponseBuilder, response_body
 from stencil.api.responses_api.store import Stored, key_scope
 from stencil.api.responses_api.stream import stream_events
+from stencil.api.send_response import respond
 from stencil.api.state import AppState
 
 

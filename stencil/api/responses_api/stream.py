@@ -10,8 +10,8 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 from stencil.api.chat_render import chat_logprobs
-from stencil.api.event_stream import EventStream, until_failure
-from stencil.api.events import Delta, ToolCalls
+from stencil.api.engine_stream import EventStream, until_failure
+from stencil.api.output_events import Delta, ToolCalls
 from stencil.api.responses_api.render import ResponseBuilder
 
 

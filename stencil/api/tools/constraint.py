@@ -6,11 +6,11 @@ answer, and such a turn has none."""
 from __future__ import annotations
 
 from stencil.api.errors import bad_request
-from stencil.api.openai.harmony import tool_grammar
 from stencil.api.openai.protocol import ChatCompletionRequest
 from stencil.api.openai.structured_output import Grounding, Source
-from stencil.api.openai.tool_formats import SMOLLM2, ToolCallFormat
-from stencil.api.openai.tools import ToolPlan
+from stencil.api.tools.formats import SMOLLM2, ToolCallFormat
+from stencil.api.tools.harmony import tool_grammar
+from stencil.api.tools.plan import ToolPlan
 
 _ANSWER_KINDS = ("json", "json_object")
 

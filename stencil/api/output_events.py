@@ -11,9 +11,10 @@ from typing import Any
 
 from stencil.api.engine_client import Generation
 from stencil.api.errors import APIError
-from stencil.api.openai.convert import ModelInfo, Plan
-from stencil.api.openai.harmony_parser import HarmonyParser
-from stencil.api.openai.tools import openai_calls
+from stencil.api.model_info import ModelInfo
+from stencil.api.openai.convert import Plan
+from stencil.api.tools.calls import openai_calls
+from stencil.api.tools.harmony_parser import HarmonyParser
 from stencil.engine.outputs import CompletionOutput, PositionLogprobs
 
 

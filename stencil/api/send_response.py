@@ -9,8 +9,8 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-from stencil.api.event_stream import ChoiceState, EventStream, collect
-from stencil.api.request_io import ClientGone, unless_disconnected
+from stencil.api.engine_stream import ChoiceState, EventStream, collect
+from stencil.api.read_request import ClientGone, unless_disconnected
 from stencil.api.state import AppState
 
 

@@ -12,9 +12,10 @@ from typing import Any
 
 from stencil.api.engine_client import EngineClient, Generation
 from stencil.api.errors import APIError
-from stencil.api.events import Delta, Event, Finish, ToolCalls, events
 from stencil.api.metrics import ServerMetrics
-from stencil.api.openai.convert import ModelInfo, Plan
+from stencil.api.model_info import ModelInfo
+from stencil.api.openai.convert import Plan
+from stencil.api.output_events import Delta, Event, Finish, ToolCalls, events
 from stencil.engine.outputs import PositionLogprobs
 
 

@@ -1,25 +1,19 @@
-"""Tool calling: which tools a request offers and how (``ToolPlan``), the tool prompt for chat
-templates that do not render tools (SmolLM2's convention), and OpenAI ``tool_calls`` objects.
-
-The call syntax of each model family, its constraint and its parser are in ``tool_formats``.
-"""
+"""Which tools a request offers and how (``ToolPlan``): ``tools`` + ``tool_choice`` +
+``parallel_tool_calls`` resolved once, before the prompt is rendered."""
 
 from __future__ import annotations
 
-import json
-import uuid
 from dataclasses import dataclass
 from typing import Any
 
 from stencil.api.errors import bad_request
 from stencil.api.openai.protocol import (
     AllowedToolChoice,
-    AssistantMessage,
     NamedCustomToolChoice,
     NamedToolChoice,
     Tool,
 )
-from stencil.api.openai.tool_schema import calls_schema
+from stencil.api.tools.schema import calls_schema
 
 
 @dataclass(slots=True, frozen=True)
@@ -93,64 +87,3 @@ def _check_unique_names(tools: list[Tool]) -> None:
                 f"duplicate tool name {t.function.name!r}", f"tools.{i}.function.name"
             )
         seen.add(t.function.name)
-
-
-# ---- the prompt -------------------------------------------------------------------------------
-
-_SYSTEM_TOOLS = (  # close to the prompt SmolLM2 was tuned on for tool calls
-    "You are an expert in composing functions. You are given a question and a set of possible "
-    "functions. Based on the question, you will need to make one or more function/tool calls to "
-    "achieve the purpose. If none of the functions can be used, answer in plain text.\n\n"
-    "You have access to the following tools:\n<tools>{tools}</tools>\n\n"
-    "To call tools, the output MUST strictly adhere to the following format:\n"
-    "<tool_call>[\n"
-    '{{"name": "func_name1", "arguments": {{"argument1": "value1", "argument2": "value2"}}}},\n'
-    "... (more tool calls as required)\n]</tool_call>"
-)
-
-
-def tools_system_prompt(tools: list[Tool]) -> str:
-    """The tool instructions for templates that do not render ``tools`` themselves."""
-    specs = [t.function.model_dump(exclude_none=True) for t in tools]
-    return _SYSTEM_TOOLS.format(tools=json.dumps(specs, ensure_ascii=False))
-
-
-def render_tool_calls(msg: AssistantMessage, fmt: Any) -> str:
-    """An assistant message's past tool calls as the text the model would have written in
-    ``fmt`` (a ``tool_formats.ToolCallFormat``)."""
-    calls = [
-        {"name": tc.function.name, "arguments": call_arguments(tc.function.arguments)}
-        for tc in msg.tool_calls or []
-    ]
-    return fmt.render_calls(calls)
-
-
-def openai_calls(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Parsed ``{"name", "arguments"}`` calls as OpenAI ``tool_calls`` (arguments a JSON string)."""
-    return [
-        {
-            "id": new_call_id(),
-            "type": "function",
-            "function": {
-                "name": c["name"],
-                "arguments": json.dumps(c["arguments"], ensure_ascii=False),
-            },
-        }
-        for c in calls
-    ]
-
-
-def call_arguments(args: Any) -> Any:
-    """A past call's ``arguments`` (a JSON string on the wire) as the JSON value it holds."""
-    if not isinstance(args, str):
-        return args
-    try:
-        return json.loads(args)
-    except json.JSONDecodeError as e:
-        raise bad_request(
-            f"tool call arguments are not valid JSON: {e}", "messages.tool_calls"
-        ) from None
-
-
-def new_call_id() -> str:
-    return f"call_{uuid.uuid4().hex[:24]}"

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from stencil.api.openai.protocol import Tool
-from stencil.api.openai.tool_schema import call_item_schema, calls_schema
+from stencil.api.tools.schema import call_item_schema, calls_schema
 from stencil.constraints import special_token_ids
 
 _TEXT = "TEXT: /(.|\\n)*/"

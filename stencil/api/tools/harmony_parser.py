@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from stencil.api.openai.harmony import SPECIALS, STOPS
+from stencil.api.tools.harmony import SPECIALS, STOPS
 
 _RECIPIENT = re.compile(r"to=([^\s<]+)")
 _CHANNEL = re.compile(r"<\|channel\|>\s*([A-Za-z_]+)")

@@ -1,0 +1,32 @@
+"""What the request path needs to know about the served model, read once when it loads: its
+tokenizer and limits, its tool-call format and the special tokens that format and GPT-OSS's
+harmony format use."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from stencil.api.tools.formats import ToolCallFormat, added_tokens, detect_format
+from stencil.api.tools.harmony import harmony_tokens
+
+
+@dataclass(slots=True)
+class ModelInfo:
+    """What conversion needs to know about the served model."""
+
+    tokenizer: Any
+    max_model_len: int
+    vocab_size: int
+    tool_format: ToolCallFormat | None = None  # None: detected from the chat template
+    reasoning_end: str | None = None  # a reasoning model's end marker (EngineConfig)
+    harmony: dict[str, int] | None = field(init=False)  # GPT-OSS: its harmony tokens
+    call_tokens: tuple[dict[str, int], bool] = field(init=False)  # ``added_tokens``
+
+    def __post_init__(self) -> None:
+        self.harmony = harmony_tokens(self.tokenizer)
+        self.call_tokens = added_tokens(self.tokenizer, self.call_format)
+
+    @property
+    def call_format(self) -> ToolCallFormat:
+        return self.tool_format or detect_format(self.tokenizer)
