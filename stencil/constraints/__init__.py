@@ -20,7 +20,7 @@ from .errors import (
     InvalidSchemaError,
     UnsupportedSchemaError,
 )
-from .grounding import uses_grounding
+from .grounding import claimed_kinds, uses_grounding
 from .grounding.stated import (
     currencies_in,
     date_mentions,
@@ -39,6 +39,7 @@ from .translation import Translation, translate
 from .vocab import TokenVocab, special_token_ids
 
 __all__ = [
+    "claimed_kinds",
     "CompileCancelledError",
     "CompileCrashError",
     "CompileMemoryError",

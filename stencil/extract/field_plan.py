@@ -23,6 +23,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from stencil.constraints import claimed_kinds
 from stencil.extract.label_words import FIELDS
 from stencil.extract.labels import LabelIndex
 from stencil.extract.questions import FieldQuestion, field_question
@@ -46,12 +47,15 @@ class FieldPlan:
     def questions(self, answers: dict[str, str]) -> Iterator[FieldQuestion]:
         required = set(self.schema.get("required", ()))
         props = self.schema.get("properties", {})
+        claimed = frozenset(claimed_kinds(props))
         for key in sorted(props, key=lambda k: (_is_array(props[k]), k not in required)):
             sub = self.pool.narrow(props[key], key in required)
             if sub is None:
                 continue
             hints = self.hints(key, sub)
-            yield field_question(key, sub, key in required, hints, described=props[key])
+            yield field_question(
+                key, sub, key in required, hints, described=props[key], claimed=claimed
+            )
             answer = _loads(answers.get(key, ""))
             if isinstance(answer, dict) and key in answer:
                 self.pool.take(answer[key])

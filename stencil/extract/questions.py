@@ -107,14 +107,19 @@ def field_question(
     required: bool,
     hints: tuple[str, ...] = (),
     described: dict[str, Any] | None = None,
+    claimed: frozenset[str] = frozenset(),
 ) -> FieldQuestion:
     """The question for one field (``sub``: its schema for this document; ``hints``: document
     excerpts that label it; ``described``: the schema the question text names, default
-    ``sub``: the user's, not the values grounding left)."""
+    ``sub``: the user's, not the values grounding left; ``claimed``: the kinds of value the
+    record's other fields take by type or format, which a grounded string then never holds,
+    as in a whole-record answer: ``claimed_kinds``)."""
     asked, array = sub, sub.get("type") == "array"
     if array:  # not stated: {} (a required list's [] in the record); stated: its items
         asked = {**sub, "minItems": max(1, sub.get("minItems", 0))}
     answer = {"type": "object", "properties": {key: asked}, "additionalProperties": False}
+    if claimed:
+        answer["x-claimed"] = sorted(claimed)
     if required and not (array and sub.get("minItems", 0) == 0):
         answer["required"] = [key]
     penalty = LIST_PENALTY if array else 0.0

@@ -133,3 +133,14 @@ def test_items_in_prose_are_not_rows():
     prose = "Please pay the total amount of 2,400.00 EUR for the work done in 2024.\n"
     items = [{"description": "Please pay the total amount of", "amount": 2024.0}]
     assert distinct_row_items(items, prose) == []
+
+
+def test_a_question_keeps_the_kinds_its_siblings_claim():
+    """A name asked apart from the email beside it never takes the address (as in one record)."""
+    schema = {
+        "type": "object",
+        "properties": {"name": {"type": "string"}, "email": {"type": "string", "format": "email"}},
+    }
+    doc = "kwame.asante@icloud.com\nKWAME ASANTE, Toronto"
+    asked = {q.key: q.schema for q in FieldPlan(schema, doc, True, True).questions({})}
+    assert asked["name"]["x-claimed"] == ["email"]

@@ -6,6 +6,6 @@ of the source, stepping tokens through a ``token_trie``; ``stated`` reads the nu
 text states."""
 
 from .lark_writer import grounded_lark
-from .marking import mark_grounded, uses_grounding
+from .marking import claimed_kinds, mark_grounded, uses_grounding
 
-__all__ = ["grounded_lark", "mark_grounded", "uses_grounding"]
+__all__ = ["claimed_kinds", "grounded_lark", "mark_grounded", "uses_grounding"]

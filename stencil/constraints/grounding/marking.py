@@ -27,6 +27,9 @@ SPAN_FORMATS = {
 }
 
 
+_OWN_KEYS = ("x-grounded", "x-claimed", "properties")
+
+
 def mark_grounded(
     schema: Any,
     *,
@@ -63,9 +66,11 @@ def mark_grounded(
             spans = {"type": "string", "const": tag, **kept}
             other = [r for r in readings if _allows(node, r)] if _reads(node) else []
             return {"anyOf": [spans, {"type": "string", "enum": other}]} if other else spans
-        out = {k: walk(v) for k, v in node.items() if k not in ("x-grounded", "properties")}
+        out = {k: walk(v) for k, v in node.items() if k not in _OWN_KEYS}
         if isinstance(node.get("properties"), dict):
-            kinds = ",".join(sorted(_claimed_kinds(node["properties"])))
+            # an object may claim kinds for properties asked apart (``x-claimed``)
+            kinds = claimed_kinds(node["properties"]) | set(node.get("x-claimed", ()))
+            kinds = ",".join(sorted(kinds))
             out["properties"] = {k: walk(v, kinds) for k, v in node["properties"].items()}
         if numbers and node.get("type") in ("number", "integer") and not _fixed(node):
             wanted = [v for v in numbers if node["type"] == "number" or v == int(v)]
@@ -102,7 +107,7 @@ def _allows(node: dict, value: str) -> bool:
         return False
 
 
-def _claimed_kinds(properties: dict[str, Any]) -> set[str]:
+def claimed_kinds(properties: dict[str, Any]) -> set[str]:
     """The kinds of value (``_CLAIMED``) that properties of one object take by type or format."""
     kinds = set()
     for sub in properties.values():

@@ -404,3 +404,19 @@ def test_a_format_no_span_holds_leaves_out_an_optional_property(smol_compiler, s
                 {**schema, "required": ["v"]}, source_text=doc, ground_strings=True
             )
         )
+
+
+def test_claimed_kinds_of_fields_asked_apart(smol_compiler, smol_tokenizer):
+    """``x-claimed``: an object claims kinds for the properties asked in other questions."""
+    schema = {
+        "type": "object",
+        "properties": {"name": {"type": "string"}},
+        "x-claimed": ["email"],
+        "additionalProperties": False,
+    }
+    doc = "kwame.asante@icloud.com\nKWAME ASANTE, Toronto"
+    compiled = smol_compiler.compile(
+        Constraint.json_schema(schema, source_text=doc, ground_strings=True)
+    )
+    assert accepts_text(compiled, smol_tokenizer, '{"name": "KWAME ASANTE"}')
+    assert not accepts_text(compiled, smol_tokenizer, '{"name": "kwame.asante@icloud.com"}')
