@@ -1,12 +1,14 @@
 """The grounding check of an assembled record: values the document states once fill one field,
 and array items come from distinct regions (lines) of the document.
 
-- An array item with a number (a line item) is kept only when one row of the document holds
-  it: the row holds each of its strings and states each of its numbers, ends with one of them
-  (the line's amount), holds no label (Total, VAT, Date ...), and no earlier item took it: an
-  item is never repeated unless the document repeats it, and never assembled from scattered
-  words or a sentence. Other items (strings, objects without a number) are kept as often as the
-  document states them: a repeat the document does not repeat is left out.
+- In a document with a table (at least ``_TABLE_ROWS`` rows: lines that end with a number and
+  hold no label or date), an array item with a number (a line item) is kept only when one row
+  holds it: the row holds each of its strings and states each of its numbers, ends with one of
+  them (the line's amount), holds no label (Total, VAT, Date ...), and no earlier item took it:
+  an item is never repeated unless the document repeats it, and never assembled from scattered
+  words or a sentence. Other items (strings, objects without a number, any item of a document
+  without a table: a CV's jobs with their years) are kept as often as the document states them:
+  a repeat the document does not repeat is left out.
 - A string that starts with a label and its colon (``Kunde: Café Morgenrot``) loses the label.
 - Two top-level fields with the same value where the document states it once: the first (in the
   schema's order, or the required one) keeps it, the other is left out when it is optional.
@@ -19,6 +21,7 @@ from typing import Any
 from stencil.constraints import date_mentions, date_spans, numbers_in
 from stencil.extract.labels import LabelIndex, number_runs, without_label
 
+_TABLE_ROWS = 2
 _TAIL = " \t€£$¥₹%*ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 
@@ -45,10 +48,11 @@ def distinct_row_items(items: list[Any], document: str) -> list[Any]:
     """The items with a number each found on a row of their own (in order; the first row that
     fits), the others each as often as the document states them."""
     rows = _rows(document)
+    table = sum(last is not None for _, _, last in rows) >= _TABLE_ROWS
     used: set[int] = set()
     kept: list[Any] = []
     for item in items:
-        if not _numbers(item):
+        if not table or not _numbers(item):
             if kept.count(item) < max(1, _times(item, document)):
                 kept.append(item)
             continue

@@ -130,9 +130,16 @@ def test_items_come_from_table_rows(items, kept):
 
 
 def test_items_in_prose_are_not_rows():
-    prose = "Please pay the total amount of 2,400.00 EUR for the work done in 2024.\n"
+    prose = EN + "Please pay the total amount of 2,400.00 EUR for the work done in 2024.\n"
     items = [{"description": "Please pay the total amount of", "amount": 2024.0}]
     assert distinct_row_items(items, prose) == []
+
+
+def test_items_of_a_document_without_a_table_stand():
+    """A CV's jobs with their years: no line is a table row; each item kept once."""
+    cv = "Experience\nData engineer at Cabify (2023-now): Spark.\nAnalyst at BBVA (2020-2023).\n"
+    jobs = [{"employer": "Cabify", "from_year": 2023}, {"employer": "BBVA", "from_year": 2020}]
+    assert distinct_row_items([*jobs, jobs[0]], cv) == jobs
 
 
 def test_a_question_keeps_the_kinds_its_siblings_claim():
