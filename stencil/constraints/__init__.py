@@ -21,6 +21,8 @@ from .errors import (
     UnsupportedSchemaError,
 )
 from .grounding import claimed_kinds, uses_grounding
+from .grounding.document_index import DocumentIndex, Label, number_runs, without_label
+from .grounding.lexicon import LEXICON, Lexicon
 from .grounding.stated import (
     currencies_in,
     date_mentions,
@@ -45,14 +47,18 @@ __all__ = [
     "CompileMemoryError",
     "CompileTimeoutError",
     "CompileWorkerError",
+    "LEXICON",
     "CompiledConstraint",
     "Constraint",
     "ConstraintCompiler",
     "ConstraintError",
     "ConstraintTooLargeError",
+    "DocumentIndex",
     "InvalidGrammarError",
     "InvalidRegexError",
     "InvalidSchemaError",
+    "Label",
+    "Lexicon",
     "Limits",
     "Matcher",
     "TokenVocab",
@@ -65,6 +71,7 @@ __all__ = [
     "date_spans",
     "dates_in",
     "number_mentions",
+    "number_runs",
     "number_spans",
     "numbers_in",
     "readings_in",
@@ -72,4 +79,5 @@ __all__ = [
     "times_in",
     "translate",
     "uses_grounding",
+    "without_label",
 ]

@@ -15,7 +15,7 @@ from typing import Any
 
 from . import grounding, json_schema
 from .errors import ConstraintError, ConstraintTooLargeError
-from .grounding import stated
+from .grounding.document_index import DocumentIndex
 from .json_schema import document
 from .limits import Limits
 from .llg import text_grammars
@@ -112,12 +112,13 @@ def _json(
     loaded, _ = document.load(source, limits)
     marked, grounded = loaded, 0
     if source_text is not None:
+        index = DocumentIndex(source_text)
         marked, grounded = grounding.mark_grounded(
             loaded,
             ground_strings=ground_strings,
-            numbers=stated.numbers_in(source_text) if ground_numbers else None,
-            dates=stated.dates_in(source_text) if ground_dates else None,
-            readings=tuple(stated.readings_in(source_text)) if ground_strings else (),
+            numbers=index.numbers if ground_numbers else None,
+            dates=index.dates if ground_dates else None,
+            readings=index.readings if ground_strings else (),
         )
     elif grounding.uses_grounding(loaded):
         raise ConstraintError("the schema marks strings x-grounded but no source text was given")

@@ -7,13 +7,15 @@ numbers and dates the answers before it left: a due date is not the issue date a
 not a line amount, unless the document states the value twice); an optional field with none
 left is not asked.
 
-The document's labels (``labels.LabelIndex``) assist, never decide: where the document prints a
-label of the field's kind (``Total``, ``Gesamtbetrag``, ``Bill to:``, ``Fällig am``, ``Échéance``,
-``Rechnung Nr.``), the question quotes the labelled line (``The document labels it: "Total due
-£1,896.00"``), and the model answers under the field's grounded schema, free to take another
-stated value or none. A field's kind of label is found by its name (``total``, ``invoice_total``,
-``totalAmount``, ``amount-due``) or, failing that, by its description (``"the customer billed"``);
-a field of no known kind is quoted where a line names it before a colon (``Age: 85``).
+The document's labels (``DocumentIndex.labels``, the lexicon's words) assist, never decide:
+where the document prints a label of the field's kind (``Total``, ``Gesamtbetrag``, ``Bill to:``,
+``Fällig am``, ``Échéance``, ``Rechnung Nr.``), the question quotes the labelled line (``The
+document labels it: "Total due £1,896.00"``), and the model answers under the field's grounded
+schema, free to take another stated value or none. A field's kind of label is found by the
+lexicon's words in its name (``total``, ``invoice_total``, ``totalAmount``, ``amount-due``,
+``billingAddress``) or, failing that, in its description (``"the customer billed"``, ``"who
+pays"``: ``Lexicon.concepts_for``); a field of no known kind is quoted where a line names it
+before a colon (``Age: 85``).
 """
 
 from __future__ import annotations
@@ -23,9 +25,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from stencil.constraints import claimed_kinds
-from stencil.extract.label_words import FIELDS
-from stencil.extract.labels import LabelIndex
+from stencil.constraints import LEXICON, DocumentIndex, claimed_kinds
 from stencil.extract.questions import FieldQuestion, field_question
 from stencil.extract.spans import key_words
 from stencil.extract.value_pool import ValuePool
@@ -41,8 +41,8 @@ class FieldPlan:
     def __init__(self, schema: dict[str, Any], document: str, numbers: bool, dates: bool) -> None:
         self.schema = schema
         self.document = document
-        self.pool = ValuePool(document, numbers, dates)
-        self.labels = LabelIndex(document)
+        self.index = DocumentIndex(document)
+        self.pool = ValuePool(self.index, numbers, dates)
 
     def questions(self, answers: dict[str, str]) -> Iterator[FieldQuestion]:
         required = set(self.schema.get("required", ()))
@@ -64,8 +64,8 @@ class FieldPlan:
         """The document's lines where a label of the field's kind stands (else where a line
         names the field before a colon: ``Age: 85`` for ``age``, ``Salary:`` for
         ``salary_min``), from the label to the end of its value (at most ``_MAX_HINTS``)."""
-        concepts = concepts_of(key, sub)
-        hits = self.labels.of(concepts) if concepts else []
+        concepts = LEXICON.concepts_for(key, str(sub.get("description", "")))
+        hits = self.index.labelled(concepts) if concepts else []
         places = [(h.start, h.value[1]) for h in hits if self._stands_as_label(h.start, h.value[0])]
         places = places or self._naming_lines(key)
         out = []
@@ -102,22 +102,6 @@ class FieldPlan:
 def _line_end(text: str, at: int) -> int:
     end = text.find("\n", at)
     return len(text) if end < 0 else end
-
-
-def concepts_of(key: str, sub: dict[str, Any]) -> tuple[str, ...] | None:
-    """The label concepts of a field (``label_words.FIELDS``), by its name (whole, then its
-    longest run of words, the last first), else by the first field name its description
-    mentions."""
-    words = key_words(key)
-    for n in range(len(words), 0, -1):
-        for i in range(len(words) - n, -1, -1):
-            found = FIELDS.get("_".join(words[i : i + n]))
-            if found is not None:
-                return found
-    description = " ".join(key_words(str(sub.get("description", ""))))
-    found = [(m.start(), name) for name in FIELDS
-             if (m := re.search(rf"\b{name.replace('_', ' ')}\b", description))]  # fmt: skip
-    return FIELDS[min(found)[1]] if found else None
 
 
 def _is_array(sub: Any) -> bool:

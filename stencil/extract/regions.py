@@ -18,8 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from stencil.constraints import date_mentions, date_spans, numbers_in
-from stencil.extract.labels import LabelIndex, number_runs, without_label
+from stencil.constraints import DocumentIndex, date_spans, number_runs, numbers_in, without_label
 
 _TABLE_ROWS = 2
 _TAIL = " \t€£$¥₹%*ABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -29,31 +28,32 @@ def check_record(schema: dict[str, Any], data: dict[str, Any], document: str) ->
     """``data`` with unsupported array items and doubly used values left out."""
     props = schema.get("properties", {})
     required = set(schema.get("required", ()))
+    index = DocumentIndex(document)
     out = dict(data)
     for key, value in data.items():
         sub = props.get(key, {})
         if isinstance(value, str) and "enum" not in sub and "const" not in sub:
             out[key] = without_label(value)
         if isinstance(value, list) and isinstance(sub, dict) and sub.get("type") == "array":
-            items = distinct_row_items(value, document)
+            items = distinct_row_items(value, index)
             low = sub.get("minItems", 0)
             if len(items) >= low and (items or key in required):
                 out[key] = items
             elif len(items) >= low or key not in required:
                 out.pop(key)
-    return _once(out, props, required, document)
+    return _once(out, props, required, index)
 
 
-def distinct_row_items(items: list[Any], document: str) -> list[Any]:
+def distinct_row_items(items: list[Any], index: DocumentIndex) -> list[Any]:
     """The items with a number each found on a row of their own (in order; the first row that
     fits), the others each as often as the document states them."""
-    rows = _rows(document)
+    rows = _rows(index)
     table = sum(last is not None for _, _, last in rows) >= _TABLE_ROWS
     used: set[int] = set()
     kept: list[Any] = []
     for item in items:
         if not table or not _numbers(item):
-            if kept.count(item) < max(1, _times(item, document)):
+            if kept.count(item) < max(1, _times(item, index.text)):
                 kept.append(item)
             continue
         row = next((i for i, (text, nums, last) in enumerate(rows)
@@ -76,16 +76,15 @@ def _times(item: Any, document: str) -> int:
     return document.count(first) if first else 1
 
 
-def _rows(document: str) -> list[tuple[str, set[float], float | None]]:
+def _rows(index: DocumentIndex) -> list[tuple[str, set[float], float | None]]:
     """Each line as a table row: its text, the numbers it states, the amount it ends with
     (None: the line does not end with a number, or it holds a date or a label such as Total or
     VAT: not an item's row)."""
-    labelled = {document.count("\n", 0, hit.start) for hit in LabelIndex(document).hits}
     rows = []
-    for i, line in enumerate(document.splitlines()):
+    for i, line in enumerate(index.text.splitlines()):
         spans = number_runs(line)
         tail = line[spans[-1][1] :] if spans else line
-        ends = bool(spans) and not tail.strip(_TAIL) and i not in labelled
+        ends = bool(spans) and not tail.strip(_TAIL) and i not in index.label_lines
         ends = ends and not date_spans(line)  # a date's line is no item's row
         rows.append((line, set(numbers_in(line)), spans[-1][2][0] if ends else None))
     return rows
@@ -100,9 +99,11 @@ def _on_row(item: Any, text: str, numbers: set[float], last: float | None) -> bo
     return all(v in text for v in strings) and all(v in numbers for v in nums)
 
 
-def _once(data: dict[str, Any], props: dict, required: set[str], doc: str) -> dict[str, Any]:
+def _once(
+    data: dict[str, Any], props: dict, required: set[str], index: DocumentIndex
+) -> dict[str, Any]:
     """Optional fields that repeat an earlier field's value the document states once: left out."""
-    dates = date_mentions(doc)
+    dates = index.date_mentions
     order = sorted(
         data, key=lambda k: (k not in required, list(props).index(k) if k in props else 0)
     )
@@ -112,7 +113,7 @@ def _once(data: dict[str, Any], props: dict, required: set[str], doc: str) -> di
         value = data[key]
         if isinstance(value, str) and value in seen and key not in required:
             fmt = props.get(key, {}).get("format") if isinstance(props.get(key), dict) else None
-            times = dates.count(value) if fmt == "date" else doc.count(value)
+            times = dates.count(value) if fmt == "date" else index.text.count(value)
             if times <= 1:
                 continue
         if isinstance(value, str):

@@ -7,13 +7,13 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from stencil.constraints import date_mentions, number_mentions
+from stencil.constraints import DocumentIndex
 
 
 class ValuePool:
-    def __init__(self, document: str, numbers: bool, dates: bool) -> None:
-        self.numbers = Counter(number_mentions(document)) if numbers else None
-        self.dates = Counter(date_mentions(document)) if dates else None
+    def __init__(self, index: DocumentIndex, numbers: bool, dates: bool) -> None:
+        self.numbers = Counter(index.number_mentions) if numbers else None
+        self.dates = Counter(index.date_mentions) if dates else None
 
     def narrow(self, sub: dict[str, Any], required: bool) -> dict[str, Any] | None:
         """``sub`` with each free number or date field in it (itself, or in its array items and

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from stencil.constraints import DocumentIndex
 from stencil.extract.questions import field_question, narrow_schema
 from stencil.extract.regions import check_record, distinct_row_items
 from stencil.extract.schema_library import resolve_schema
@@ -64,7 +65,7 @@ def test_fields_the_document_cannot_fill_are_left_out(doc, gone):
 
 
 def test_value_pool_uses_each_stated_value_as_often_as_stated():
-    pool = ValuePool(DOC_DE, numbers=True, dates=True)
+    pool = ValuePool(DocumentIndex(DOC_DE), numbers=True, dates=True)
     date = {"type": "string", "format": "date"}
     assert pool.narrow(date, required=False)["enum"] == ["2024-03-04"]
     pool.take("2024-03-04")  # the issue date took the only date
@@ -78,7 +79,7 @@ def test_value_pool_uses_each_stated_value_as_often_as_stated():
     items = INVOICE["properties"]["line_items"]
     amounts = pool.narrow(items, required=False)["items"]["properties"]["amount"]["enum"]
     assert 1190.0 not in amounts and 400.0 in amounts  # items take what the total left
-    alone = ValuePool("Total: 12.50", numbers=True, dates=False)
+    alone = ValuePool(DocumentIndex("Total: 12.50"), numbers=True, dates=False)
     alone.take(12.5)
     assert alone.narrow(items, required=False) is None  # no amount left for any item
 
@@ -98,9 +99,11 @@ def test_array_items_come_from_distinct_lines():
         {"description": "Druckerpatronen", "quantity": 2, "amount": 600.0},
         {"description": "Druckerpatronen", "amount": 1190.0},  # words and number on two lines
     ]
-    assert distinct_row_items(items, DOC_DE) == [items[0], items[3]]
+    assert distinct_row_items(items, DocumentIndex(DOC_DE)) == [items[0], items[3]]
     twice = DOC_DE + "Wartung Heizungsanlage          1       400,00\n"
-    assert distinct_row_items(items[:2], twice) == items[:2]  # the document repeats it
+    assert (
+        distinct_row_items(items[:2], DocumentIndex(twice)) == items[:2]
+    )  # the document repeats it
 
 
 def test_check_record_leaves_out_doubled_optional_values_and_empty_arrays():

@@ -1,4 +1,4 @@
-"""The document's labels are quoted in each field's question (``field_plan``, ``labels``), and
+"""The document's labels are quoted in each field's question (``field_plan``, ``DocumentIndex``), and
 line items come from table rows (``regions``), on short documents written by hand in the shapes
 of real ones (not the evaluation corpus's)."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from test_extract_fixtures import INVOICE_DE
 
+from stencil.constraints import DocumentIndex, without_label
 from stencil.extract.field_plan import FieldPlan
-from stencil.extract.labels import LabelIndex, without_label
 from stencil.extract.regions import distinct_row_items
 from stencil.extract.schema_library import resolve_schema
 
@@ -93,8 +93,8 @@ def test_a_field_without_its_label_is_asked_without_a_quote(doc, field):
 
 def test_label_index_finds_values_after_labels_and_on_the_next_line():
     doc = "Bill to:\nInitech LLC\nTotal:   EUR 2.400,00\nMwSt. 19 %: 383,19\n"
-    index = LabelIndex(doc)
-    values = {c: doc[h.value[0] : h.value[1]].strip(" :") for h in index.hits for c in h.concepts}
+    index = DocumentIndex(doc)
+    values = {c: doc[h.value[0] : h.value[1]].strip(" :") for h in index.labels for c in h.concepts}
     assert values["buyer"] == "Initech LLC"
     assert values["total"] == "EUR 2.400,00"
     assert values["tax"] == "19 %: 383,19"
@@ -126,20 +126,20 @@ def test_a_value_loses_a_label_it_starts_with(value, kept):
     ],
 )
 def test_items_come_from_table_rows(items, kept):
-    assert len(distinct_row_items(items, EN)) == kept
+    assert len(distinct_row_items(items, DocumentIndex(EN))) == kept
 
 
 def test_items_in_prose_are_not_rows():
     prose = EN + "Please pay the total amount of 2,400.00 EUR for the work done in 2024.\n"
     items = [{"description": "Please pay the total amount of", "amount": 2024.0}]
-    assert distinct_row_items(items, prose) == []
+    assert distinct_row_items(items, DocumentIndex(prose)) == []
 
 
 def test_items_of_a_document_without_a_table_stand():
     """A CV's jobs with their years: no line is a table row; each item kept once."""
     cv = "Experience\nData engineer at Cabify (2023-now): Spark.\nAnalyst at BBVA (2020-2023).\n"
     jobs = [{"employer": "Cabify", "from_year": 2023}, {"employer": "BBVA", "from_year": 2020}]
-    assert distinct_row_items([*jobs, jobs[0]], cv) == jobs
+    assert distinct_row_items([*jobs, jobs[0]], DocumentIndex(cv)) == jobs
 
 
 def test_a_question_keeps_the_kinds_its_siblings_claim():

@@ -13,7 +13,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from stencil.extract.field_plan import FieldPlan, concepts_of
+from stencil.extract.field_plan import FieldPlan
 from stencil.extract.prompt import DEFAULT_TEMPLATE, PromptTemplate, field_list, plain_prompt
 from stencil.extract.questions import SYSTEM, USER, field_question, narrow_schema
 from stencil.extract.regions import check_record
@@ -93,22 +93,6 @@ def test_labels_are_quoted_not_imposed():
 def test_a_line_naming_the_field_is_quoted(key, doc, quoted):
     schema = {"type": "object", "properties": {key: {"type": "number"}}}
     assert FieldPlan(schema, doc, numbers=True, dates=True).hints(key, {}) == quoted
-
-
-@pytest.mark.parametrize(
-    ("key", "description", "concept"),
-    [
-        ("total", "", "total"),
-        ("invoiceTotal", "", "total"),
-        ("amount-due", "", "total"),
-        ("Due Date", "", "due"),
-        ("billed_party", "the customer billed", "buyer"),
-        ("salary_min", "lowest salary", None),
-    ],
-)
-def test_label_concepts_by_name_or_description(key, description, concept):
-    found = concepts_of(key, {"description": description})
-    assert (found[0] if found else None) == concept
 
 
 def test_lists_of_strings_and_of_objects_without_numbers_are_kept():

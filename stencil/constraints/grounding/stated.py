@@ -3,12 +3,15 @@
 English, German, French, Spanish and Italian (``2024-03-04``, ``March 4, 2024``, ``4. März 2024``,
 ``04.03.2024``, ``4 de marzo de 2024`` -> ``"2024-03-04"``) and currencies (``€``, ``EUR``,
 ``£`` -> ``"EUR"``, ``"GBP"``), for grounding free number, ``format: date`` and currency fields
-in the values of a source text."""
+in the values of a source text. Month names and currency signs are the lexicon's
+(``lexicon.toml``); ``document_index.DocumentIndex`` reads a document through these."""
 
 from __future__ import annotations
 
 import datetime
 import re
+
+from .lexicon import LEXICON
 
 # a run of digits joined by single . or , (1.190,00; 15,750.00; 264,30; 2400.00), or groups of
 # three joined by a space, no-break space, thin space or apostrophe (1 234,56; 1'234.50)
@@ -26,20 +29,6 @@ _TIME = re.compile(
     rf"|(?={_CLOCK}))(?:\s?(?P<half>[ap])\.?m\.?)?(?![\w:])",
     re.IGNORECASE,
 )
-_MONTH_NAMES = {
-    "en": "january february march april may june july august september october november december",
-    "de": "januar februar märz april mai juni juli august september oktober november dezember",
-    "fr": "janvier février mars avril mai juin juillet août septembre octobre novembre décembre",
-    "es": "enero febrero marzo abril mayo junio julio agosto septiembre octubre noviembre "
-    "diciembre",
-    "it": "gennaio febbraio marzo aprile maggio giugno luglio agosto settembre ottobre novembre "
-    "dicembre",
-}
-_MONTHS = {"sept": 9, "jänner": 1, "setiembre": 9, "fevrier": 2, "aout": 8, "decembre": 12}
-for _names in _MONTH_NAMES.values():
-    for _i, _name in enumerate(_names.split()):
-        _MONTHS.setdefault(_name, _i + 1)
-        _MONTHS.setdefault(_name[:3], _i + 1)
 _MONTH = r"(?P<mon>[^\W\d_]{3,10})\.?"
 _DAY = r"(?P<day>\d{1,2})(?:st|nd|rd|th|er|º|°)?\.?"
 _YEAR = r"(?P<year>\d{4})"
@@ -51,10 +40,6 @@ _DATES = [
 # day first: dotted dates everywhere, slashed ones where the text writes decimal commas
 _DOTTED = re.compile(r"(?<![\w\-/.])(?P<day>\d{1,2})\.(?P<num>\d{1,2})\.(?P<year>\d{4})(?![\w\-/])")
 _SLASHED = re.compile(r"(?<![\w\-/.])(\d{1,2})[\-/](\d{1,2})[\-/](\d{4})(?![\w\-/])")
-_CURRENCY_SIGNS = {"€": "EUR", "£": "GBP", "$": "USD", "¥": "JPY", "₹": "INR", "₣": "CHF"}
-_CURRENCY_CODES = frozenset(
-    "EUR USD GBP CHF JPY CAD AUD NZD SEK NOK DKK PLN CZK HUF INR CNY BRL MXN ZAR".split()
-)
 _CODE = re.compile(r"(?<![A-Za-z])[A-Z]{3}(?![A-Za-z])")
 
 
@@ -186,8 +171,12 @@ def readings_in(source: str) -> list[str]:
 
 def currencies_in(source: str) -> list[str]:
     """The ISO 4217 codes of the currencies a text states by code or sign, each once, in order."""
-    found = [(m.start(), m.group()) for m in _CODE.finditer(source) if m.group() in _CURRENCY_CODES]
-    found += [(i, code) for i, c in enumerate(source) if (code := _CURRENCY_SIGNS.get(c))]
+    found = [
+        (m.start(), m.group())
+        for m in _CODE.finditer(source)
+        if m.group() in LEXICON.currency_codes
+    ]
+    found += [(i, code) for i, c in enumerate(source) if (code := LEXICON.currency_signs.get(c))]
     return list(dict.fromkeys(code for _, code in sorted(found)))
 
 
@@ -195,7 +184,7 @@ def _iso(parts: dict) -> str | None:
     if parts.get("num") is not None:
         month = int(parts["num"])
     else:
-        month = _MONTHS.get(parts["mon"].lower())
+        month = LEXICON.months.get(parts["mon"].lower())
         if month is None:
             return None
     try:

@@ -1,0 +1,84 @@
+"""The words documents print, as data (``lexicon.toml``): the labels printed before a value, per
+concept (``total``: ``Total due``, ``Gesamtbetrag``, ``Montant TTC`` ...), the field words that
+ask for each concept, month names, and currency signs and codes, in English, German, French,
+Spanish and Italian. ``LEXICON`` is read once at import; ``concepts_for`` finds a field's
+concepts by its name and description."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+
+_FILE = Path(__file__).with_name("lexicon.toml")
+
+
+@dataclass(frozen=True, slots=True)
+class Lexicon:
+    labels: Mapping[str, tuple[str, ...]]
+    """concept -> the labels that name its value (lower case; ``to:``: only before a colon)."""
+    fields: Mapping[tuple[str, ...], tuple[str, ...]]
+    """a run of a field's words -> the concepts it asks for, best first."""
+    abbreviations: Mapping[str, tuple[str, ...]]
+    """a field's word -> the words it abbreviates (``nr`` -> number)."""
+    months: Mapping[str, int]
+    """a month's name, its first three letters or another spelling -> its number."""
+    currency_signs: Mapping[str, str]
+    """a currency sign -> its ISO 4217 code."""
+    currency_codes: frozenset[str]
+
+    def concepts_for(self, name: str, description: str = "") -> tuple[str, ...] | None:
+        """The concepts a field asks for: by the words of its name (``billingAddress``,
+        ``amount-due``, ``invoice_nr``: its longest run of words that names a concept, the last
+        first), else by its description's words (the first place a run names one, the longest
+        run there); None where neither names one."""
+        words = self.words(name)
+        for n in range(len(words), 0, -1):
+            for i in range(len(words) - n, -1, -1):
+                found = self.fields.get(tuple(words[i : i + n]))
+                if found is not None:
+                    return found
+        words = self.words(description)
+        longest = max(map(len, self.fields))
+        for i in range(len(words)):
+            for n in range(min(longest, len(words) - i), 0, -1):
+                found = self.fields.get(tuple(words[i : i + n]))
+                if found is not None:
+                    return found
+        return None
+
+    def words(self, text: str) -> list[str]:
+        """``text``'s words as the lexicon compares them: split on blanks, punctuation, ``_`` and
+        camelCase, lower case, abbreviations written out (``invoiceNr`` -> invoice, number)."""
+        spaced = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", " ", text)
+        words = [w for w in re.split(r"[\W_]+", spaced.lower()) if len(w) > 1]
+        return [out for w in words for out in self.abbreviations.get(w, (w,))]
+
+
+def load_lexicon(path: Path = _FILE) -> Lexicon:
+    """The lexicon of a TOML file shaped as ``lexicon.toml``."""
+    with path.open("rb") as f:
+        data = tomllib.load(f)
+    months: dict[str, int] = {}
+    for names in data["months"].values():
+        for number, month in enumerate(names, 1):
+            months.setdefault(month, number)
+            months.setdefault(month[:3], number)
+    for spelling, number in data["month_spellings"].items():
+        months.setdefault(spelling, number)
+    return Lexicon(
+        labels=MappingProxyType({c: tuple(ws) for c, ws in data["labels"].items()}),
+        fields=MappingProxyType({tuple(f.split()): tuple(cs) for f, cs in data["fields"].items()}),
+        abbreviations=MappingProxyType(
+            {w: tuple(full.split()) for w, full in data["abbreviations"].items()}
+        ),
+        months=MappingProxyType(months),
+        currency_signs=MappingProxyType(dict(data["currencies"]["signs"])),
+        currency_codes=frozenset(data["currencies"]["codes"]),
+    )
+
+
+LEXICON = load_lexicon()
