@@ -6,6 +6,7 @@ from stencil.engine.llm import LLM
 from stencil.engine.models.default_model import default_model_path
 from stencil.engine.outputs import CompletionOutput, RequestOutput
 from stencil.engine.sampling_params import SamplingParams
+from stencil.engine.spec_decode.proposer import Proposal, Proposer
 
 __all__ = [
     "LLM",
@@ -13,6 +14,8 @@ __all__ = [
     "ConfigError",
     "EngineConfig",
     "EngineError",
+    "Proposal",
+    "Proposer",
     "RequestError",
     "RequestOutput",
     "SamplingParams",

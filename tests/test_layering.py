@@ -43,6 +43,7 @@ ALLOWED = {
 }
 # what ``extract`` may use of the engine: the public API
 PUBLIC_ENGINE = {
+    "stencil.engine.spec_decode.proposer",  # the proposer hook
     "stencil",
     "stencil.constraints",
     "stencil.engine.config",
@@ -65,6 +66,25 @@ ENGINE_FROM_CONSTRAINTS = {
 # the translation stage and grounding: below the compiler, never above it
 TRANSLATION = ("translation", "spec", "json_schema", "grounding", "llg")
 COMPILE_STAGE = ("compiler", "isolation", "cache", "thread_runner", "checked_matcher")
+
+# what documents say and how they label it: extract's rules, the lexicon and the index read through
+# it. The engine drafts with this knowledge only through the proposer hook a request lends it
+# (``SamplingParams.proposer``, ``engine/spec_decode/proposer.py``), never by importing it.
+DOCUMENT_RULES = (
+    "stencil.extract",
+    "stencil.constraints.grounding.lexicon",
+    "stencil.constraints.grounding.document_index",
+    "stencil.constraints.grounding.stated",
+)
+DOCUMENT_RULE_NAMES = {
+    "LEXICON",
+    "Lexicon",
+    "DocumentIndex",
+    "Label",
+    "without_label",
+    "number_runs",
+    "load_lexicon",
+}
 
 KNOWN_CYCLES: list[list[str]] = []
 
@@ -152,6 +172,39 @@ def test_engine_reaches_constraints_through_the_compiler_only() -> None:
                 allowed = ENGINE_FROM_CONSTRAINTS.get(module, set())
                 bad += [f"{name}: {module}.{a.name}" for a in node.names if a.name not in allowed]
     assert not bad, "the engine reaches into constraints:\n" + "\n".join(bad)
+
+
+def test_the_engine_knows_documents_only_through_the_proposer_hook() -> None:
+    """No engine module imports extract, the lexicon, the document index or the readers of
+    stated values (a module or one of their names re-exported), nor opens the lexicon's data."""
+    bad = []
+    for name, path in MODULES.items():
+        if _area(name) != "engine":
+            continue
+        source = path.read_text(encoding="utf-8")
+        bad += [f"{name} reads lexicon.toml"] if "lexicon.toml" in source else []
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.Import):
+                modules, names = [a.name for a in node.names], []
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                modules, names = [node.module or ""], [a.name for a in node.names]
+            else:
+                continue
+            targets = modules + [f"{m}.{n}" for m in modules for n in names]
+            bad += [f"{name} -> {t}" for t in targets if _is_document_rule(t)]
+            bad += [f"{name} -> {n}" for n in names if n in DOCUMENT_RULE_NAMES]
+    relative = [
+        f"{m} -> {t}"
+        for m, targets in GRAPH.items()
+        if _area(m) == "engine"
+        for t in targets
+        if _is_document_rule(t)
+    ]
+    assert not bad + relative, "the engine imports document rules:\n" + "\n".join(bad + relative)
+
+
+def _is_document_rule(module: str) -> bool:
+    return any(module == r or module.startswith(r + ".") for r in DOCUMENT_RULES)
 
 
 @pytest.mark.parametrize("part", TRANSLATION)

@@ -4,7 +4,8 @@ prefix caching on for both, runs alternated (plain, speculative, plain, ...), me
 
 Workloads (greedy, max_tokens 256):
 - ``grounded``: one request at a time per document of ``examples/`` with its library schema,
-  strings / numbers / dates grounded in the document (what ``stencil extract`` asks); outputs must
+  strings / numbers / dates grounded in the document (what ``stencil extract`` asks, with the
+  document's drafts lent as ``stencil extract`` lends them: ``DocumentProposer``); outputs must
   be identical with and without speculation; the acceptance rate is reported;
 - ``extract``: ``stencil extract``'s in-process path on the same documents, one document at a
   time (``EngineExtractor``, one question per top-level field over the shared document prefix,
@@ -41,7 +42,8 @@ from pathlib import Path
 
 from bench.common import alternate, median, table
 from stencil import LLM, SamplingParams
-from stencil.constraints import Constraint
+from stencil.constraints import Constraint, DocumentIndex
+from stencil.extract.document_proposer import DocumentProposer
 from stencil.extract.engine_backend import EngineExtractor, ExtractSpec
 from stencil.extract.prompt import PromptTemplate, field_list
 from stencil.extract.records import Job
@@ -72,7 +74,9 @@ def grounded_requests(max_tokens: int) -> list[tuple[list[dict], SamplingParams]
             ground_numbers=True,
             ground_dates=True,
         )
-        out.append((msgs, SamplingParams(temperature=0, max_tokens=max_tokens, constraint=c)))
+        lent = DocumentProposer(DocumentIndex(doc))  # what ``stencil extract`` lends its drafts
+        params = SamplingParams(temperature=0, max_tokens=max_tokens, constraint=c, proposer=lent)
+        out.append((msgs, params))
     return out
 
 

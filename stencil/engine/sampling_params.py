@@ -9,6 +9,7 @@ from stencil.engine.errors import RequestError
 
 if TYPE_CHECKING:
     from stencil.constraints.spec import Constraint
+    from stencil.engine.spec_decode.proposer import Proposer
 
 MAX_N = 16
 MAX_TOP_LOGPROBS = 20
@@ -28,6 +29,9 @@ class SamplingParams:
     ``reasoning_end``: the constraint applies only after this text appears in the output (a
     reasoning model's end marker, e.g. harmony's final channel); None = the engine's
     ``EngineConfig.reasoning_end``.
+    ``proposer``: what the caller knows of this request's source, for speculative decoding's
+    drafts (``spec_decode/proposer.py``: an object with ``propose(output, max_chars)``; it never
+    changes the output, only how many steps it takes).
     """
 
     n: int = 1
@@ -52,6 +56,7 @@ class SamplingParams:
     close_on_length: bool = False
     reasoning_end: str | None = None
     trace: bool = False  # record a ConstraintTrace (engine/constraint_trace.py) per completion
+    proposer: Proposer | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.stop, str):
@@ -84,6 +89,11 @@ class SamplingParams:
                 0 <= self.logprobs <= MAX_TOP_LOGPROBS,
                 f"logprobs must be in [0, {MAX_TOP_LOGPROBS}], got {self.logprobs}",
             )
+        _require(
+            self.proposer is None or callable(getattr(self.proposer, "propose", None)),
+            "proposer must be an object with a propose(output, max_chars) method, "
+            f"got {type(self.proposer).__name__}",
+        )
         _require(len(self.stop) <= MAX_STOP_STRINGS, f"at most {MAX_STOP_STRINGS} stop strings")
         for s in self.stop:
             _require(

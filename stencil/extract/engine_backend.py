@@ -10,10 +10,11 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from stencil.constraints import Constraint, ConstraintError, uses_grounding
+from stencil.constraints import Constraint, ConstraintError, DocumentIndex, uses_grounding
 from stencil.engine.errors import RequestError
 from stencil.engine.sampling_params import SamplingParams
 from stencil.extract import questions, reading
+from stencil.extract.document_proposer import DocumentProposer
 from stencil.extract.field_plan import FieldPlan
 from stencil.extract.merge import Grounding
 from stencil.extract.prompt import (
@@ -169,7 +170,7 @@ class EngineExtractor:
             schema = windows.schema_for(window)
             prompt = self.builder.build(job.path, window.text)
             rid = f"extract-{job.key}:{i}"
-            part = _Part(window, schema)
+            part = _Part(window, schema, DocumentIndex(window.text))
             if self.per_field:
                 part.requests = self._field_parts(rid, job.path, part, prompt.messages)
             else:
@@ -190,7 +191,7 @@ class EngineExtractor:
                 request = next(part.requests, None)
                 if request is not None:
                     rid, ids, schema, penalty = request
-                    params = replace(self.params, frequency_penalty=penalty)
+                    params = replace(self.params, frequency_penalty=penalty, proposer=part.proposer)
                     if self.spec.per_document:
                         constraint = self.spec.constraint(part.window.text, schema)
                         params = replace(params, constraint=constraint)
@@ -212,7 +213,9 @@ class EngineExtractor:
         (``field_plan``)."""
         text = part.window.text
         prefix = self.spec.field_prefix(prompt, filename, text)
-        plan = FieldPlan(part.schema, text, self.spec.ground_numbers, self.spec.ground_dates)
+        plan = FieldPlan(
+            part.schema, text, self.spec.ground_numbers, self.spec.ground_dates, part.index
+        )
         for q in plan.questions(part.answers):
             messages = questions.field_messages(prefix, q)
             yield f"{rid}:{q.key}", self._prompt_ids(messages), q.schema, q.frequency_penalty
@@ -225,9 +228,16 @@ class _Part:
     window: Window
     schema: dict[str, Any]
     """The window's schema (``merge.window_schema``, narrowed to what it states)."""
+    index: DocumentIndex
+    """What the window states: its questions' plan and its requests' drafts read it."""
     requests: Iterator[tuple] = field(default_factory=lambda: iter(()))
     answers: dict[str, str] = field(default_factory=dict)
     done: bool = False
+    proposer: DocumentProposer = field(init=False)
+    """Drafts from the window for speculative decoding, lent on each of its requests."""
+
+    def __post_init__(self) -> None:
+        self.proposer = DocumentProposer(self.index)
 
 
 @dataclass(slots=True)

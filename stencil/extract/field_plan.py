@@ -38,10 +38,17 @@ class FieldPlan:
     """One document's questions; ``questions(answers)`` yields the next one after the answer
     to the one before it is in ``answers`` (field -> raw answer text)."""
 
-    def __init__(self, schema: dict[str, Any], document: str, numbers: bool, dates: bool) -> None:
+    def __init__(
+        self,
+        schema: dict[str, Any],
+        document: str,
+        numbers: bool,
+        dates: bool,
+        index: DocumentIndex | None = None,
+    ) -> None:
         self.schema = schema
         self.document = document
-        self.index = DocumentIndex(document)
+        self.index = DocumentIndex(document) if index is None else index
         self.pool = ValuePool(self.index, numbers, dates)
 
     def questions(self, answers: dict[str, str]) -> Iterator[FieldQuestion]:

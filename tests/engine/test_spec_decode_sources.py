@@ -1,29 +1,27 @@
-"""The drafter's sources (prompt lookup, and the structure-aware ``key_proposer``,
-``label_proposer``, ``row_proposer``), how it spells structure (``spelling``), where a copied value
-ends and how far it drafts (``chance``): each source's proposal at the points it serves, none where
-it does not apply. Drafts are proposals only: the engine's output with them is the output
-without them (``test_embedded_model_array_record_identical``)."""
+"""The drafter's sources (prompt lookup, the structure-aware ``key_proposer``, and a request's own
+``proposer``: the hook), how it spells structure (``spelling``), where a copied value ends and how
+far it drafts (``chance``): each source's proposal at the points it serves, none where it does not
+apply. Drafts are proposals only: the engine's output with them is the output without them
+(``tests/extract/test_document_proposer.py``: the document's proposer lent to the embedded
+model)."""
 
 from __future__ import annotations
 
-import gc
 import random
 
 import pytest
 import torch
 
-from stencil import SamplingParams
+from stencil import RequestError, SamplingParams
 from stencil.constraints import Constraint, ConstraintCompiler, TokenVocab
 from stencil.engine.sequence import Sequence
 from stencil.engine.spec_decode.chance import MIN_CHANCE, forced_run_pays, ngram_chance
 from stencil.engine.spec_decode.config import SpeculativeConfig
 from stencil.engine.spec_decode.drafter import Drafter
 from stencil.engine.spec_decode.key_proposer import KeyProposer, property_names
-from stencil.engine.spec_decode.label_proposer import LabelProposer, label_patterns, value_key
 from stencil.engine.spec_decode.ngram_proposer import NgramProposer
-from stencil.engine.spec_decode.row_proposer import RowProposer
+from stencil.engine.spec_decode.proposer import Proposal, value_key
 from stencil.engine.spec_decode.spelling import Spelling
-from stencil.testing.tiny_models import make_llm
 
 RECEIPT = """BLUE BOTTLE CAFE
 Date: 2024-05-17
@@ -33,13 +31,6 @@ Croissant              3.25
 Orange juice           3.80
 
 **Paid by:** card
-"""
-INVOICE = """INVOICE  No. INV-7
-Organised by:** Acme Events
-
-Description            Qty     Amount
-Cloud hosting (March)    1    1200.00
-Extra storage (TB)       2      80.00
 """
 SCHEMA = {
     "type": "object",
@@ -139,67 +130,6 @@ def test_key_proposer_drafts_the_next_declared_key(compiler, tokenizer, text, dr
 
 def _c():
     return Constraint.json_schema(SCHEMA)
-
-
-@pytest.mark.parametrize(
-    ("tail", "first"),
-    [
-        ('{"date":"', "2024-05"),
-        ('{"paid_by":"', "card"),  # **Paid by:** -> past the markup
-        ('{"merchant":"', None),  # no label names it
-        ('{"date":"2024', None),  # not at a value's start
-    ],
-)
-def test_label_proposer_drafts_the_text_after_a_label(tokenizer, tail, first):
-    got = LabelProposer(tokenizer).propose(RECEIPT, tail, 8)
-    if first is None:
-        assert got == []
-    else:
-        assert tokenizer.decode(got[0]).startswith(first)
-
-
-@pytest.mark.parametrize(
-    ("key", "first"),
-    [
-        ("organizer", "Acme Events"),  # past the label's last words: ``Organised by:**``
-        ("description", "Cloud hosting (March)"),  # a column's header: the cell below
-        ("amount", "1200.00"),  # a right-aligned cell starts left of its header
-        ("invoice", "No. INV-7"),  # blanks, then digits: a field on its line, not a header
-    ],
-)
-def test_label_proposer_reads_labels_and_headers(tokenizer, key, first):
-    got = LabelProposer(tokenizer).propose(INVOICE, f'{{"{key}":"', 8)
-    assert tokenizer.decode(got[0]) == first
-
-
-@pytest.mark.parametrize(
-    ("key", "matches", "misses"),
-    [
-        ("due_date", ["Due date:", "due-date", "DUE DATE"], ["date due"]),
-        ("organizer", ["Organised by", "organizer"], ["organ"]),
-        ("customerEmail", ["customer e-mail", "Email:"], []),
-    ],
-)
-def test_label_patterns(key, matches, misses):
-    patterns = label_patterns(key)
-    for text in matches:
-        assert any(p.search(text) for p in patterns), text
-    for text in misses:
-        assert not patterns[0].search(text), text
-
-
-@pytest.mark.parametrize(
-    ("output", "draft"),
-    [
-        ('{"items":[{"name":"Cappuccino","price":4.5},{"name":"', "Croissant"),
-        ('{"items":[{"name":"Cappuccino","price":4.5},{"name":"Croissant","price":', "3.25"),
-        ('{"items":[{"name":"Croissant","price":3.25},{"name":"', "Orange juice"),
-        ('{"items":[{"name":"', ""),  # the key is new: no earlier row
-        ('{"items":[{"name":"Orange juice","price":3.8},{"name":"', ""),  # no next row
-    ],
-)
-def test_row_proposer_drafts_the_next_row(tokenizer, output, draft):
-    assert tokenizer.decode(RowProposer(tokenizer).propose(RECEIPT, output, 8)) == draft
 
 
 def test_spelling_records_how_the_output_split_short_texts(compiler, tokenizer):
@@ -323,22 +253,65 @@ def test_unconstrained_drafts_stop_where_the_chain_no_longer_pays(tokenizer, n):
     assert want == {1: 0, 4: 8}.get(n, want)  # a long match is trusted for all k; one token, not
 
 
-def test_embedded_model_array_record_identical(default_model_dir):
-    """A grounded record with an array of table rows, where the key, row and label sources
-    draft: the output with speculation is the output without it, token for token."""
-    spec = {"method": "ngram", "num_speculative_tokens": 5, "prompt_lookup_min": 1}
-    msgs = [{"role": "user", "content": f"Extract the receipt as JSON.\n\n{RECEIPT}"}]
+class Lent:
+    """A request's proposer: fixed proposals, and what it was asked."""
+
+    def __init__(self, *proposals: Proposal) -> None:
+        self.proposals, self.asked = list(proposals), []
+
+    def propose(self, output: str, max_chars: int) -> list[Proposal]:
+        self.asked.append((output, max_chars))
+        return self.proposals
+
+
+class Raising:
+    def propose(self, output: str, max_chars: int) -> list[Proposal]:
+        raise RuntimeError("a proposer's bug")
+
+
+def _guided_seq(compiler, tokenizer, output: str, proposer) -> Sequence:
+    """A running sequence of the grounded receipt schema whose output is ``output``."""
+    prompt = tokenizer.encode(f"Extract the receipt.\n\n{RECEIPT}", add_special_tokens=False)
+    ids = tokenizer.encode(output, add_special_tokens=False)
     c = Constraint.json_schema(SCHEMA, whitespace="compact", source_text=RECEIPT,
-                               ground_strings=True, ground_numbers=True)  # fmt: skip
-    p = SamplingParams(temperature=0, max_tokens=96, constraint=c)
-    plain = make_llm(default_model_dir, max_model_len=512)
-    want = plain.chat(msgs, p, use_tqdm=False)[0].outputs[0]
-    del plain
-    gc.collect()  # one engine of the fp32 model at a time: the test process stays small
-    fast = make_llm(default_model_dir, max_model_len=512, speculative_config=spec)
-    got = fast.chat(msgs, p, use_tqdm=False)[0].outputs[0]
-    assert got.token_ids == want.token_ids
-    m = fast.get_metrics()
-    assert (
-        m["spec_decode_num_accepted_tokens_total"] >= 0.3 * m["spec_decode_num_draft_tokens_total"]
-    )
+                               ground_strings=True)  # fmt: skip
+    params = SamplingParams(temperature=0, constraint=c, proposer=proposer)
+    seq = Sequence(1, "r", 0, prompt + ids, len(prompt), params, 512, torch.Generator())
+    seq.matcher = _matcher(compiler, tokenizer, output, grounded=True)
+    seq.num_computed_tokens = seq.num_tokens
+    return seq
+
+
+@pytest.mark.parametrize(
+    ("proposals", "first"),
+    [
+        ([Proposal("BLUE BOTTLE CAFE", 0.9, 0.95)], "BLUE BOTTLE CAFE"),
+        ([Proposal("Tea Shop", 0.9, 0.9), Proposal("BLUE", 0.9, 0.9)], "BLUE"),  # not stated
+        ([Proposal("BLUE", 0.1, 0.9)], None),  # a chance that does not pay is not drafted
+    ],
+)
+def test_a_request_s_proposer_is_drafted_where_the_matcher_accepts_it(
+    compiler, tokenizer, proposals, first
+):
+    lent = Lent(*proposals)
+    seq = _guided_seq(compiler, tokenizer, '{"merchant":"', lent)
+    drafter = Drafter(SpeculativeConfig(num_speculative_tokens=8), tokenizer)
+    drafts = tokenizer.decode(drafter.drafts(seq))
+    assert lent.asked[0] == ('{"merchant":"', 8 * 8)  # the output's text, chars for k tokens
+    if first is None:
+        assert not drafts.startswith("BLUE")
+    else:
+        assert drafts.startswith(first)
+
+
+def test_a_proposer_that_raises_is_dropped_and_drafting_goes_on(compiler, tokenizer, caplog):
+    seq = _guided_seq(compiler, tokenizer, '{"merchant":"BLUE BOTTLE CAFE","', Raising())
+    drafter = Drafter(SpeculativeConfig(num_speculative_tokens=8), tokenizer)
+    assert tokenizer.decode(drafter.drafts(seq)).startswith("date")  # the schema's next key
+    assert "its proposer raised" in caplog.text
+    assert drafter._sources[seq.seq_id].proposer is None
+
+
+def test_a_proposer_without_propose_is_refused():
+    with pytest.raises(RequestError, match="proposer must be an object with a propose"):
+        SamplingParams(proposer="labels")

@@ -10,7 +10,8 @@ buys the sampled token after it: it pays where the chain's chance is above f / (
 (``forced_run_pays``). ``STEP_ROWS`` 3 did best of 6.5, 4.2 and 3 by that cost on the grounded
 set and free chat. The chances are acceptance rates measured on the grounded documents and the
 chat answers of ``bench/engine/latency_bench.py`` (the proposal's first token given the drafts
-before it were accepted, then each later one given the one before it)."""
+before it were accepted, then each later one given the one before it); a request's own
+proposer (``proposer.py``) states the chances of its proposals."""
 
 from __future__ import annotations
 
@@ -27,8 +28,6 @@ _NGRAM_LONG = {False: (0.88, 0.93), True: (0.75, 0.95)}  # n >= 4
 TEXT = (0.8, 0.9)  # the lookup on text
 KEY = (0.95, 1.0)  # the next declared key, right after its opening quote
 KEY_AFTER_VALUE = (0.5, 0.95)  # the value closed, then the next key
-LABEL = (0.4, 0.9)  # the text after a label naming the key
-ROW = (0.5, 0.9)  # the document's next row, for a key written before
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,15 +5,17 @@ Drafts mirror what the non-speculative engine would append: a proposed token, th
 the constraint forces after it (jump-forward, free: they need no proposal), then the next
 proposal from the context so far. Where the constraint forces text but no token (``":"`` after a
 key could also start a longer token), the text's own tokenization is drafted too. Proposals come
-from prompt lookup (tokens, then text) and, under a JSON schema, from the document's next row,
-a label naming the key and the schema's next key; each is checked against the sequence's matcher
-(a token it refuses is never drafted). A copied value stops where it most likely ends
+from prompt lookup (tokens, then text), under a JSON schema from the schema's next key, and from
+the request's own ``SamplingParams.proposer`` (``proposer.py``: the caller's knowledge of its
+source, such as a document's labels and table rows); each is checked against the sequence's
+matcher (a token it refuses is never drafted). A copied value stops where it most likely ends
 (``VALUE_END``), so the next proposal closes it. Drafting stops where the chain's chance of being
 accepted no longer pays for its rows (``chance.py``). The matcher is rolled back to where it was
 (only verified tokens are ever accepted for good)."""
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -24,9 +26,7 @@ from stencil.engine.spec_decode.chance import (
     FORCED_TEXT,
     KEY,
     KEY_AFTER_VALUE,
-    LABEL,
     MIN_CHANCE,
-    ROW,
     TEXT,
     Guess,
     forced_run_pays,
@@ -34,9 +34,8 @@ from stencil.engine.spec_decode.chance import (
 )
 from stencil.engine.spec_decode.config import SpeculativeConfig
 from stencil.engine.spec_decode.key_proposer import KeyProposer, property_names
-from stencil.engine.spec_decode.label_proposer import LabelProposer, value_key
 from stencil.engine.spec_decode.ngram_proposer import NgramProposer
-from stencil.engine.spec_decode.row_proposer import RowProposer
+from stencil.engine.spec_decode.proposer import Proposal, Proposer
 from stencil.engine.spec_decode.spelling import Spelling
 from stencil.engine.spec_decode.text_proposer import TextProposer
 from stencil.engine.spec_decode.text_tokens import TextTokens
@@ -48,7 +47,10 @@ IN_VALUE = re.compile(r'":\s*"(?:[^"\\]|\\.)*$')  # the tail ends inside a strin
 MAX_FORCED = 64  # forced tokens taken as drafts per step, on top of num_speculative_tokens
 # forced closers the model writes merged with what follows (``},{"``, a value's ``",``)
 MERGED = ("}", "]", '"')
-TAIL_TOKENS = 16  # the output tokens whose text the key and label proposers read
+TAIL_TOKENS = 16  # the output tokens whose text the key proposer reads
+CHARS_PER_TOKEN = 8  # text a request's proposer may propose, per token wanted
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(slots=True)
@@ -57,6 +59,7 @@ class _Sources:
 
     names: tuple[str, ...]  # its JSON schema's property names, declared order
     document: str | None  # its grounded constraint's source text
+    proposer: Proposer | None  # its ``SamplingParams.proposer`` (dropped where it raised)
     prompt: str | None = None  # its prompt's text (on first use)
     spelled: dict[str, list[int]] = field(default_factory=dict)  # ``spelling.py``
     spelled_to: int = 0  # its tokens ``spelled`` has seen
@@ -70,8 +73,6 @@ class Drafter:
         self.tokenizer = tokenizer
         self.text_proposer = TextProposer(tokenizer)
         self.key_proposer = KeyProposer(tokenizer)
-        self.label_proposer = LabelProposer(tokenizer)
-        self.row_proposer = RowProposer(tokenizer)
         self.spelling = Spelling(tokenizer)
         self._text_tokens = TextTokens(tokenizer)  # forced text -> its tokens
         self._sources: dict[int, _Sources] = {}  # seq_id -> its sources, while it runs
@@ -172,36 +173,53 @@ class Drafter:
         return None
 
     def _candidates(self, seq: Sequence, matcher, context: list[int], k: int):
-        """Proposals (``Guess``) in order of trust: at a value's start in a repeated structure
-        the document's next row; token n-grams found by 2 or more tokens; the same lookup on
-        text; the document text a label names for a value's start; the schema's next key;
-        n-grams found by one token."""
+        """Proposals (``Guess``) in order of trust: the request's proposer's leading ones (a
+        table's next row); token n-grams found by 2 or more tokens; the same lookup on text;
+        the request's proposer's others (the text after a label naming the key); the schema's
+        next key; n-grams found by one token."""
         tokens, n = self.proposer.lookup(context, k)
         ngram = Guess(tokens, *ngram_chance(n, matcher is not None))
         sources = self._sources_of(seq)
-        if matcher is None or not (sources.names or sources.document):
+        if matcher is None or not (sources.names or sources.document or sources.proposer):
             yield ngram
             yield self._text(seq, sources, context, k)
             return
         tail = self.tokenizer.decode(context[-TAIL_TOKENS:])
-        opens = value_key(tail) is not None
         copy = bool(sources.document and IN_VALUE.search(tail))  # copying a value: stop at its end
         if copy:
             ngram = Guess(self._to_value_end(ngram.tokens), ngram.first, ngram.rest)
-        if opens and sources.document:
-            output = self.tokenizer.decode(context[seq.prompt_len :])
-            yield Guess(self.row_proposer.propose(sources.document, output, k), *ROW)
+        lent = self._lent(seq, sources, context, k)
+        yield from (self._guess(p, k) for p in lent if p.lead)
         if n >= 2:
             yield ngram
         text = self._text(seq, sources, context, k)
         yield Guess(self._to_value_end(text.tokens), text.first, text.rest) if copy else text
-        if opens and sources.document:
-            for tokens in self.label_proposer.propose(sources.document, tail, k):
-                yield Guess(tokens, *LABEL)
+        yield from (self._guess(p, k) for p in lent if not p.lead)
         tokens = self.key_proposer.propose(matcher, sources.names, tail, sources.spelled)
         yield Guess(tokens, *(KEY if tail.endswith('"') else KEY_AFTER_VALUE))
         if n < 2:
             yield ngram
+
+    def _lent(self, seq: Sequence, sources: _Sources, context: list[int], k: int):
+        """The request's proposer's proposals for what follows ``context`` ([] without one; a
+        proposer that raises is dropped, with a warning)."""
+        if sources.proposer is None:
+            return []
+        output = self.tokenizer.decode(context[seq.prompt_len :])
+        try:
+            return list(sources.proposer.propose(output, CHARS_PER_TOKEN * k))
+        except Exception:  # the caller's code: drafts are hints, the request goes on
+            logger.warning(
+                "request %s: its proposer raised; no more drafts from it",
+                seq.request_id,
+                exc_info=True,
+            )
+            sources.proposer = None
+            return []
+
+    def _guess(self, proposal: Proposal, k: int) -> Guess:
+        tokens = self.tokenizer.encode(proposal.text, add_special_tokens=False)[:k]
+        return Guess(tokens if proposal.text else [], proposal.first, proposal.rest)
 
     def _to_value_end(self, tokens: list[int]) -> list[int]:
         """``tokens`` (a copy of document text) up to the token where the value most likely
@@ -223,7 +241,9 @@ class Drafter:
             options = dict(constraint.options) if constraint is not None else {}
             document = options.get("source_text")
             sources = self._sources[seq.seq_id] = _Sources(
-                property_names(constraint), document if isinstance(document, str) else None
+                property_names(constraint),
+                document if isinstance(document, str) else None,
+                seq.params.proposer,
             )
         return sources
 

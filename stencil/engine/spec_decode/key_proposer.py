@@ -15,7 +15,7 @@ import json
 import re
 from typing import Any
 
-from stencil.engine.spec_decode.label_proposer import value_key
+from stencil.engine.spec_decode.proposer import value_key
 from stencil.engine.spec_decode.text_tokens import TextTokens
 
 CLOSERS = ("", '","', ',"', '{"', '"},{"', '},{"', '"}],"', '}],"', '"')  # before the next key
