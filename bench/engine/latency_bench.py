@@ -162,8 +162,8 @@ def _result(llm: LLM, m0: dict, tokens: int, outs: list, dt: float) -> dict:
     m1 = llm.get_metrics()
     drafted = m1["spec_decode_num_draft_tokens_total"] - m0["spec_decode_num_draft_tokens_total"]
     acc = m1["spec_decode_num_accepted_tokens_total"] - m0["spec_decode_num_accepted_tokens_total"]
-    return {"tok_s": tokens / dt, "outs": outs, "drafted": drafted, "accepted": acc,
-            "load": os.getloadavg()[0]}  # fmt: skip
+    return {"tok_s": tokens / dt, "tokens": tokens, "outs": outs, "drafted": drafted,
+            "accepted": acc, "load": os.getloadavg()[0]}  # fmt: skip
 
 
 def on_engines(engines: dict[str, LLM], reqs, concurrent: int, rounds: int, fn=None) -> dict:

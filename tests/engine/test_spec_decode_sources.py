@@ -269,6 +269,11 @@ class Raising:
         raise RuntimeError("a proposer's bug")
 
 
+class NoProposals:
+    def propose(self, output: str, max_chars: int) -> list[str]:
+        return ["BLUE"]  # texts, not Proposals
+
+
 def _guided_seq(compiler, tokenizer, output: str, proposer) -> Sequence:
     """A running sequence of the grounded receipt schema whose output is ``output``."""
     prompt = tokenizer.encode(f"Extract the receipt.\n\n{RECEIPT}", add_special_tokens=False)
@@ -304,11 +309,12 @@ def test_a_request_s_proposer_is_drafted_where_the_matcher_accepts_it(
         assert drafts.startswith(first)
 
 
-def test_a_proposer_that_raises_is_dropped_and_drafting_goes_on(compiler, tokenizer, caplog):
-    seq = _guided_seq(compiler, tokenizer, '{"merchant":"BLUE BOTTLE CAFE","', Raising())
+@pytest.mark.parametrize("proposer", [Raising(), NoProposals()])
+def test_a_failing_proposer_is_dropped_and_drafting_goes_on(compiler, tokenizer, caplog, proposer):
+    seq = _guided_seq(compiler, tokenizer, '{"merchant":"BLUE BOTTLE CAFE","', proposer)
     drafter = Drafter(SpeculativeConfig(num_speculative_tokens=8), tokenizer)
     assert tokenizer.decode(drafter.drafts(seq)).startswith("date")  # the schema's next key
-    assert "its proposer raised" in caplog.text
+    assert "its proposer failed" in caplog.text
     assert drafter._sources[seq.seq_id].proposer is None
 
 

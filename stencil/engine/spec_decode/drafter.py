@@ -188,38 +188,42 @@ class Drafter:
         copy = bool(sources.document and IN_VALUE.search(tail))  # copying a value: stop at its end
         if copy:
             ngram = Guess(self._to_value_end(ngram.tokens), ngram.first, ngram.rest)
-        lent = self._lent(seq, sources, context, k)
-        yield from (self._guess(p, k) for p in lent if p.lead)
+        leading, others = self._lent(seq, sources, context, k)
+        yield from leading
         if n >= 2:
             yield ngram
         text = self._text(seq, sources, context, k)
         yield Guess(self._to_value_end(text.tokens), text.first, text.rest) if copy else text
-        yield from (self._guess(p, k) for p in lent if not p.lead)
+        yield from others
         tokens = self.key_proposer.propose(matcher, sources.names, tail, sources.spelled)
         yield Guess(tokens, *(KEY if tail.endswith('"') else KEY_AFTER_VALUE))
         if n < 2:
             yield ngram
 
-    def _lent(self, seq: Sequence, sources: _Sources, context: list[int], k: int):
-        """The request's proposer's proposals for what follows ``context`` ([] without one; a
-        proposer that raises is dropped, with a warning)."""
+    def _lent(
+        self, seq: Sequence, sources: _Sources, context: list[int], k: int
+    ) -> tuple[list[Guess], list[Guess]]:
+        """The request's proposer's proposals for what follows ``context``, tokenized: (the
+        leading ones, the others); none without a proposer. A proposer that raises or returns
+        something else than ``Proposal``s is dropped, with a warning."""
         if sources.proposer is None:
-            return []
+            return [], []
         output = self.tokenizer.decode(context[seq.prompt_len :])
         try:
-            return list(sources.proposer.propose(output, CHARS_PER_TOKEN * k))
+            proposals: list[Proposal] = list(sources.proposer.propose(output, CHARS_PER_TOKEN * k))
+            guesses = [(p.lead, Guess(self._tokens(p.text, k), p.first, p.rest)) for p in proposals]
         except Exception:  # the caller's code: drafts are hints, the request goes on
             logger.warning(
-                "request %s: its proposer raised; no more drafts from it",
+                "request %s: its proposer failed; no more drafts from it",
                 seq.request_id,
                 exc_info=True,
             )
             sources.proposer = None
-            return []
+            return [], []
+        return [g for lead, g in guesses if lead], [g for lead, g in guesses if not lead]
 
-    def _guess(self, proposal: Proposal, k: int) -> Guess:
-        tokens = self.tokenizer.encode(proposal.text, add_special_tokens=False)[:k]
-        return Guess(tokens if proposal.text else [], proposal.first, proposal.rest)
+    def _tokens(self, text: str, k: int) -> list[int]:
+        return self.tokenizer.encode(text, add_special_tokens=False)[:k]
 
     def _to_value_end(self, tokens: list[int]) -> list[int]:
         """``tokens`` (a copy of document text) up to the token where the value most likely
