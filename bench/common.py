@@ -1,5 +1,6 @@
-"""What every benchmark shares: one percentile, one markdown table printer, the alternation of
-peers (A B A B ...), where JSONSchemaBench-dev is, and the vLLM side-runner (its interpreter from
+"""What every benchmark shares: one percentile, one markdown table printer, the timing harness
+(contenders warmed outside the workload, then alternated A B A B, each run with the machine's
+load), where JSONSchemaBench-dev is, and the vLLM side-runner (its interpreter from
 ``$STENCIL_VLLM_PYTHON``)."""
 
 from __future__ import annotations
@@ -8,14 +9,17 @@ import json
 import os
 import statistics
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Hashable, Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Generic, TypeVar
 
 VLLM_ENV = "STENCIL_VLLM_PYTHON"
 CORPUS_ENV = "STENCIL_CORPUS_DIR"  # as the tests' corpus suite (tests/data/README.md)
 REPO = Path(__file__).resolve().parents[1]
+MIN_ROUNDS = 3  # alternated runs per contender below which a table is no speed claim
 K = TypeVar("K", bound=Hashable)
 T = TypeVar("T")
 
@@ -73,6 +77,63 @@ def alternate(runs: Mapping[K, Callable[[], T | None]], rounds: int) -> dict[K, 
             else:
                 results[name].append(result)
     return {name: got for name, got in results.items() if got}
+
+
+@dataclass(frozen=True)
+class Timed(Generic[T]):
+    """One run's result and the machine's 1-minute load average right after it."""
+
+    result: T
+    load: float
+
+
+def compare(
+    runs: Mapping[K, Callable[[], T | None]],
+    rounds: int,
+    warm: Mapping[K, Callable[[], object]] | None = None,
+) -> dict[K, list[Timed[T]]]:
+    """The timing harness: each contender's ``warm`` (on prompts outside the workload) called
+    once, then ``runs`` alternated ``rounds`` times (``alternate``: A B A B, a contender that
+    returns None leaving the rotation), each result kept with the load after it. Print
+    ``summary`` beside the table: it names the rounds and the load range."""
+    for warm_up in (warm or {}).values():
+        warm_up()
+
+    def timed(name: K, run: Callable[[], T | None]) -> Callable[[], Timed[T] | None]:
+        def call() -> Timed[T] | None:
+            result = run()
+            if result is None:
+                return None
+            load = os.getloadavg()[0]
+            print(
+                f"{name}: {result if isinstance(result, float) else 'done'}, load {load:.1f}",
+                file=sys.stderr,
+                flush=True,
+            )
+            return Timed(result, load)
+
+        return call
+
+    return alternate({name: timed(name, run) for name, run in runs.items()}, rounds)
+
+
+def results(runs: list[Timed[T]]) -> list[T]:
+    return [r.result for r in runs]
+
+
+def summary(runs: Mapping[K, list[Timed]], rounds: int) -> str:
+    """The line a table of ``compare``'s runs is printed with: its rounds, the load's range, and
+    a warning below ``MIN_ROUNDS``."""
+    loads = [r.load for got in runs.values() for r in got]
+    load = f"{min(loads):.1f}-{max(loads):.1f}" if loads else "-"
+    return f"medians of {rounds} alternated runs, 1-minute load {load}{smoke_note(rounds)}"
+
+
+def smoke_note(rounds: int) -> str:
+    """What a table of fewer than ``MIN_ROUNDS`` alternated rounds must say of itself."""
+    if rounds >= MIN_ROUNDS:
+        return ""
+    return f" (fewer than {MIN_ROUNDS} rounds: a smoke run, not a speed measurement)"
 
 
 def jsonschemabench_dir() -> Path:

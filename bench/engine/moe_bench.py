@@ -10,21 +10,20 @@ F32. Generated into the cache (never committed).
 Output tok/s with N requests submitted at once (prompt and output lengths drawn from the ranges,
 EOS ignored); each engine loaded once and warmed on a prompt outside the workload, prefix caching
 on in both (the prompts share no block), runs alternated (Stencil, llama.cpp, ...) ``--repeat``
-times, medians with the 1-minute load average after each run. ``$LLAMA_SERVER`` names the binary.
+times by ``bench.common.compare``, medians with the 1-minute load average after each run. ``$LLAMA_SERVER`` names the binary.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
-import statistics
 import time
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 
 import bench.peers.llama_server as llama_server
-from bench.common import table
+from bench.common import MIN_ROUNDS, compare, median, results, summary, table
 from bench.workload import Item, make_workload, outside_prompt
 from stencil import LLM, SamplingParams, default_model_path
 from stencil.engine.models.default_model import _fetch_gguf
@@ -128,7 +127,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--layers", type=int, default=8)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--repeat", type=int, default=MIN_ROUNDS)
     ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 16])
     ap.add_argument("--prompt", type=int, nargs=2, default=[32, 128], help="token range")
     ap.add_argument("--output", type=int, nargs=2, default=[96, 128], help="token range")
@@ -143,9 +142,8 @@ def main() -> None:
     }
     warm = [Item(outside_prompt(work[args.concurrency[0]][0].prompt_ids), 8)]
     llm = LLM(str(path), num_threads=args.threads, max_num_seqs=64, num_kv_blocks=1024)
-    llm.generate([warm[0].prompt_ids], params(8), use_tqdm=False)
     held = weight_bytes(llm.engine.runner.model)
-    engines = {"Stencil": lambda items: stencil_run(llm, items)}
+    engines = {"Stencil": partial(stencil_run, llm)}
     server = None
     if llama_server.available():
         # --no-repack: this build's AMX repacking dies with SIGILL here (the VM grants no AMX
@@ -153,45 +151,43 @@ def main() -> None:
         server = llama_server.start(
             path, args.threads, slots=16, ctx_per_slot=512, extra=("--no-repack",)
         )
-        llama_server.output_tok_s(server, warm)
-        engines["llama.cpp llama-server -np 16"] = lambda items: llama_server.output_tok_s(
-            server, items
-        )
+        engines["llama.cpp llama-server -np 16"] = partial(llama_server.output_tok_s, server)
     else:
         print(f"llama-server not found at {llama_server.LLAMA_SERVER}: Stencil only")
-    res: dict[tuple[str, int], list[tuple[float, float]]] = {}
     try:
-        for r in range(args.repeat):  # alternated: the machine is shared
-            for n in args.concurrency:
-                for name, go in engines.items():
-                    tps = go(work[n])
-                    res.setdefault((name, n), []).append((tps, os.getloadavg()[0]))
-                    print(f"round {r}: {name}, {n} requests: {tps:.1f} tok/s", flush=True)
+        res = compare(
+            {
+                (name, n): partial(go, work[n])
+                for n in args.concurrency
+                for name, go in engines.items()
+            },
+            args.repeat,
+            warm={name: partial(go, warm) for name, go in engines.items()},
+        )
     finally:
         if server is not None:
             server.stop()
     rows = []
     for n in args.concurrency:
-        peer = res.get(("llama.cpp llama-server -np 16", n))
-        base = statistics.median(t for t, _ in peer) if peer else None
+        peer = results(res.get(("llama.cpp llama-server -np 16", n), []))
+        base = median(peer) if peer else None
         for name in engines:
             runs = res[(name, n)]
-            med = statistics.median(t for t, _ in runs)
+            med = median(results(runs))
             rows.append(
                 [
                     n,
                     name,
                     f"{med:.1f}",
                     f"{med / base:.2f}x" if base else "-",
-                    " / ".join(f"{t:.1f}" for t, _ in runs),
-                    " / ".join(f"{load:.1f}" for _, load in runs),
+                    " / ".join(f"{r.result:.1f}" for r in runs),
+                    " / ".join(f"{r.load:.1f}" for r in runs),
                 ]
             )
     file_bytes = path.stat().st_size
     print(
         f"\n{path.name}: {args.layers} layers, {file_bytes / 2**20:.0f} MiB file, Stencil holds "
-        f"{held / 2**20:.0f} MiB of weights; medians of {args.repeat} alternated runs, "
-        f"{args.threads} threads\n"
+        f"{held / 2**20:.0f} MiB of weights; {args.threads} threads; {summary(res, args.repeat)}\n"
     )
     headers = ["requests", "engine", "output tok/s", "vs llama.cpp", "runs", "load after each"]
     print(table(headers, rows))

@@ -10,20 +10,19 @@ linear per kernel (torch's weight-only ops, oneDNN fp32/bf16, Stencil's C kernel
     python -m bench.engine.quant_bench --kernels
     python -m bench.engine.quant_bench --rss-7b      # a random 7B-shaped Q4_0 file: load + generate, peak RSS
 
-Engines alternate (kept, fp32, llama.cpp; ``--repeat`` rounds), each warmed outside the
-workload; the llama.cpp row runs ``llama-server -np 16`` (``bench/peers/llama_server.py``; its build:
+Engines alternate (kept, fp32, llama.cpp; ``--repeat`` rounds, ``bench.common.compare``), each
+warmed outside the workload; the llama.cpp row runs ``llama-server -np 16`` (``bench/peers/llama_server.py``; its build:
 docs/engine.md) on the same file, with ``json_schema`` for the JSON workload."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import resource
-import statistics
 import subprocess
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 import gguf
@@ -31,7 +30,7 @@ import numpy as np
 import torch
 
 import bench.peers.llama_server as llama_server
-from bench.common import table
+from bench.common import MIN_ROUNDS, compare, median, summary, table
 from bench.shapes import QWEN_05B
 from bench.workload import Item, make_workload, outside_prompt
 from stencil import LLM, SamplingParams, default_model_path
@@ -300,16 +299,15 @@ def bench_models(args) -> None:
         engines["llama.cpp llama-server -np 16"] = lambda path: run_llama_cpp(
             path, items, args.threads
         )
-    rows = []
+    rows, notes = [], []
     for name in args.models:
         path = files[name]
         file_bytes = sum(int(t.n_bytes) for t in gguf.GGUFReader(str(path)).tensors)
-        res: dict[str, list[dict]] = {e: [] for e in engines}
-        for r in range(args.repeat):  # alternated A B C A B C: the machine is shared
-            for engine, go in engines.items():
-                res[engine].append({**go(path), "load": os.getloadavg()[0]})
-                print(name, engine, r, res[engine][-1], flush=True)
-        med = {e: {k: statistics.median(x[k] for x in rs) for k in rs[0]} for e, rs in res.items()}
+        res = compare({e: partial(go, path) for e, go in engines.items()}, args.repeat)
+        notes.append(f"{name}: {summary(res, args.repeat)}")
+        med = {
+            e: {k: median([x.result[k] for x in rs]) for k in rs[0].result} for e, rs in res.items()
+        }
         fp32 = med["Stencil, dequantized fp32"]
         for engine, m in med.items():
             weights = m.get("weights")
@@ -321,12 +319,10 @@ def bench_models(args) -> None:
                     f"{m['decode'] / fp32['decode']:.2f}x" if "decode" in m else "-",
                     f"{weights / 2**20:.0f}" if weights else "-",
                     f"{weights / file_bytes:.2f}x" if weights else "-",
-                    " / ".join(f"{x['load']:.1f}" for x in res[engine]),
+                    " / ".join(f"{x.load:.1f}" for x in res[engine]),
                 ]
             )
-    print(
-        f"\nmedians of {args.repeat} alternated runs, {args.threads} threads, {n} requests each\n"
-    )
+    print(f"\n{args.threads} threads, {n} requests each; " + "; ".join(notes) + "\n")
     print(
         table(
             [
@@ -427,7 +423,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--requests", type=int, default=16)
-    ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--repeat", type=int, default=MIN_ROUNDS)
     ap.add_argument("--models", nargs="+", default=["smollm2", "qwen-q8_0", "qwen-q4_k_m"])
     ap.add_argument("--kernels", action="store_true")
     ap.add_argument("--rss-7b", action="store_true")

@@ -1,7 +1,8 @@
 """Single-stream decode beside llama.cpp: one request at a time, 256 greedy tokens (EOS ignored),
 Stencil in this process and ``llama-server -np 1`` on the same GGUF file, both with the same
 threads, both warmed on a prompt outside the workload, prefix caching on in both (llama.cpp's
-``cache_prompt``), runs alternated (Stencil, llama.cpp, Stencil, ...), medians.
+``cache_prompt``), runs alternated (Stencil, llama.cpp, Stencil, ...) by ``bench.common.compare``,
+medians with the machine's load.
 
 Models: ``q4_1`` the embedded SmolLM2-135M Q4_1 file kept quantized; ``default`` the embedded
 model as ``LLM()`` loads it (beside llama.cpp on the same Q4_1 file); ``fp32`` the same file
@@ -29,15 +30,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import time
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import httpx
 
 import bench.peers.llama_server as llama_server
-from bench.common import median, table
+from bench.common import MIN_ROUNDS, compare, median, results, summary, table
 from stencil import LLM, SamplingParams, default_model_path
 from stencil.constraints import Constraint
 from stencil.engine.models.default_model import _fetch_gguf
@@ -110,8 +111,9 @@ def stencil_run(llm: LLM, reqs: list[Request]) -> float:
     tokens, seconds = 0, 0.0
     for r in reqs:
         c = None if r.schema is None else Constraint.json_schema(r.schema, whitespace="compact")
-        sp = SamplingParams(temperature=0, max_tokens=r.max_tokens, ignore_eos=r.ignore_eos,
-                            constraint=c)  # fmt: skip
+        sp = SamplingParams(
+            temperature=0, max_tokens=r.max_tokens, ignore_eos=r.ignore_eos, constraint=c
+        )
         t = time.perf_counter()
         out = llm.generate([r.ids], sp, use_tqdm=False)
         seconds += time.perf_counter() - t
@@ -123,8 +125,14 @@ def llama_run(url: str, reqs: list[Request]) -> float:
     tokens, seconds = 0, 0.0
     with httpx.Client(timeout=600) as http:
         for req in reqs:
-            body = {"prompt": req.ids, "n_predict": req.max_tokens, "temperature": 0,
-                    "ignore_eos": req.ignore_eos, "seed": 0, "cache_prompt": True}  # fmt: skip
+            body = {
+                "prompt": req.ids,
+                "n_predict": req.max_tokens,
+                "temperature": 0,
+                "ignore_eos": req.ignore_eos,
+                "seed": 0,
+                "cache_prompt": True,
+            }
             if req.schema is not None:
                 body["json_schema"] = req.schema
             t = time.perf_counter()
@@ -140,10 +148,22 @@ def speculation(args) -> tuple[dict, tuple]:
     if not args.speculative:
         return {}, ()
     k, n = args.speculative, args.lookup_n
-    spec = {"method": "ngram", "num_speculative_tokens": k, "prompt_lookup_max": n,
-            "prompt_lookup_min": n}  # fmt: skip
-    flags = ("--spec-type", "ngram-simple", "--spec-ngram-simple-size-n", str(n),
-             "--spec-ngram-simple-size-m", str(k), "--spec-draft-n-max", str(k))  # fmt: skip
+    spec = {
+        "method": "ngram",
+        "num_speculative_tokens": k,
+        "prompt_lookup_max": n,
+        "prompt_lookup_min": n,
+    }
+    flags = (
+        "--spec-type",
+        "ngram-simple",
+        "--spec-ngram-simple-size-n",
+        str(n),
+        "--spec-ngram-simple-size-m",
+        str(k),
+        "--spec-draft-n-max",
+        str(k),
+    )
     return {"speculative_config": spec}, flags
 
 
@@ -152,60 +172,81 @@ def bench_model(name: str, args, tok) -> list:
     path = gguf_file(file or "smollm2")
     model = str(path) if file is not None else None
     spec, spec_flags = speculation(args)
-    llm = LLM(model, num_threads=args.threads, max_model_len=2048, kv_cache_memory=256 << 20,
-              **kwargs, **spec)  # fmt: skip
+    llm = LLM(
+        model,
+        num_threads=args.threads,
+        max_model_len=2048,
+        kv_cache_memory=256 << 20,
+        **kwargs,
+        **spec,
+    )
     if args.workload == "chat":
         prompts = chat_requests(tok, args.prompts, args.max_tokens)
     else:
         prompts = extract_requests(tok, args.max_tokens, args.workload == "extract")
     warm = [Request(prompt_ids(tok, OUTSIDE), None, 32)]
-    stencil_run(llm, warm)
-    runs: dict[str, list[float]] = {"stencil": [], "llama": []}
-    loads: list[float] = []
+    engines = {"stencil": partial(stencil_run, llm)}
     server = None
     if llama_server.available() and not args.no_llama_cpp:
-        server = llama_server.start(path, args.threads, slots=1, ctx_per_slot=2048,
-                                    extra=(*args.llama_extra.split(), *spec_flags))  # fmt: skip
+        server = llama_server.start(
+            path,
+            args.threads,
+            slots=1,
+            ctx_per_slot=2048,
+            extra=(*args.llama_extra.split(), *spec_flags),
+        )
+        engines["llama"] = partial(llama_run, server.url("/completion"))
     try:
-        url = server.url("/completion") if server else ""
-        if server:
-            llama_run(url, warm)
-        for _ in range(args.rounds):
-            runs["stencil"].append(stencil_run(llm, prompts))
-            loads.append(os.getloadavg()[0])
-            if server:
-                runs["llama"].append(llama_run(url, prompts))
-                loads.append(os.getloadavg()[0])
-            print(name, {k: [f"{x:.1f}" for x in v] for k, v in runs.items()}, flush=True)
+        timed = compare(
+            {k: partial(go, prompts) for k, go in engines.items()},
+            args.rounds,
+            warm={k: partial(go, warm) for k, go in engines.items()},
+        )
     finally:
         if server:
             server.stop()
+    runs = {k: results(timed.get(k, [])) for k in ("stencil", "llama")}
+    loads = [r.load for got in timed.values() for r in got]
+    print(f"{name}: {summary(timed, args.rounds)}", flush=True)
     s, ll = median(runs["stencil"]), median(runs["llama"])
-    label = {"q4_1": "SmolLM2-135M Q4_1, kept quantized", "fp32": "SmolLM2-135M Q4_1, fp32",
-             "default": "SmolLM2-135M, as LLM() loads it", "qwen-q8_0":
-             "Qwen2.5-0.5B shape Q8_0, kept quantized"}[name]  # fmt: skip
-    return [label, " / ".join(f"{x:.1f}" for x in runs["stencil"]),
-            " / ".join(f"{x:.1f}" for x in runs["llama"]) or "-", f"{s:.1f}",
-            f"{ll:.1f}" if runs["llama"] else "-",
-            f"**{s / ll:.2f}x**" if runs["llama"] else "-",
-            f"{min(loads):.1f}-{max(loads):.1f}"]  # fmt: skip
+    label = {
+        "q4_1": "SmolLM2-135M Q4_1, kept quantized",
+        "fp32": "SmolLM2-135M Q4_1, fp32",
+        "default": "SmolLM2-135M, as LLM() loads it",
+        "qwen-q8_0": "Qwen2.5-0.5B shape Q8_0, kept quantized",
+    }[name]
+    return [
+        label,
+        " / ".join(f"{x:.1f}" for x in runs["stencil"]),
+        " / ".join(f"{x:.1f}" for x in runs["llama"]) or "-",
+        f"{s:.1f}",
+        f"{ll:.1f}" if runs["llama"] else "-",
+        f"**{s / ll:.2f}x**" if runs["llama"] else "-",
+        f"{min(loads):.1f}-{max(loads):.1f}",
+    ]
 
 
 def main() -> None:
     from transformers import AutoTokenizer
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--models", nargs="+", default=["q4_1", "default", "qwen-q8_0"],
-                    choices=list(MODELS))  # fmt: skip
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument(
+        "--models", nargs="+", default=["q4_1", "default", "qwen-q8_0"], choices=list(MODELS)
+    )
+    ap.add_argument("--rounds", type=int, default=MIN_ROUNDS)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--max-tokens", type=int, default=256)
     ap.add_argument("--prompts", type=int, default=2, help="requests per run, one at a time")
     ap.add_argument("--llama-extra", default="--no-repack", help="extra llama-server flags")
     ap.add_argument("--no-llama-cpp", action="store_true")
     ap.add_argument("--workload", choices=["chat", "extract", "extract-free"], default="chat")
-    ap.add_argument("--speculative", type=int, default=0, metavar="K",
-                    help="prompt-lookup speculation with K drafts on both engines")  # fmt: skip
+    ap.add_argument(
+        "--speculative",
+        type=int,
+        default=0,
+        metavar="K",
+        help="prompt-lookup speculation with K drafts on both engines",
+    )
     ap.add_argument("--lookup-n", type=int, default=3, help="lookup n-gram length")
     args = ap.parse_args()
     tok = AutoTokenizer.from_pretrained(str(default_model_path()))
@@ -216,10 +257,19 @@ def main() -> None:
         else f"{len(DOCS)} {args.workload} requests (<= {args.max_tokens} tokens, EOS honoured)"
     )
     spec = f", prompt lookup k={args.speculative} n={args.lookup_n}" if args.speculative else ""
-    print(f"\n{args.threads} threads, {what} one at a time per run{spec}, {args.rounds} rounds "
-          "alternated, medians\n")  # fmt: skip
-    heads = ["model", "Stencil tok/s per run", "llama.cpp -np 1 tok/s per run", "Stencil",
-             "llama.cpp", "Stencil / llama.cpp", "load (1 min)"]  # fmt: skip
+    print(
+        f"\n{args.threads} threads, {what} one at a time per run{spec}, {args.rounds} rounds "
+        "alternated, medians\n"
+    )
+    heads = [
+        "model",
+        "Stencil tok/s per run",
+        "llama.cpp -np 1 tok/s per run",
+        "Stencil",
+        "llama.cpp",
+        "Stencil / llama.cpp",
+        "load (1 min)",
+    ]
     print(table(heads, rows))
 
 

@@ -28,8 +28,10 @@ def gemma3_270m(full_only: bool, window: int):
     from transformers import Gemma3TextConfig
 
     layers = 18
-    types = ["full_attention" if full_only or (i + 1) % 6 == 0 else "sliding_attention"
-             for i in range(layers)]  # fmt: skip
+    types = [
+        "full_attention" if full_only or (i + 1) % 6 == 0 else "sliding_attention"
+        for i in range(layers)
+    ]
     return Gemma3TextConfig(
         vocab_size=49152,
         hidden_size=640,
@@ -102,15 +104,24 @@ def main() -> None:
             config = gemma3_270m(full_only, args.window)
             path = build_tiny_model(name, Path(tmp) / str(full_only), default_model_path(), config)
             results[name] = r = run(path, args.tokens, args.chunk, args.decode)
-            rows.append([name, r["held"] / 2**20, r["peak"] / 2**20, r["pool"] / 2**20,
-                         r["prefill_s"]])  # fmt: skip
+            rows.append(
+                [name, r["held"] / 2**20, r["peak"] / 2**20, r["pool"] / 2**20, r["prefill_s"]]
+            )
     base = results["full attention on every layer"]["held"]
     for row, r in zip(rows, results.values(), strict=True):
         row.insert(2, r["held"] / base)
-    print(f"Gemma 3 270M shape, {args.tokens} tokens, window {args.window}, fp32, block 16, "
-          f"chunks of {args.chunk}; load {os.getloadavg()[0]:.1f}")  # fmt: skip
-    headers = ["KV layout", "held at prompt end MiB", "vs full", "peak MiB", "pool MiB",
-               "prefill s"]  # fmt: skip
+    print(
+        f"Gemma 3 270M shape, {args.tokens} tokens, window {args.window}, fp32, block 16, "
+        f"chunks of {args.chunk}; load {os.getloadavg()[0]:.1f}"
+    )
+    headers = [
+        "KV layout",
+        "held at prompt end MiB",
+        "vs full",
+        "peak MiB",
+        "pool MiB",
+        "prefill s",
+    ]
     print(table(headers, rows))
 
 

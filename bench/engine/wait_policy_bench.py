@@ -1,6 +1,6 @@
 """OpenMP's wait policy against single-stream decode: the embedded model as ``LLM()`` loads it,
 one fresh process per run under each policy (libgomp reads the policy once, when torch loads),
-the policies alternated, medians.
+the policies alternated (``bench.common.compare``), medians with the machine's load.
 
     python -m bench.engine.wait_policy_bench [--rounds 3] [--threads 2] [--max-tokens 128]
 
@@ -13,8 +13,9 @@ import argparse
 import os
 import subprocess
 import sys
+from functools import partial
 
-from bench.common import median, table
+from bench.common import MIN_ROUNDS, compare, median, results, summary, table
 
 POLICIES = {
     "libgomp's default (spin, then sleep)": {"GOMP_SPINCOUNT": "300000"},
@@ -26,7 +27,7 @@ import sys, time
 from stencil import LLM, SamplingParams
 llm = LLM(num_threads=int(sys.argv[1]), kv_cache_memory=64 << 20)
 sp = SamplingParams(max_tokens=int(sys.argv[2]), temperature=0, ignore_eos=True)
-llm.generate(["Describe a quiet morning in a small harbour town."], sp, use_tqdm=False)
+llm.generate(["Describe a quiet morning in a small harbour town."], sp, use_tqdm=False)  # warm
 t = time.perf_counter()
 out = llm.generate(["Tell me about the history of the bicycle."], sp, use_tqdm=False)
 print(len(out[0].outputs[0].token_ids) / (time.perf_counter() - t))
@@ -47,22 +48,21 @@ def run(env: dict[str, str], threads: int, max_tokens: int) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=MIN_ROUNDS)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--max-tokens", type=int, default=128)
     args = ap.parse_args()
-    runs: dict[str, list[float]] = {name: [] for name in POLICIES}
-    loads: list[float] = []
-    for _ in range(args.rounds):
-        for name, env in POLICIES.items():
-            runs[name].append(run(env, args.threads, args.max_tokens))
-            loads.append(os.getloadavg()[0])
-        print({k: [f"{x:.1f}" for x in v] for k, v in runs.items()}, flush=True)
-    print(f"\n{args.threads} threads, {args.max_tokens} greedy tokens, load "
-          f"{min(loads):.1f}-{max(loads):.1f}\n")  # fmt: skip
-    rows = [
-        [name, " / ".join(f"{x:.1f}" for x in v), f"{median(v):.1f}"] for name, v in runs.items()
-    ]
+    runs = compare(
+        {name: partial(run, env, args.threads, args.max_tokens) for name, env in POLICIES.items()},
+        args.rounds,
+    )
+    print(
+        f"\n{args.threads} threads, {args.max_tokens} greedy tokens; {summary(runs, args.rounds)}\n"
+    )
+    rows = []
+    for name, got in runs.items():
+        tok_s = results(got)
+        rows.append([name, " / ".join(f"{x:.1f}" for x in tok_s), f"{median(tok_s):.1f}"])
     print(table(["policy", "tok/s per run", "median"], rows))
 
 
