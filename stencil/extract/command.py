@@ -117,7 +117,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--overwrite", action="store_true", help="discard earlier results")
     parser.add_argument("--retry-errors", action="store_true", help="redo files that failed")
-    add_engine_flags(parser)  # fmt: skip
+    add_engine_flags(parser)
 
 
 def run(args: argparse.Namespace, *, llm: Any = None) -> int:
@@ -176,9 +176,16 @@ def _spec(args: argparse.Namespace, schema: dict[str, Any]) -> ExtractSpec:
     from stencil.constraints import ConstraintError, translate
 
     spec = ExtractSpec(
-        schema, PromptTemplate.load(args.prompt_template), args.instructions, args.max_tokens,
-        args.temperature, args.grounded, args.grounded, args.grounded, args.per_field,
-    )  # fmt: skip
+        schema,
+        PromptTemplate.load(args.prompt_template),
+        args.instructions,
+        args.max_tokens,
+        args.temperature,
+        args.grounded,
+        args.grounded,
+        args.grounded,
+        args.per_field,
+    )
     try:
         translate(spec.constraint())  # unsupported schemas: usage errors before a model loads
     except ConstraintError as e:
@@ -194,17 +201,22 @@ def _backend(args: argparse.Namespace, spec: ExtractSpec, llm: Any) -> Any:
 
         _quiet("httpx", "openai")  # one INFO line per request drowns the progress bar
 
-        return ServerExtractor(args.server, spec, kwargs.get("model"), args.concurrency or 8,
-                               args.timeout)  # fmt: skip
+        return ServerExtractor(
+            args.server, spec, kwargs.get("model"), args.concurrency or 8, args.timeout
+        )
     if args.ray:
         from stencil.extract.ray_backend import RayExtractor
 
         _quiet("ray", "ray.data")
 
         return RayExtractor(
-            args.ray, spec, kwargs, actors=args.ray_actors, batch_size=args.ray_batch_size,
+            args.ray,
+            spec,
+            kwargs,
+            actors=args.ray_actors,
+            batch_size=args.ray_batch_size,
             max_retries=args.ray_max_retries,
-        )  # fmt: skip
+        )
     return _LazyEngine(spec, kwargs, args.concurrency, llm)
 
 

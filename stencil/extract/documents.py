@@ -161,8 +161,13 @@ def _looks_like_html(text: str) -> bool:
 
 
 def _kind(mode: int) -> str:
-    for test, name in ((stat.S_ISFIFO, "fifo"), (stat.S_ISSOCK, "socket"), (stat.S_ISCHR, "device"),
-                       (stat.S_ISBLK, "device"), (stat.S_ISDIR, "directory")):  # fmt: skip
+    for test, name in (
+        (stat.S_ISFIFO, "fifo"),
+        (stat.S_ISSOCK, "socket"),
+        (stat.S_ISCHR, "device"),
+        (stat.S_ISBLK, "device"),
+        (stat.S_ISDIR, "directory"),
+    ):
         if test(mode):
             return name
     return "special file"

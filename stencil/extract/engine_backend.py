@@ -268,8 +268,12 @@ class _Doc:
             )
 
     def outcome(self) -> Outcome:
-        counts = {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
-                  "finish_reason": self.finish_reason, "warnings": self.warnings}  # fmt: skip
+        counts = {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "finish_reason": self.finish_reason,
+            "warnings": self.warnings,
+        }
         if self.error is not None:
             return Outcome(self.job.key, error=self.error, **counts)
         parts = [(p.window, p.schema, p.answers) for p in self.parts]

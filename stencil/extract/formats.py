@@ -77,6 +77,7 @@ def html_to_text(html: str) -> str:
 
 class _TextParser(HTMLParser):
     _SKIP = {"script", "style", "noscript", "template", "svg"}
+    # a list of tag names: packed lines read better than the formatter's one name per line
     _BLOCK = {
         "p", "div", "br", "li", "tr", "h1", "h2", "h3", "h4", "h5", "h6", "title", "section",
         "article", "header", "footer", "table", "ul", "ol", "dt", "dd", "pre", "blockquote",

@@ -80,8 +80,11 @@ def longest_question(schema: dict[str, Any]) -> str:
     """The longest question text the schema's fields can ask, without hints (the prompt's
     budget keeps room for ``MAX_HINT_CHARS`` more)."""
     required = set(schema.get("required", ()))
-    texts = [_question(k, v, k in required) for k, v in schema.get("properties", {}).items()
-             if isinstance(v, dict)]  # fmt: skip
+    texts = [
+        _question(k, v, k in required)
+        for k, v in schema.get("properties", {}).items()
+        if isinstance(v, dict)
+    ]
     longest = max(texts, key=len, default="")
     return longest + " " * MAX_HINT_CHARS if longest else ""
 
@@ -179,8 +182,10 @@ def _question(key: str, sub: dict[str, Any], required: bool, hints: tuple[str, .
     items = sub.get("items") if isinstance(sub.get("items"), dict) else {}
     description = f": {sub['description']}" if sub.get("description") else ""
     if isinstance(items.get("properties"), dict):
-        parts = [f"{k} ({v['description']})" if isinstance(v, dict) and v.get("description")
-                 else k for k, v in items["properties"].items()]  # fmt: skip
+        parts = [
+            f"{k} ({v['description']})" if isinstance(v, dict) and v.get("description") else k
+            for k, v in items["properties"].items()
+        ]
         description += f" (each with {', '.join(parts)})"
     elif items.get("description"):
         description += f" (each: {items['description']})"
@@ -192,9 +197,14 @@ def _question(key: str, sub: dict[str, Any], required: bool, hints: tuple[str, .
         answer += NOT_STATED["optional"].format()
     elif _nullable(sub):
         answer += NOT_STATED["null"].format(key=key)
-    return QUESTION.format(key=key, kind=kind, required=", required" if required else "",
-                           description=description, answer=answer,
-                           hints=HINT.format(texts=texts) if hints else "")  # fmt: skip
+    return QUESTION.format(
+        key=key,
+        kind=kind,
+        required=", required" if required else "",
+        description=description,
+        answer=answer,
+        hints=HINT.format(texts=texts) if hints else "",
+    )
 
 
 def _kind(sub: dict[str, Any]) -> str:

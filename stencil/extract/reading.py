@@ -29,8 +29,9 @@ class DocumentWindows:
         return questions.narrow_schema(self.schema, window.text)
 
 
-def read_windows(builder: PromptBuilder, schema: dict[str, Any], filename: str,
-                 text: str) -> DocumentWindows:  # fmt: skip
+def read_windows(
+    builder: PromptBuilder, schema: dict[str, Any], filename: str, text: str
+) -> DocumentWindows:
     """The windows one document is read in (ValueError: the prompt leaves no room for it)."""
     budget = builder.document_budget(filename)
     windows = split_windows(text, budget, builder.counter)

@@ -95,14 +95,20 @@ def _section(record: dict[str, Any]) -> str:
     rows = "".join(_row(p, v, ids.get(p), spans.get(p), text) for p, v in _leaves(record))
     table = f"<table><tr><th>field</th><th>value</th><th>stated as</th></tr>{rows}</table>"
     body = f"<pre>{_marked(text, spans, ids)}</pre>" if doc.text is not None else ""
-    return (f"<section><h2>{name}</h2>{''.join(notes)}"
-            f'<div class="split"><div>{table if "data" in record else ""}</div>'
-            f"<div>{body}</div></div></section>")  # fmt: skip
+    return (
+        f"<section><h2>{name}</h2>{''.join(notes)}"
+        f'<div class="split"><div>{table if "data" in record else ""}</div>'
+        f"<div>{body}</div></div></section>"
+    )
 
 
 def _fits(span: Any, length: int) -> bool:
-    return (isinstance(span, list) and len(span) == 2 and all(isinstance(x, int) for x in span)
-            and 0 <= span[0] < span[1] <= length)  # fmt: skip
+    return (
+        isinstance(span, list)
+        and len(span) == 2
+        and all(isinstance(x, int) for x in span)
+        and 0 <= span[0] < span[1] <= length
+    )
 
 
 def _leaves(record: dict[str, Any]) -> list[tuple[str, Any]]:

@@ -48,8 +48,11 @@ class Summary:
     def table(self, paths: list[str], earlier: dict[str, dict[str, Any]], out: str) -> str:
         """The end-of-run table, then every failed input (this run's and earlier ones)."""
         done_before = sum(p in earlier for p in paths)
-        old_failures = [(p, str(earlier[p].get("error"))) for p in paths
-                        if p in earlier and not earlier[p].get("ok")]  # fmt: skip
+        old_failures = [
+            (p, str(earlier[p].get("error")))
+            for p in paths
+            if p in earlier and not earlier[p].get("ok")
+        ]
         rate = (self.ok + self.failed) / self.seconds if self.seconds > 0 else 0.0
         tok_rate = self.completion_tokens / self.seconds if self.seconds > 0 else 0.0
         rows = [
@@ -87,8 +90,13 @@ class Run:
         from tqdm import tqdm
 
         start = time.monotonic()
-        bar = tqdm(total=len(todo), unit="file", disable=not self.progress, file=sys.stderr,
-                   dynamic_ncols=True)  # fmt: skip
+        bar = tqdm(
+            total=len(todo),
+            unit="file",
+            disable=not self.progress,
+            file=sys.stderr,
+            dynamic_ncols=True,
+        )
         try:
             docs, jobs = self._read(todo, bar)
             for outcome in self._outcomes(jobs):
@@ -126,5 +134,8 @@ class Run:
         bar.update(1)
         elapsed = time.monotonic() - start
         if elapsed > 0 and self.summary.completion_tokens:
-            bar.set_postfix(tok_s=f"{self.summary.completion_tokens / elapsed:.1f}",
-                            failed=self.summary.failed, refresh=False)  # fmt: skip
+            bar.set_postfix(
+                tok_s=f"{self.summary.completion_tokens / elapsed:.1f}",
+                failed=self.summary.failed,
+                refresh=False,
+            )

@@ -121,8 +121,12 @@ class ServerExtractor:
         """One document: its windows one after another (``reading``), one Outcome."""
         from openai import OpenAIError
 
-        counts: dict[str, Any] = {"prompt_tokens": 0, "completion_tokens": 0,
-                                  "finish_reason": "stop", "warnings": []}  # fmt: skip
+        counts: dict[str, Any] = {
+            "prompt_tokens": 0,
+            "completion_tokens": 0,
+            "finish_reason": "stop",
+            "warnings": [],
+        }
         try:
             windows = reading.read_windows(self.builder, self.spec.schema, job.path, job.text)
             counts["warnings"] = windows.warnings

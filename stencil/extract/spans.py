@@ -44,16 +44,23 @@ class Locator:
         if isinstance(leaf, bool) or leaf is None or leaf == "":
             return []
         if isinstance(leaf, str):
-            found = [(m.start(), m.start() + len(leaf), "verbatim")
-                     for m in re.finditer(f"(?={re.escape(leaf)})", self.text)]  # fmt: skip
+            found = [
+                (m.start(), m.start() + len(leaf), "verbatim")
+                for m in re.finditer(f"(?={re.escape(leaf)})", self.text)
+            ]
             found += [(s, e, "stated") for s, e, iso in self._dates if iso == leaf]
             return sorted(set(found))
         if isinstance(leaf, int | float):
             text = str(leaf)
-            found = [(s, e, "verbatim" if self.text[s:e] == text else "stated")
-                     for s, e, v in self._numbers if v == leaf]  # fmt: skip
-            return found or [(m.start(), m.start() + len(text), "verbatim")
-                             for m in re.finditer(f"(?<!\\d){re.escape(text)}(?!\\d)", self.text)]  # fmt: skip
+            found = [
+                (s, e, "verbatim" if self.text[s:e] == text else "stated")
+                for s, e, v in self._numbers
+                if v == leaf
+            ]
+            return found or [
+                (m.start(), m.start() + len(text), "verbatim")
+                for m in re.finditer(f"(?<!\\d){re.escape(text)}(?!\\d)", self.text)
+            ]
         return []
 
     def spans(self, key: str, value: Any) -> dict[str, list[int]]:
@@ -108,9 +115,15 @@ def _leaves(value: Any, pointer: str, item: str) -> list[tuple[str, Any, str]]:
     """``(pointer, leaf, item)`` for each leaf; ``item``: the pointer of the innermost array
     item it belongs to ("" outside arrays)."""
     if isinstance(value, dict):
-        return [leaf for key, sub in value.items()
-                for leaf in _leaves(sub, f"{pointer}/{escape_pointer(str(key))}", item)]  # fmt: skip
+        return [
+            leaf
+            for key, sub in value.items()
+            for leaf in _leaves(sub, f"{pointer}/{escape_pointer(str(key))}", item)
+        ]
     if isinstance(value, list):
-        return [leaf for i, sub in enumerate(value)
-                for leaf in _leaves(sub, f"{pointer}/{i}", f"{pointer}/{i}")]  # fmt: skip
+        return [
+            leaf
+            for i, sub in enumerate(value)
+            for leaf in _leaves(sub, f"{pointer}/{i}", f"{pointer}/{i}")
+        ]
     return [(pointer, value, item)]

@@ -59,8 +59,12 @@ def playground_routes(state: AppState) -> APIRouter:
         body, document, warnings = await asyncio.to_thread(
             chat_body, spec, st.model.tokenizer, st.model.max_model_len
         )
-        return {"body": body, "document": document, "warnings": warnings,
-                "endpoint": endpoint(body)}  # fmt: skip
+        return {
+            "body": body,
+            "document": document,
+            "warnings": warnings,
+            "endpoint": endpoint(body),
+        }
 
     @router.post("/v1/playground/check")
     async def check(request: Request) -> dict[str, Any]:

@@ -34,6 +34,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+# a word list: packed lines read better than the formatter's one word per line
 PLACEHOLDERS = frozenset(
     {"value", "string", "text", "n/a", "na", "none", "null", "unknown", "not stated",
      "not specified", "not available", "not given", "example", "...", "-", "tbd", "xxx",

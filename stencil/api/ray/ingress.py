@@ -48,8 +48,9 @@ def ingress_app(engines: Any, config: ServerConfig) -> FastAPI:
         answered = [r for r in replies if isinstance(r, dict)]
         refused = [r for r in answered if r["status"] != 200]
         if refused:  # e.g. 401 without the API key: every replica says the same
-            return Response(refused[0]["body"], status_code=refused[0]["status"],
-                            media_type="application/json")  # fmt: skip
+            return Response(
+                refused[0]["body"], status_code=refused[0]["status"], media_type="application/json"
+            )
         texts = [(r["replica"], r["body"].decode()) for r in answered]
         return PlainTextResponse(merge_metrics(texts), media_type="text/plain; version=0.0.4")
 
@@ -73,8 +74,10 @@ async def _forward(engines: Any, request: ForwardedRequest) -> Response:
         logger.warning("engine replica lost before answering: %s", e)
         return _error(_lost(e))
     headers = [*start["headers"], (b"x-stencil-replica", start["replica"].encode())]
-    sse = any(k.lower() == b"content-type" and v.startswith(b"text/event-stream")
-              for k, v in start["headers"])  # fmt: skip
+    sse = any(
+        k.lower() == b"content-type" and v.startswith(b"text/event-stream")
+        for k, v in start["headers"]
+    )
     response = StreamingResponse(_rest(stream, sse), status_code=start["status"])
     response.raw_headers = headers  # the replica's, verbatim (content-length included)
     return response

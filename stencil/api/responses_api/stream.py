@@ -42,17 +42,28 @@ class ItemStream:
             return
         if self.reasoning == "closed":
             self.reasoning = "open"
-            yield emit("response.output_item.added", output_index=0,
-                       item=b.reasoning_item("in_progress"))  # fmt: skip
-        yield emit("response.reasoning_text.delta", item_id=b.reasoning_id, output_index=0,
-                   content_index=0, delta=text)  # fmt: skip
+            yield emit(
+                "response.output_item.added", output_index=0, item=b.reasoning_item("in_progress")
+            )
+        yield emit(
+            "response.reasoning_text.delta",
+            item_id=b.reasoning_id,
+            output_index=0,
+            content_index=0,
+            delta=text,
+        )
 
     def close_reasoning(self) -> Iterator[str]:
         b, emit = self.b, self.emit
         if self.reasoning == "open":
             self.reasoning = "done"
-            yield emit("response.reasoning_text.done", item_id=b.reasoning_id, output_index=0,
-                       content_index=0, text=b.reasoning)  # fmt: skip
+            yield emit(
+                "response.reasoning_text.done",
+                item_id=b.reasoning_id,
+                output_index=0,
+                content_index=0,
+                text=b.reasoning,
+            )
             yield emit("response.output_item.done", output_index=0, item=b.reasoning_item())
 
     def answer_text(self, text: str, logprobs: list[Any], force: bool = False) -> Iterator[str]:
@@ -64,14 +75,26 @@ class ItemStream:
         at = b.message_index
         if self.message == "closed":
             self.message = "open"
-            yield emit("response.output_item.added", output_index=at,
-                       item=b.message_item("in_progress"))  # fmt: skip
-            yield emit("response.content_part.added", item_id=b.message_id, output_index=at,
-                       content_index=0, part=b.text_part(""))  # fmt: skip
+            yield emit(
+                "response.output_item.added", output_index=at, item=b.message_item("in_progress")
+            )
+            yield emit(
+                "response.content_part.added",
+                item_id=b.message_id,
+                output_index=at,
+                content_index=0,
+                part=b.text_part(""),
+            )
         if self.pending:
             lps = chat_logprobs(logprobs)["content"] if b.logprobs else []
-            yield emit("response.output_text.delta", item_id=b.message_id, output_index=at,
-                       content_index=0, delta=self.pending, logprobs=lps)  # fmt: skip
+            yield emit(
+                "response.output_text.delta",
+                item_id=b.message_id,
+                output_index=at,
+                content_index=0,
+                delta=self.pending,
+                logprobs=lps,
+            )
         self.pending = ""
 
     def close_message(self) -> Iterator[str]:
@@ -80,10 +103,21 @@ class ItemStream:
             return
         self.message = "done"
         part = b.text_part()
-        yield emit("response.output_text.done", item_id=b.message_id, output_index=at,
-                   content_index=0, text=part["text"], logprobs=part["logprobs"])  # fmt: skip
-        yield emit("response.content_part.done", item_id=b.message_id, output_index=at,
-                   content_index=0, part=part)  # fmt: skip
+        yield emit(
+            "response.output_text.done",
+            item_id=b.message_id,
+            output_index=at,
+            content_index=0,
+            text=part["text"],
+            logprobs=part["logprobs"],
+        )
+        yield emit(
+            "response.content_part.done",
+            item_id=b.message_id,
+            output_index=at,
+            content_index=0,
+            part=part,
+        )
         yield emit("response.output_item.done", output_index=at, item=b.message_item())
 
     def calls(self, first: int) -> Iterator[str]:
@@ -92,12 +126,22 @@ class ItemStream:
         yield from self.close_message()
         for k in range(first, len(b.state.tool_calls)):
             item, at = b.call_item(k), b.call_index(k)
-            yield emit("response.output_item.added", output_index=at,
-                       item=b.call_item(k, "in_progress"))  # fmt: skip
-            yield emit("response.function_call_arguments.delta", item_id=item["id"],
-                       output_index=at, delta=item["arguments"])  # fmt: skip
-            yield emit("response.function_call_arguments.done", item_id=item["id"],
-                       output_index=at, name=item["name"], arguments=item["arguments"])  # fmt: skip
+            yield emit(
+                "response.output_item.added", output_index=at, item=b.call_item(k, "in_progress")
+            )
+            yield emit(
+                "response.function_call_arguments.delta",
+                item_id=item["id"],
+                output_index=at,
+                delta=item["arguments"],
+            )
+            yield emit(
+                "response.function_call_arguments.done",
+                item_id=item["id"],
+                output_index=at,
+                name=item["name"],
+                arguments=item["arguments"],
+            )
             yield emit("response.output_item.done", output_index=at, item=item)
 
     def finish(self) -> Iterator[str]:
