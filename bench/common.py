@@ -106,7 +106,7 @@ def compare(
                 return None
             load = os.getloadavg()[0]
             print(
-                f"{name}: {result if isinstance(result, float) else 'done'}, load {load:.1f}",
+                f"{name}: {f'{result:.1f}' if isinstance(result, float) else 'done'}, load {load:.1f}",
                 file=sys.stderr,
                 flush=True,
             )

@@ -1,5 +1,6 @@
 """The benchmarks' one harness (``bench/common.py``): the percentile every table uses is numpy's
-default, and peers alternate A B A B with a peer that cannot run leaving the rotation."""
+default, peers alternate A B A B with a peer that cannot run leaving the rotation, and the timing
+runner warms every contender before the first timed run and keeps each run's load."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from bench.common import alternate, percentile, table
+from bench.common import MIN_ROUNDS, alternate, compare, percentile, results, summary, table
 
 SAMPLES = [[5.0], [3.0, 1.0], [1.0, 2.0, 3.0, 4.0], [float(x) for x in range(1, 101)], [2.5] * 7]
 
@@ -47,3 +48,21 @@ def test_table_writes_markdown():
         "| a | 1,234.50 |",
         "| 1 | b |",
     ]
+
+
+def test_compare_warms_first_then_alternates_and_keeps_the_load():
+    calls: list[str] = []
+    runs = {name: (lambda name=name: calls.append(name) or float(len(calls))) for name in "ab"}
+    warm = {name: (lambda name=name: calls.append(f"warm {name}")) for name in "ab"}
+    got = compare(runs, 3, warm)
+    assert calls == ["warm a", "warm b", "a", "b", "a", "b", "a", "b"]
+    assert {k: results(v) for k, v in got.items()} == {"a": [3.0, 5.0, 7.0], "b": [4.0, 6.0, 8.0]}
+    assert all(isinstance(r.load, float) and r.load >= 0 for v in got.values() for r in v)
+
+
+@pytest.mark.parametrize("rounds", [1, MIN_ROUNDS])
+def test_summary_names_rounds_and_load_and_flags_a_smoke_run(rounds):
+    got = compare({"a": lambda: 1.0}, rounds)
+    line = summary(got, rounds)
+    assert f"medians of {rounds} alternated runs, 1-minute load " in line
+    assert ("smoke run" in line) == (rounds < MIN_ROUNDS)

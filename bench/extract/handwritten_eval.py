@@ -164,7 +164,7 @@ def _per_minute(files: int, seconds: float | None) -> str:
     return f"{60 * files / seconds:.1f}" if seconds and seconds >= 1 else "-"
 
 
-def tables(results: dict[str, dict[str, Tally]], seconds: dict[str, float]) -> str:
+def result_tables(results: dict[str, dict[str, Tally]], seconds: dict[str, float]) -> str:
     """Markdown: the summary, fields right per field kind, fields right per document kind;
     one column per model, ``rules`` (the baseline) first."""
     names = list(results)
@@ -227,7 +227,7 @@ def main(argv: list[str] | None = None) -> None:
             print(f"{name}: {len(records[name])} records, {seconds[name]:.0f} s", file=sys.stderr)
     results = {name: score(docs, by_doc) for name, by_doc in records.items()}
     print(f"split {args.split}: {len(docs)} documents; extract flags: {flags or 'defaults'}\n")
-    print(tables(results, seconds))
+    print(result_tables(results, seconds))
     print("\n" + failures({n: {d: by.get(d, {}) for d in docs} for n, by in records.items()}))
 
 

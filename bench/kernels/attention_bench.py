@@ -133,7 +133,7 @@ def read_roof_gbs() -> float:
     return x.numel() * 4 / (time.perf_counter() - t) / 1e9
 
 
-def alternated(kernels: list, args: tuple, rounds: int) -> list[float]:
+def median_ms_alternated(kernels: list, args: tuple, rounds: int) -> list[float]:
     """Median ms of each kernel over ``rounds`` steps, the kernels alternated round by round."""
     times = alternate({i: partial(run_step, k, *args) for i, k in enumerate(kernels)}, rounds)
     return [1000 * median(times[i]) for i in range(len(kernels))]
@@ -144,7 +144,7 @@ def batch_table(kernels: list, rounds: int) -> list[list]:
     for dtype in (torch.float32, torch.bfloat16):
         for label, kind, batch in CASES:
             q, caches, tables, cu, ctxs, kv_bytes, flop = step_inputs(kind, batch, dtype)
-            ms = alternated(kernels, (q, caches, tables, cu, ctxs), rounds)
+            ms = median_ms_alternated(kernels, (q, caches, tables, cu, ctxs), rounds)
             row = [label, str(dtype).removeprefix("torch."), ms[0]]
             row += [kv_bytes / ms[0] / 1e6, flop / ms[0] / 1e6]
             if len(ms) > 1:
@@ -161,7 +161,7 @@ def single_table(kernels: list, rounds: int, threads: list[int]) -> list[list]:
         row: list = [ctx, n]
         for t in threads:
             torch.set_num_threads(t)
-            ms = alternated(kernels, args, rounds)
+            ms = median_ms_alternated(kernels, args, rounds)
             row += [ms[0]] + ([ms[1], f"{ms[1] / ms[0]:.2f}x"] if len(ms) > 1 else [])
         rows.append(row)
     return rows
