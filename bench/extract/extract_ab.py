@@ -7,8 +7,9 @@ older tree needs ``bench/extract/corpus.py``).
     python -m bench.extract.extract_ab --tree OLD_CHECKOUT --tree . --tree . --flags= --flags= \\
         --flags=--no-per-field --rounds 3 --docs 40 --threads 1
 
-Each variant is one (tree, flags) pair, in order (a single --tree serves every --flags). Prints
-the docs/s of every run and each variant's median, with the load average.
+Each variant is one (tree, flags) pair, in order (a single --tree serves every --flags). Runs
+alternate through ``bench.common.compare``; prints the docs/s of every run and each variant's
+median, with the load.
 """
 
 from __future__ import annotations
@@ -16,10 +17,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
+
+from bench.common import MIN_ROUNDS, compare, median, results, summary, table
 
 CHILD = r"""
 import json, sys, tempfile, time
@@ -62,40 +65,60 @@ print(json.dumps({"seconds": seconds, "ok": ok}))
 """
 
 
+def docs_per_second(tree: str, extra: str, args: argparse.Namespace) -> float:
+    """One run of a variant in a fresh process (its model load outside the timing)."""
+    root = str(Path(tree).resolve())
+    cmd = [sys.executable, "-c", CHILD, str(args.docs), str(args.threads), str(args.max_tokens)]
+    cmd += [args.workload, *extra.split()]
+    env = {**os.environ, "PYTHONPATH": root}
+    done = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"{tree} {extra}: rc {done.returncode}\n{done.stderr[-2000:]}")
+    res = json.loads(done.stdout.strip().splitlines()[-1])
+    if res["ok"] != args.docs:
+        print(f"{tree} {extra or '(default)'}: {res['ok']}/{args.docs} ok", file=sys.stderr)
+    return args.docs / res["seconds"]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tree", action="append", required=True)
     ap.add_argument("--flags", action="append", default=None)
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=MIN_ROUNDS)
     ap.add_argument("--docs", type=int, default=100)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--max-tokens", type=int, default=64)
-    ap.add_argument("--workload", default="payments",
-                    help="payments (extract_data) or a corpus kind: invoice, receipt, ...")  # fmt: skip
+    ap.add_argument(
+        "--workload",
+        default="payments",
+        help="payments (extract_data) or a corpus kind: invoice, receipt, ...",
+    )
     args = ap.parse_args()
     flags = args.flags or [""]
     n = max(len(args.tree), len(flags))
-    variants = [(args.tree[min(i, len(args.tree) - 1)], flags[min(i, len(flags) - 1)])
-                for i in range(n)]  # fmt: skip
-    rates: dict[int, list[float]] = {i: [] for i in range(n)}
-    for r in range(args.rounds):
-        for i, (tree, extra) in enumerate(variants):
-            root = str(Path(tree).resolve())
-            env = {**os.environ, "PYTHONPATH": root}
-            cmd = [sys.executable, "-c", CHILD, str(args.docs), str(args.threads),
-                   str(args.max_tokens), args.workload, *extra.split()]  # fmt: skip
-            done = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True)
-            if done.returncode != 0:
-                print(done.stderr[-2000:], file=sys.stderr)
-                return 1
-            res = json.loads(done.stdout.strip().splitlines()[-1])
-            rates[i].append(args.docs / res["seconds"])
-            print(f"round {r + 1} {tree} {extra or '(default)'}: {rates[i][-1]:.2f} docs/s, "
-                  f"{res['ok']}/{args.docs} ok, load {os.getloadavg()[0]:.1f}", flush=True)  # fmt: skip
-    print(f"\n| tree | flags | docs/s (median of {args.rounds}) | runs |\n|---|---|---:|---|")
+    variants = [
+        (args.tree[min(i, len(args.tree) - 1)], flags[min(i, len(flags) - 1)]) for i in range(n)
+    ]
+    runs = compare(
+        {
+            i: partial(docs_per_second, tree, extra, args)
+            for i, (tree, extra) in enumerate(variants)
+        },
+        args.rounds,
+    )
+    rows = []
     for i, (tree, extra) in enumerate(variants):
-        runs = ", ".join(f"{x:.2f}" for x in rates[i])
-        print(f"| {tree} | {extra or '(default)'} | {statistics.median(rates[i]):.2f} | {runs} |")
+        rates = results(runs[i])
+        rows.append(
+            [
+                tree,
+                extra or "(default)",
+                f"{median(rates):.2f}",
+                ", ".join(f"{x:.2f}" for x in rates),
+            ]
+        )
+    print(f"\n{args.docs} documents ({args.workload}); {summary(runs, args.rounds)}\n")
+    print(table(["tree", "flags", "docs/s (median)", "runs"], rows))
     return 0
 
 

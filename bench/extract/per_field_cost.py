@@ -1,5 +1,6 @@
 """The cost of one document, field by field vs one whole-record question, per model: the same
-document through ``stencil extract`` in each mode, alternated A B A B, under a fresh file name
+document through ``stencil extract`` in each mode, alternated A B A B (``bench.common.compare``,
+each mode warmed first on a document of its own), under a fresh file name
 each run and a line naming the run at its end (so no run finds the document in the prefix
 cache or its constraints in the compile cache; the instructions and field list before it are
 shared, as in a real run).
@@ -18,14 +19,16 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import itertools
 import json
 import os
-import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from bench.common import MIN_ROUNDS, compare, median, results, summary, table
 
 MODES = {"per-field": [], "whole-record": ["--no-per-field"]}
 DOCUMENT = Path(__file__).resolve().parents[2] / "examples" / "invoice.txt"
@@ -52,8 +55,17 @@ def _once(llm: Any, root: Path, name: str, flags: list[str], max_tokens: int) ->
     text = DOCUMENT.read_text(encoding="utf-8") + f"Filed by the archive desk as {tag}.\n"
     doc.write_text(text, encoding="utf-8")  # a new text each run: no compile cache hit
     out = root / f"{name}.jsonl"
-    argv = ["extract", "--schema", "invoice", str(doc), "--out", str(out),
-            "--max-tokens", str(max_tokens), *flags]  # fmt: skip
+    argv = [
+        "extract",
+        "--schema",
+        "invoice",
+        str(doc),
+        "--out",
+        str(out),
+        "--max-tokens",
+        str(max_tokens),
+        *flags,
+    ]
     before = llm.get_metrics()
     start = time.perf_counter()
     with contextlib.redirect_stdout(io.StringIO()):  # the run's own summary table
@@ -67,57 +79,84 @@ def _once(llm: Any, root: Path, name: str, flags: list[str], max_tokens: int) ->
         after["constraint_compile_seconds_total"] - before["constraint_compile_seconds_total"]
     )
     mask_s = after["guided_mask_seconds_total"] - before["guided_mask_seconds_total"]
-    return {"seconds": seconds, "computed": int(prompt - hits), "cached": int(hits),
-            "compile_s": compile_s, "mask_s": mask_s,
-            "output": int(after["generation_tokens_total"] - before["generation_tokens_total"]),
-            "ok": record["ok"], "data": record.get("data"), "error": record.get("error")}  # fmt: skip
+    return {
+        "seconds": seconds,
+        "computed": int(prompt - hits),
+        "cached": int(hits),
+        "compile_s": compile_s,
+        "mask_s": mask_s,
+        "output": int(after["generation_tokens_total"] - before["generation_tokens_total"]),
+        "ok": record["ok"],
+        "data": record.get("data"),
+        "error": record.get("error"),
+    }
+
+
+def _report(res: dict[str, Any]) -> str:
+    """One run, as the progress line prints it."""
+    return (
+        f"{res['seconds']:.1f} s, prompt tokens computed {res['computed']} / cached "
+        f"{res['cached']}, output {res['output']}, compile {res['compile_s']:.1f} s, masks "
+        f"{res['mask_s']:.1f} s, ok={res['ok']} {res['data'] or res['error']}"
+    )
+
+
+def model_rows(model: str, root: Path, args: argparse.Namespace) -> tuple[list[list], str]:
+    """Per mode: the median of alternated runs on one model, and the harness's summary line."""
+    llm = _llm(model, args.threads)
+    extra, names = args.flags.split(), itertools.count()
+
+    def one(mode: str) -> dict[str, Any]:
+        name = f"{model.replace('/', '_')}-{mode}-{next(names)}.txt"
+        res = _once(llm, root, name, MODES[mode] + extra, args.max_tokens)
+        print(f"{model} {mode}: {_report(res)}", flush=True)
+        return res
+
+    warm = {
+        m: lambda m=m: _once(llm, root, f"warm-{m}.txt", MODES[m] + extra, args.max_tokens)
+        for m in MODES
+    }
+    runs = compare({m: lambda m=m: one(m) for m in MODES}, args.rounds, warm)
+    per, whole = (median([x["seconds"] for x in results(runs[m])]) for m in MODES)
+    rows = []
+    for mode in MODES:
+        got = results(runs[mode])
+        med = {k: median([x[k] for x in got]) for k in ("seconds", "computed", "cached", "output")}
+        rows.append(
+            [
+                model,
+                mode,
+                f"{med['seconds']:.1f}",
+                f"{60 / med['seconds']:.2f}",
+                ", ".join(f"{x['seconds']:.1f}" for x in got),
+                f"{med['computed']:.0f} / {med['cached']:.0f}",
+                f"{med['output']:.0f}",
+                f"{median([len(x['data'] or {}) for x in got]):.0f}",
+                f"{per / whole:.2f}x",
+            ]
+        )
+    return rows, f"{model}: {summary(runs, args.rounds)}"
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", action="append", default=None)
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=MIN_ROUNDS)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--max-tokens", type=int, default=256)
     ap.add_argument("--flags", default="", help="extra stencil extract flags for both modes")
     args = ap.parse_args()
-    extra = args.flags.split()
-    rows = []
+    rows, notes = [], []
     with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
         for model in args.model or ["embedded"]:
-            llm = _llm(model, args.threads)
-            for mode, flags in MODES.items():  # warm-up, outside the timing
-                _once(llm, root, f"warm-{mode}.txt", flags + extra, args.max_tokens)
-            runs: dict[str, list[dict[str, Any]]] = {m: [] for m in MODES}
-            for r in range(args.rounds):
-                for mode, flags in MODES.items():
-                    res = _once(llm, root, f"{model.replace('/', '_')}-{mode}-{r}.txt",
-                                flags + extra, args.max_tokens)  # fmt: skip
-                    runs[mode].append(res)
-                    print(f"{model} {mode} round {r + 1}: {res['seconds']:.1f} s, prompt tokens "
-                          f"computed {res['computed']} / cached {res['cached']}, output "
-                          f"{res['output']}, compile {res['compile_s']:.1f} s, masks "
-                          f"{res['mask_s']:.1f} s, ok={res['ok']} {res['data'] or res['error']}, load "
-                          f"{os.getloadavg()[0]:.1f}", flush=True)  # fmt: skip
-            per, whole = (statistics.median(x["seconds"] for x in runs[m]) for m in MODES)
-            for mode in MODES:
-                med = {k: statistics.median(x[k] for x in runs[mode])
-                       for k in ("seconds", "computed", "cached", "output")}  # fmt: skip
-                times = ", ".join(f"{x['seconds']:.1f}" for x in runs[mode])
-                fields = statistics.median(len(x["data"] or {}) for x in runs[mode])
-                rows.append(f"| {model} | {mode} | {med['seconds']:.1f} | {60 / med['seconds']:.2f}"
-                            f" | {times} | {med['computed']:.0f} / {med['cached']:.0f} | "
-                            f"{med['output']:.0f} | {fields:.0f} | {per / whole:.2f}x |")  # fmt: skip
-            del llm
-    print(f"\n| model | mode | s/doc (median of {args.rounds}) | docs/min | runs (s) | prompt "
-          "tokens computed / cached | output tokens | fields filled | per-field / whole |\n"
-          "|---|---|---:|---:|---|---:|---:|---:|---:|")  # fmt: skip
-    print("\n".join(rows))
-    print(
-        f"\nflags: {args.flags or '(default)'}; threads {args.threads}; "
-        f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}"
-    )
+            got, note = model_rows(model, Path(tmp), args)
+            rows += got
+            notes.append(note)
+    heads = ["model", "mode", "s/doc (median)", "docs/min", "runs (s)"]
+    heads += ["prompt tokens computed / cached", "output tokens", "fields filled"]
+    print()
+    print(table([*heads, "per-field / whole"], rows))
+    print(f"\nflags: {args.flags or '(default)'}; threads {args.threads}; " + "; ".join(notes))
     return 0
 
 
