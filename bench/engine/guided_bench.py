@@ -97,7 +97,11 @@ def fresh_engine(threads: int, warm_ids: list[int]) -> LLM:
 
 
 def stencil_run(threads: int, items, constraints) -> dict:
-    return run(fresh_engine(threads, outside_prompt(items[0].prompt_ids)), items, constraints)
+    llm = fresh_engine(threads, outside_prompt(items[0].prompt_ids))
+    try:
+        return run(llm, items, constraints)
+    finally:
+        llm.engine.shutdown()  # its compile workers: the next run starts its own
 
 
 def vllm_job(items, schemas: list[dict] | None) -> list[dict]:
