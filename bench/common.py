@@ -105,11 +105,8 @@ def compare(
             if result is None:
                 return None
             load = os.getloadavg()[0]
-            print(
-                f"{name}: {f'{result:.1f}' if isinstance(result, float) else 'done'}, load {load:.1f}",
-                file=sys.stderr,
-                flush=True,
-            )
+            shown = f"{result:.1f}" if isinstance(result, float) else "done"
+            print(f"{name}: {shown}, load {load:.1f}", file=sys.stderr, flush=True)
             return Timed(result, load)
 
         return call
