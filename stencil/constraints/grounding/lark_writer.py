@@ -30,6 +30,7 @@ from typing import Any
 from ..errors import ConstraintError, UnsupportedSchemaError
 from ..json_schema.ecma_regex import ecma_pattern, structure
 from .marking import EMAIL, SENTINEL, SPAN_FORMATS
+from .stated import date_spans
 
 # an email address and a code with digits (words joined by - / . , : with a digit: a date,
 # 1,580.00, INV-2024-0193, a phone number) are one unit each (a span holds all of it or none),
@@ -41,7 +42,8 @@ _ESCAPED = re.compile(r'["\\\x00-\x1f]')  # what JSON writes as an escape
 _CHAR = r'(?:[^"\\\x00-\x1f]|\\["\\\x2fbfnrt]|\\u[0-9a-fA-F]{4})'
 _EDGE = r'(?:[^"\\\x00-\x20]|\\["\\\x2fbfu]|\\u[0-9a-fA-F]{4})'
 # the units (chunks) a sibling property claims by its type or format, which a plain grounded
-# string then never contains: an address, an ISO-style date, a number with a decimal fraction
+# string then never contains: an address, an ISO-style date (and any date the source states,
+# in words too: ``_date_chunks``), a number with a decimal fraction
 _CLAIMED = {
     "email": re.compile(EMAIL),
     "date": re.compile(r"[0-9]{1,4}[\-/.][0-9]{1,2}[\-/.][0-9]{1,4}"),
@@ -70,10 +72,23 @@ def source_chunks(source: str) -> list[str]:
     ]
 
 
+def _date_chunks(source: str) -> frozenset[int]:
+    """The chunks (by index) of the dates the source states in words or digits (``Nov 15,
+    2026``, ``4. März 2024``): what a sibling ``format: date`` field claims whole."""
+    spans = date_spans(source)
+    if not spans:
+        return frozenset()
+    return frozenset(
+        i
+        for i, m in enumerate(_CHUNK.finditer(source))
+        if any(a < m.end() and m.start() < b for a, b, _ in spans)
+    )
+
+
 def grounded_lark(translated: dict[str, Any], source: str) -> tuple[str, tuple[bytes, ...]]:
     """The Lark grammar for a translated schema whose grounded strings carry sentinels, and the
     marked text of each co-matched grounded string (by its probe number)."""
-    writer = _LarkWriter(translated, source_chunks(source))
+    writer = _LarkWriter(translated, source_chunks(source), _date_chunks(source))
     try:
         return writer.grammar(), tuple(writer.marked)
     except _NoSpan as e:
@@ -184,8 +199,9 @@ def _some_span_matches(
 
 
 class _LarkWriter:
-    def __init__(self, root: dict[str, Any], chunks: list[str]) -> None:
+    def __init__(self, root: dict[str, Any], chunks: list[str], dates: frozenset[int]) -> None:
         self.root = root
+        self.dates = dates
         self.defs = root.get("$defs", {})
         self.guidance = root.get("x-guidance", {})
         self.chunks = chunks
@@ -263,7 +279,8 @@ class _LarkWriter:
         low, high = node.get("minLength", 1), node.get("maxLength")
         kinds = [_CLAIMED[k] for k in claimed.split(",") if k]
         barred = {c for c in set(self.chunks) if any(k.fullmatch(c) for k in kinds)}
-        chunks = [_BARRIER if c in barred else c for c in self.chunks]
+        dates = self.dates if "date" in claimed.split(",") else frozenset()
+        chunks = [_BARRIER if c in barred or i in dates else c for i, c in enumerate(self.chunks)]
         if not fmt and not pattern and low == 1 and high is None:
             if not any(map(_may_edge, chunks)):
                 raise _NoSpan("the source text has no span")

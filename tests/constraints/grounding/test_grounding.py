@@ -420,3 +420,15 @@ def test_claimed_kinds_of_fields_asked_apart(smol_compiler, smol_tokenizer):
     )
     assert accepts_text(compiled, smol_tokenizer, '{"name": "KWAME ASANTE"}')
     assert not accepts_text(compiled, smol_tokenizer, '{"name": "kwame.asante@icloud.com"}')
+
+
+@pytest.mark.parametrize("sibling", [None, {"type": "string", "format": "date"}])
+def test_a_date_in_words_is_claimed_by_a_date_sibling(smol_compiler, smol_tokenizer, sibling):
+    props = {"ref": {"type": "string"}, **({"due": sibling} if sibling else {})}
+    schema = {"type": "object", "properties": props, "additionalProperties": False}
+    doc = "Ref: AB 17, due Nov 15, 2026 at the latest (or 4. März 2027)."
+    constraint = Constraint.json_schema(schema, source_text=doc, ground_strings=True)
+    compiled = smol_compiler.compile(constraint)
+    assert accepts_text(compiled, smol_tokenizer, '{"ref": "AB 17"}')
+    for date in ("Nov 15, 2026", "15, 2026", "4. März 2027"):
+        assert accepts_text(compiled, smol_tokenizer, f'{{"ref": "{date}"}}') is (sibling is None)
