@@ -1,7 +1,8 @@
 """The values a text states, normalized: numbers in the text's own locale (``1,580.00``,
 ``1.190,00``, ``264,30``, ``1 234,56`` -> 1580.0, 1190.0, 264.3, 1234.56), calendar dates in
 English, German, French, Spanish and Italian (``2024-03-04``, ``March 4, 2024``, ``4. März 2024``,
-``04.03.2024``, ``4 de marzo de 2024`` -> ``"2024-03-04"``) and currencies (``€``, ``EUR``,
+``04.03.2024``, ``4 de marzo de 2024`` -> ``"2024-03-04"``; both days of a range that names
+its month once: ``4-6 December 2026``) and currencies (``€``, ``EUR``,
 ``£`` -> ``"EUR"``, ``"GBP"``), for grounding free number, ``format: date`` and currency fields
 in the values of a source text. Month names and currency signs are the lexicon's
 (``lexicon.toml``); ``document_index.DocumentIndex`` reads a document through these."""
@@ -36,6 +37,15 @@ _DATES = [
     re.compile(rf"(?<![\w\-/.]){_YEAR}(?P<sep>[\-/.])(?P<num>\d{{1,2}})(?P=sep){_DAY}(?![\w\-/])"),
     re.compile(rf"\b{_MONTH} {_DAY},? {_YEAR}\b"),
     re.compile(rf"\b{_DAY} (?:de )?{_MONTH},? (?:de )?{_YEAR}\b"),
+]
+# the first day of a range that names its month and year once (4-6 December 2026, du 4 au 6
+# décembre 2026, 4. bis 6. Dezember 2026, del 4 al 6 de diciembre de 2026, Dec 4-6, 2026)
+_TO = r"\s?(?:[\-\u2013\u2014]|au|bis|al|to|until|through)\s?(?:del?\s)?"
+_FIRST = r"(?P<first>\d{1,2})(?:st|nd|rd|th|er|º|°)?\.?"
+# (month first, the last day is no date of ``_DATES`` either: both days read here)
+_RANGES = [
+    (re.compile(rf"\b{_FIRST}{_TO}{_DAY} (?:de )?{_MONTH},? (?:de )?{_YEAR}\b"), ("first",)),
+    (re.compile(rf"\b{_MONTH} {_FIRST}{_TO}{_DAY},? {_YEAR}\b"), ("first", "day")),
 ]
 # day first: dotted dates everywhere, slashed ones where the text writes decimal commas
 _DOTTED = re.compile(r"(?<![\w\-/.])(?P<day>\d{1,2})\.(?P<num>\d{1,2})\.(?P<year>\d{4})(?![\w\-/])")
@@ -132,6 +142,14 @@ def date_spans(source: str) -> list[tuple[int, int, str]]:
             iso = _iso(m.groupdict())
             if iso is not None:
                 found.append((m.start(), m.end(), iso))
+    for pattern, days in _RANGES:
+        for m in pattern.finditer(source):
+            if _iso(m.groupdict()) is None:
+                continue
+            for day in days:
+                iso = _iso({**m.groupdict(), "day": m.group(day)})
+                if iso is not None:
+                    found.append((m.start(day), m.end(day), iso))
     day_first = decimal_mark([m.group() for m in _NUMBER.finditer(source)]) == ","
     for m in _SLASHED.finditer(source):
         a, b, year = (int(g) for g in m.groups())

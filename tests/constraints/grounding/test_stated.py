@@ -48,6 +48,12 @@ def test_numbers_in_each_locale(text, numbers):
         # decimal points: day or month first unknown, both readings (day first first)
         ("signed 03/04/2024, total 12.50", ["2024-04-03", "2024-03-04"]),
         ("Sevilla, 11/11/2024", ["2024-11-11"]),  # day = month: one reading either way
+        # a range naming its month and year once: both days
+        ("du 4 au 6 décembre 2026", ["2026-12-04", "2026-12-06"]),
+        ("4. bis 6. Dezember 2026", ["2026-12-04", "2026-12-06"]),
+        ("del 4 al 6 de diciembre de 2026", ["2026-12-04", "2026-12-06"]),
+        ("Dec 4\u20136, 2026", ["2026-12-04", "2026-12-06"]),
+        ("pages 245-276, 2025", []),
     ],
 )
 def test_dates_in_each_locale(text, dates):
