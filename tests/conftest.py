@@ -102,13 +102,15 @@ def live_server(request: pytest.FixtureRequest) -> Iterator[LiveServer]:
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Without ``--corpus-dir`` the corpus suite is deselected (the default run reads only the
-    repository). The live server's users first (whole modules, in their order): it stops after
+    repository); the slow suite runs only when ``-m`` names it (``-m slow``). The live server's users first (whole modules, in their order): it stops after
     the last of them, before the tests that load models of their own."""
-    if not config.getoption("corpus_dir"):
-        corpus = [item for item in items if item.get_closest_marker("corpus")]
-        if corpus:
-            config.hook.pytest_deselected(items=corpus)
-            items[:] = [item for item in items if not item.get_closest_marker("corpus")]
+    apart = [] if config.getoption("corpus_dir") else ["corpus"]
+    apart += [] if "slow" in (config.getoption("markexpr") or "") else ["slow"]
+    left = [item for item in items if any(item.get_closest_marker(m) for m in apart)]
+    if left:
+        config.hook.pytest_deselected(items=left)
+        gone = set(left)
+        items[:] = [item for item in items if item not in gone]
     using = [item for item in items if "live_server" in getattr(item, "fixturenames", ())]
     users = {item.path for item in using}
     items.sort(key=lambda item: item.path not in users)  # stable: the last user stays last

@@ -77,7 +77,11 @@ def _acceptance(llm) -> float:
     return m["spec_decode_num_accepted_tokens_total"] / m["spec_decode_num_draft_tokens_total"]
 
 
-@pytest.mark.parametrize("draft", DRAFTS)
+# the default run: a draft of another architecture and a quantized one; the rest in -m slow
+@pytest.mark.parametrize(
+    "draft",
+    [pytest.param(d, marks=pytest.mark.slow) if d in DRAFTS[::3] else d for d in DRAFTS],
+)
 def test_greedy_identity_one_at_a_time(plain, drafted, draft):
     spec = drafted(draft)
     params, prompts = requests()
