@@ -6,7 +6,12 @@
 ``kernels`` import neither each other nor anything above them; the engine takes from
 ``constraints`` only the compiler, the value it compiles and the bitmask helpers; translation
 and grounding import nothing of the compile stage; nothing imports ``stencil.testing``
-(support for the tests and benchmarks) but itself; no two modules import each other in a cycle."""
+(support for the tests and benchmarks) but itself; no two modules import each other in a cycle.
+
+In the server, the request path runs one way: HTTP -> conversion (request -> ``Plan``) -> engine
+stream -> renderers. Conversion imports neither the output side nor the HTTP layer, the output
+side (events, the tool parser, the renderers) imports no conversion, and ``api.state`` imports
+no API above it (the Responses API's store is handed to it)."""
 
 from __future__ import annotations
 
@@ -87,6 +92,46 @@ DOCUMENT_RULE_NAMES = {
 }
 
 KNOWN_CYCLES: list[list[str]] = []
+
+# the server's request path (``stencil.api.``), by side; the value types between the sides
+# (``request_plan``, ``model_info``, ``errors``, ``openai.protocol``, ``tools.formats`` /
+# ``schema`` / ``harmony``: the call syntax both sides read) belong to none
+CONVERSION = {
+    "openai.convert",
+    "openai.surface",
+    "openai.structured_output",
+    "openai.constraint",
+    "openai.chat_prompt",
+    "openai.messages",
+    "openai.chat_template",
+    "openai.prompt_tokens",
+    "openai.sampling",
+    "tools.plan",
+    "tools.constraint",
+    "tools.prompt",
+    "responses_api.convert",
+}
+OUTPUT = {
+    "tools.parser",
+    "tools.harmony_parser",
+    "tools.calls",
+    "output_events",
+    "engine_stream",
+    "chat_render",
+    "responses_api.render",
+    "responses_api.stream",
+    "responses_api.reasoning",
+}
+HTTP = {
+    "app",
+    "routes",
+    "read_request",
+    "send_response",
+    "state",
+    "embeddings",
+    "responses_api.routes",
+    "responses_api.store",
+}
 
 
 def _module_name(path: Path) -> str:
@@ -264,6 +309,33 @@ def test_no_import_cycles() -> None:
 def _is_package_of(package: str, module: str) -> bool:
     """``pkg/__init__.py`` re-exporting its own modules is not a cycle."""
     return module.startswith(package + ".") and MODULES[package].name == "__init__.py"
+
+
+def _api(names: set[str]) -> set[str]:
+    return {f"stencil.api.{n}" for n in names}
+
+
+@pytest.mark.parametrize(
+    ("side", "modules", "forbidden"),
+    [("conversion", CONVERSION, OUTPUT | HTTP), ("output", OUTPUT, CONVERSION | HTTP)],
+)
+def test_the_request_path_runs_one_way(side: str, modules: set[str], forbidden: set[str]) -> None:
+    """Conversion hands plain values forward and never reaches the output side or HTTP; the
+    output side (events, the tool parser, the renderers) reads the ``Plan`` and never converts."""
+    assert _api(modules) <= MODULES.keys(), sorted(_api(modules) - MODULES.keys())
+    bad = [f"{m} -> {t}" for m in sorted(_api(modules)) for t in sorted(GRAPH[m] & _api(forbidden))]
+    assert not bad, f"the request path's {side} reaches back:\n" + "\n".join(bad)
+
+
+def test_app_state_imports_no_api_above_it() -> None:
+    """``AppState`` is handed what the APIs keep (the Responses API's store), never imports it."""
+    allowed = _api({"metrics", "middleware.admission", "model_info", "engine_client"})
+    above = [
+        t
+        for t in sorted(GRAPH["stencil.api.state"])
+        if t.startswith("stencil.api.") and t not in allowed
+    ]
+    assert not above, f"api.state imports upward: {above}"
 
 
 def test_the_graph_is_read() -> None:

@@ -1,5 +1,5 @@
 """Chat and completion responses, streaming (SSE) and not, rendered from a request's events
-(``event_stream``): the chat renderer beside the Responses API's (``responses_api.render``)."""
+(``engine_stream``): the chat renderer beside the Responses API's (``responses_api.render``)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from typing import Any
 
 from stencil.api.engine_stream import ChoiceState, EventStream, until_failure
 from stencil.api.errors import APIError
-from stencil.api.openai.convert import Plan
 from stencil.api.output_events import Delta, Finish, ToolCalls
+from stencil.api.request_plan import Plan
 from stencil.engine.outputs import PositionLogprobs
 
 _MIN_LOGPROB = -9999.0

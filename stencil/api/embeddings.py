@@ -23,7 +23,7 @@ from fastapi.responses import JSONResponse, Response
 from stencil.api.engine_client import EngineClient
 from stencil.api.errors import APIError, bad_request
 from stencil.api.model_info import ModelInfo
-from stencil.api.openai.convert import prompt_ids
+from stencil.api.openai.prompt_tokens import prompt_ids
 from stencil.api.openai.protocol import EmbeddingRequest
 from stencil.api.openapi import json_body as openapi_body
 from stencil.api.read_request import ClientGone, read_request, ready, unless_disconnected
@@ -78,7 +78,7 @@ def embedding_inputs(value: Any, model: ModelInfo, config: ServerConfig) -> list
             raise bad_request(f"{param} is {what}", param)
     for param, v in entries:  # a huge text is a 400 before the whole batch is tokenized
         if isinstance(v, str) and len(v) > 4 * model.max_model_len:
-            prompt_ids(model, v, param, True)
+            prompt_ids(model.tokenizer, v, model.max_model_len, param, True)
     texts = [v for _, v in entries if isinstance(v, str)]
     encoded = iter(model.tokenizer(texts, add_special_tokens=True).input_ids if texts else [])
     items = [(p, next(encoded) if isinstance(v, str) else list(v)) for p, v in entries]

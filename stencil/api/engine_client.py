@@ -1,5 +1,5 @@
 """Driving the engine for one HTTP request: start (errors before any byte is sent), stream the
-cumulative ``RequestOutput``s, abort on early exit or shutdown. ``events`` turns them into the
+cumulative ``RequestOutput``s, abort on early exit or shutdown. ``engine_stream`` turns them into the
 per-choice events every response is rendered from."""
 
 from __future__ import annotations

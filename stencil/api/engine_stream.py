@@ -1,6 +1,8 @@
 """One HTTP request's engine work as a single stream of events: every plan's generation opened
 (bad input fails here, before any byte is sent), their events merged, the latency histograms fed,
-and whatever is unfinished aborted on ``close``. The renderers only read this stream."""
+and whatever is unfinished aborted on ``close``. Each plan's reply is read as plain text
+(``output_events``) or through the tool parser (``tools.parser``); the renderers only read this
+stream."""
 
 from __future__ import annotations
 
@@ -14,8 +16,9 @@ from stencil.api.engine_client import EngineClient, Generation
 from stencil.api.errors import APIError
 from stencil.api.metrics import ServerMetrics
 from stencil.api.model_info import ModelInfo
-from stencil.api.openai.convert import Plan
-from stencil.api.output_events import Delta, Event, Finish, ToolCalls, events
+from stencil.api.output_events import Delta, Event, Finish, ToolCalls, plain_events
+from stencil.api.request_plan import Plan
+from stencil.api.tools.parser import harmony_events, tool_events
 from stencil.engine.outputs import PositionLogprobs
 
 
@@ -74,7 +77,7 @@ class EventStream:
 
     async def __aiter__(self) -> AsyncIterator[Event]:
         streams = [
-            events(plan, gen, self.model, offset=k * self.n)
+            _events(plan, gen, self.model.tokenizer, offset=k * self.n)
             for k, (plan, gen) in enumerate(zip(self.plans, self.gens, strict=True))
         ]
         merged = streams[0] if len(streams) == 1 else _merge(streams)
@@ -89,6 +92,21 @@ class EventStream:
     def close(self) -> None:
         for g in self.gens:
             g.close()
+
+
+async def _events(plan: Plan, gen: Generation, tokenizer: Any, offset: int) -> AsyncIterator[Event]:
+    """Per-choice events for one plan, read as its reply is written (harmony, a family's tool
+    calls, or plain text); choice indices are shifted by ``offset``."""
+    if plan.harmony:
+        stream = harmony_events(gen)
+    elif plan.tools is None:
+        stream = plain_events(gen)
+    else:
+        stream = tool_events(gen, plan.tools, plan.params.max_tokens or 0, tokenizer)
+    async for ev in stream:
+        if offset:
+            ev.index += offset
+        yield ev
 
 
 async def _merge(streams: list[AsyncIterator[Event]]) -> AsyncIterator[Event]:

@@ -12,8 +12,9 @@ from stencil.api.chat_render import Context, chat_response, completion_response,
 from stencil.api.engine_stream import ChoiceState, EventStream
 from stencil.api.errors import bad_request
 from stencil.api.model_info import ModelInfo
-from stencil.api.openai.convert import convert_chat, convert_completion, prompt_ids
-from stencil.api.openai.messages import render_chat
+from stencil.api.openai.chat_prompt import chat_prompt
+from stencil.api.openai.convert import convert_chat, convert_completion
+from stencil.api.openai.prompt_tokens import prompt_ids
 from stencil.api.openai.protocol import (
     ChatCompletionRequest,
     CompletionRequest,
@@ -21,7 +22,7 @@ from stencil.api.openai.protocol import (
     TokenizeRequest,
 )
 from stencil.api.openapi import json_body
-from stencil.api.read_request import parse, read_request, ready
+from stencil.api.read_request import read_request, ready
 from stencil.api.send_response import respond
 from stencil.api.state import AppState
 from stencil.api.state import version as stencil_version
@@ -136,17 +137,16 @@ def _tokenize(req: TokenizeRequest, model: ModelInfo) -> list[int]:
     if (req.prompt is None) == (req.messages is None):
         raise bad_request("give exactly one of prompt and messages", "prompt")
     if req.prompt is not None:
-        return prompt_ids(model, req.prompt, "prompt", req.add_special_tokens)
-    chat = parse(
-        ChatCompletionRequest,
-        {
-            "messages": req.messages,
-            "add_generation_prompt": req.add_generation_prompt,
-            "chat_template_kwargs": req.chat_template_kwargs,
-        },
+        return prompt_ids(
+            model.tokenizer, req.prompt, model.max_model_len, "prompt", req.add_special_tokens
+        )
+    prompt = chat_prompt(
+        req.messages,
+        model,
+        add_generation_prompt=req.add_generation_prompt,
+        chat_template_kwargs=req.chat_template_kwargs,
     )
-    text = render_chat(chat, model.tokenizer, None, model.max_model_len, model.call_format)
-    return prompt_ids(model, text, "messages")
+    return prompt.ids
 
 
 async def _chat_like(

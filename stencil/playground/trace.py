@@ -10,9 +10,10 @@ import uuid
 from typing import Any
 
 from stencil.api.errors import bad_request
-from stencil.api.openai.convert import Plan, convert_chat, convert_completion
+from stencil.api.openai.convert import convert_chat, convert_completion
 from stencil.api.openai.protocol import ChatCompletionRequest, CompletionRequest
 from stencil.api.read_request import check_model, parse
+from stencil.api.request_plan import Plan
 from stencil.api.state import AppState
 
 

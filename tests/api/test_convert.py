@@ -152,7 +152,7 @@ def test_required_with_several_tools_is_any_of(model):
 def test_auto_tools_constrain_text_or_a_call_in_one_request(model):
     plan = chat(model, tools=[TOOL])
     c = plan.params.constraint
-    assert plan.tools.mode == "auto" and plan.tool_format.name == "smollm2"
+    assert plan.tools.auto and plan.tools.format.name == "smollm2"
     assert c.kind == "grammar" and "hd[lazy]: TEXT" in c.source and plan.params.close_on_length
     assert plan.constraint_param == "tools" and translate(c).grammar
 

@@ -3,7 +3,7 @@ the union of the calls grammar alone and the answer's ``json_schema`` constraint
 are the oracles here: along every output, the union's mask holds the masks of the branches
 still alive (decode-time checks included: ``BranchMatcher``), every token of it is taken, and
 ``jsonschema`` agrees with what the union accepts. The call syntaxes are the server's
-(``tool_formats``: SmolLM2's, Hermes', Llama 3.1's bare JSON) on SmolLM2's vocabulary."""
+(``tools.formats``: SmolLM2's, Hermes', Llama 3.1's bare JSON) on SmolLM2's vocabulary."""
 
 from __future__ import annotations
 

@@ -1,13 +1,13 @@
-"""Structured-output fields of a request -> one ``Constraint``.
+"""The structured-output fields of a request, read once into plain values.
 
 A request may name its constraint in several ways (``response_format``, vLLM's ``guided_*``,
-``structured_outputs``, and tools); this module lists every one it finds (so two are
-a 400) and builds the one constraint, mapping ``ConstraintError`` to a 400 naming the field.
+``structured_outputs``, and tools); this module lists every one it finds (``Source``: so two are
+a 400 later), with the JSON whitespace options and the grounding text. ``openai.constraint``
+builds the one constraint from them (after ``tools.constraint`` adds the tools' own).
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,8 +16,8 @@ from stencil.api.openai.protocol import (
     ResponseFormatJsonObject,
     ResponseFormatJsonSchema,
     SamplingFields,
+    StructuredOutputs,
 )
-from stencil.constraints import Constraint, ConstraintError
 
 
 @dataclass(slots=True, frozen=True)
@@ -50,8 +50,7 @@ class Grounding:
     ground_dates: bool = False
 
     @classmethod
-    def of(cls, req: SamplingFields) -> Grounding | None:
-        so = req.structured_outputs
+    def of(cls, so: StructuredOutputs | None) -> Grounding | None:
         if so is None:
             return None
         flags = {
@@ -68,9 +67,25 @@ class Grounding:
         return cls(so.source_text, **flags)
 
 
-def collect_sources(req: SamplingFields) -> list[Source]:
+@dataclass(slots=True, frozen=True)
+class StructuredOutput:
+    """What a request asks of its output's structure, as plain values."""
+
+    sources: list[Source]
+    whitespace: Whitespace | None
+    grounding: Grounding | None
+
+
+def structured_output(req: SamplingFields) -> StructuredOutput:
+    """Read the request's structured-output fields (``response_format``, ``guided_*``,
+    ``structured_outputs``) once."""
+    so = req.structured_outputs
+    return StructuredOutput(_sources(req), _whitespace(req), Grounding.of(so))
+
+
+def _sources(req: SamplingFields) -> list[Source]:
     """Every constraint the request names in its structured-output fields, in a fixed order
-    (a tool plan adds its own: ``convert``)."""
+    (a tool plan adds its own: ``tools.constraint``)."""
     out: list[Source] = []
     rf = req.response_format
     if isinstance(rf, ResponseFormatJsonObject):
@@ -101,7 +116,7 @@ def collect_sources(req: SamplingFields) -> list[Source]:
     return out
 
 
-def whitespace_options(req: SamplingFields) -> Whitespace | None:
+def _whitespace(req: SamplingFields) -> Whitespace | None:
     """The JSON whitespace options the request sets, or None."""
     so = req.structured_outputs
     so_pattern = so.whitespace_pattern if so else None
@@ -129,82 +144,3 @@ def whitespace_options(req: SamplingFields) -> Whitespace | None:
         )
         return Whitespace(param, so_pattern, compact, undeclared)
     return None
-
-
-def build_constraint(
-    src: Source, ws: Whitespace | None, grounding: Grounding | None = None
-) -> Constraint:
-    """Construct the constraint (its cheap checks: type, size, nesting); any ConstraintError
-    is a 400 on its field. The translation (schema -> grammar, regex and grammar parsing) is the
-    engine's compile, which runs it in a killable worker within the compile budget before the
-    request is scheduled, so no request can hold the event loop; its errors are 400s too."""
-    if grounding is not None and src.kind != "json":
-        raise bad_request(
-            f"structured_outputs.source_text grounds JSON schemas, not {src.param}",
-            "structured_outputs.source_text",
-        )
-    try:
-        return _build(src, ws, grounding)
-    except ConstraintError as e:
-        raise bad_request(f"invalid {src.param}: {e}", src.param) from None
-    except (ValueError, TypeError, RecursionError) as e:
-        raise bad_request(f"invalid {src.param}: {e}", src.param) from None
-
-
-def _build(src: Source, ws: Whitespace | None, grounding: Grounding | None) -> Constraint:
-    if src.kind == "regex":
-        return Constraint.regex(_text(src))
-    if src.kind == "grammar":
-        return Constraint.grammar(_text(src))
-    if src.kind == "tool_calls":  # (lark, json_rules) written by tool_formats
-        lark, rules = src.value
-        return Constraint.grammar(lark, json_rules=rules)
-    if src.kind == "calls_or_answer":  # tools in auto with a JSON answer format (convert)
-        lark, rules, answer, calls_only, after = src.value
-        return Constraint.calls_or_answer(
-            lark,
-            json_rules=rules,
-            answer=_build(answer, ws, None),
-            calls_only=calls_only,
-            answer_after=after,
-        )
-    if src.kind == "choice":
-        choices = src.value
-        if not choices or not all(isinstance(c, str) for c in choices):
-            raise bad_request(f"{src.param} must be a non-empty list of strings", src.param)
-        return Constraint.choice(list(choices))
-    if src.kind == "json_object" and ws is None:
-        return Constraint.json_object()
-    schema = {"type": "object"} if src.kind == "json_object" else _schema(src)
-    kwargs: dict[str, Any] = {}
-    if src.kind == "json_object" or (ws and ws.allow_undeclared):
-        kwargs["allow_undeclared_properties"] = True
-    if ws and ws.compact:
-        kwargs["whitespace"] = "compact"
-    elif ws and ws.pattern is not None:
-        kwargs["whitespace"] = None
-        kwargs["whitespace_pattern"] = ws.pattern
-    if grounding is not None:
-        kwargs["source_text"] = grounding.source_text
-        kwargs["ground_strings"] = grounding.ground_strings
-        kwargs["ground_numbers"] = grounding.ground_numbers
-        kwargs["ground_dates"] = grounding.ground_dates
-    return Constraint.json_schema(schema, **kwargs)
-
-
-def _text(src: Source) -> str:
-    if not isinstance(src.value, str) or not src.value:
-        raise bad_request(f"{src.param} must be a non-empty string", src.param)
-    return src.value
-
-
-def _schema(src: Source) -> dict[str, Any] | bool:
-    value = src.value
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except json.JSONDecodeError as e:
-            raise bad_request(f"{src.param} is not valid JSON: {e}", src.param) from None
-    if not isinstance(value, dict | bool):
-        raise bad_request(f"{src.param} must be a JSON Schema object", src.param)
-    return value

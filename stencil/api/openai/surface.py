@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from stencil.api.errors import bad_request
+from stencil.api.openai.protocol import KNOWN_BACKENDS
 
 Treatment = Literal["honoured", "template", "advisory", "refused"]
 
@@ -121,8 +122,17 @@ def refuse(field: str, table: dict[str, Field], where: str | None = None) -> Non
 
 
 def check_chat_surface(req: Any, template: str) -> dict[str, Any]:
-    """400 for a refused chat field that is set, or a template field the template cannot use;
-    returns the template fields to pass to the chat template."""
+    """400 for a refused chat field that is set, a template field the template cannot use, or
+    fields that contradict each other; returns the template fields to pass to the chat
+    template."""
+    _check_common(req)
+    if req.top_logprobs is not None and not req.logprobs:
+        raise bad_request("top_logprobs requires logprobs to be true", "top_logprobs")
+    if req.continue_final_message and req.add_generation_prompt:
+        raise bad_request(
+            "continue_final_message and add_generation_prompt cannot both be true",
+            "continue_final_message",
+        )
     for name, spec in CHAT_FIELDS.items():
         if spec.treatment == "refused" and getattr(req, name, None) is not None:
             refuse(name, CHAT_FIELDS)
@@ -148,6 +158,23 @@ def check_chat_surface(req: Any, template: str) -> dict[str, Any]:
 
 
 def check_completion_surface(req: Any) -> None:
+    """400 for a refused completion field that is set, or fields that contradict each other."""
+    _check_common(req)
     for name, spec in COMPLETION_FIELDS.items():
         if spec.treatment == "refused" and getattr(req, name, None) is not None:
             refuse(name, COMPLETION_FIELDS)
+    if req.best_of is not None and req.best_of != req.n:
+        raise bad_request("best_of must equal n (no server-side reranking)", "best_of")
+    if req.echo and req.logprobs is not None:
+        raise bad_request("echo with logprobs (prompt logprobs) is not supported", "echo")
+
+
+def _check_common(req: Any) -> None:
+    if req.stream_options is not None and not req.stream:
+        raise bad_request("stream_options is only allowed when stream is true", "stream_options")
+    backend = req.guided_decoding_backend
+    if backend is not None and backend not in KNOWN_BACKENDS:
+        raise bad_request(
+            f"unknown guided_decoding_backend {backend!r}; known: {', '.join(KNOWN_BACKENDS)}",
+            "guided_decoding_backend",
+        )

@@ -13,9 +13,10 @@ from pydantic import BaseModel, ValidationError
 
 from stencil.api.errors import APIError, bad_request
 from stencil.api.model_info import ModelInfo
-from stencil.api.openai.convert import Plan, convert_chat
+from stencil.api.openai.convert import convert_chat
 from stencil.api.openai.protocol import ChatCompletionRequest
 from stencil.api.openai.validation import describe_validation_error
+from stencil.api.request_plan import Plan
 from stencil.api.responses_api.protocol import (
     FunctionCallItem,
     FunctionCallOutputItem,
@@ -24,7 +25,7 @@ from stencil.api.responses_api.protocol import (
     ReasoningItem,
     ResponsesRequest,
 )
-from stencil.api.responses_api.surface import LOGPROBS_INCLUDE, check_responses_surface
+from stencil.api.responses_api.surface import LOGPROBS_INCLUDE
 
 BUILT_IN = "built-in tools (web search, file search, computer use, code interpreter, MCP, ...) "
 NO_BUILT_IN = BUILT_IN + "are not available: this server runs the model only"
@@ -48,6 +49,14 @@ RENAMES = [
 ]
 
 
+# the chat fields a Responses request's constraint can come from that the Responses API names
+# otherwise (``tools`` and ``tool_choice`` keep their names), looked up without calling back
+CONSTRAINT_PARAMS = {
+    "response_format": "text.format",
+    "response_format.json_schema.schema": "text.format.schema",
+}
+
+
 @dataclass(slots=True)
 class Turn:
     """One request in chat terms: the engine plan, and the conversation so far (stored input
@@ -59,8 +68,8 @@ class Turn:
 
 
 def to_turn(req: ResponsesRequest, previous: list[dict[str, Any]], model: ModelInfo) -> Turn:
-    """Convert; raises APIError (400) naming the Responses field for anything not served."""
-    check_responses_surface(req)
+    """Convert (the request's surface already checked: ``surface``); raises APIError (400)
+    naming the Responses field for anything not served."""
     new = input_messages(req.input, model.max_model_len)
     if not new and not previous:
         raise bad_request("input must not be empty", "input")
@@ -87,7 +96,7 @@ def to_turn(req: ResponsesRequest, previous: list[dict[str, Any]], model: ModelI
         plan = convert_chat(_validated(ChatCompletionRequest, body, ""), model)
     except APIError as e:
         raise _renamed(e) from None
-    plan.constraint_param = _rename(plan.constraint_param)
+    plan.constraint_param = CONSTRAINT_PARAMS.get(plan.constraint_param, plan.constraint_param)
     return Turn(plan, conversation, logprobs)
 
 

@@ -1,5 +1,5 @@
 """``POST /v1/responses``, ``GET`` and ``DELETE /v1/responses/{id}``: the request converted to a
-chat plan (``convert``), run on the one response path (``routes.respond``) and rendered by the
+chat plan (``convert``), run on the one response path (``send_response.respond``) and rendered by the
 Responses API renderer (``render``); stored when it completes (``store``)."""
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from stencil.api.responses_api.reasoning import ReasoningSplit
 from stencil.api.responses_api.render import ResponseBuilder, response_body
 from stencil.api.responses_api.store import Stored, key_scope
 from stencil.api.responses_api.stream import stream_events
+from stencil.api.responses_api.surface import check_responses_surface
 from stencil.api.send_response import respond
 from stencil.api.state import AppState
 
@@ -35,6 +36,7 @@ def responses_routes(state: AppState) -> APIRouter:
         if req.previous_response_id is not None:
             stored = _stored(st, scope, req.previous_response_id, "previous_response_id")
             previous = list(stored.conversation)
+        check_responses_surface(req)
         turn = to_turn(req, previous, st.model)
         split = ReasoningSplit(st.model.reasoning_end)
         prompt_len = len(turn.plan.prompt_ids)

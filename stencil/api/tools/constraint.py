@@ -6,22 +6,22 @@ answer, and such a turn has none."""
 from __future__ import annotations
 
 from stencil.api.errors import bad_request
-from stencil.api.openai.protocol import ChatCompletionRequest
 from stencil.api.openai.structured_output import Grounding, Source
 from stencil.api.tools.formats import SMOLLM2, ToolCallFormat
 from stencil.api.tools.harmony import tool_grammar
 from stencil.api.tools.plan import ToolPlan
+from stencil.api.tools.schema import calls_schema
 
 _ANSWER_KINDS = ("json", "json_object")
 
 
 def tool_sources(
-    req: ChatCompletionRequest,
     sources: list[Source],
     plan: ToolPlan,
     fmt: ToolCallFormat,
     tokens: dict[str, int],
     harmony: dict[str, int] | None = None,
+    grounding: Grounding | None = None,
 ) -> list[Source]:
     """The request's constraints once its tools are planned. Forced calls (``required``,
     named) are the whole turn: a JSON answer format (``response_format``, ``guided_json``,
@@ -41,25 +41,25 @@ def tool_sources(
             "tool_choice",
         )
     if len(answers) > 1:
-        return answers  # two constraints: the 400 of ``_single_constraint``
+        return answers  # two constraints: the 400 of ``openai.constraint.single_constraint``
     return (
-        [answer_source(req, answers[0], plan, fmt, tokens, harmony)]
+        [answer_source(answers[0], plan, fmt, tokens, harmony, grounding)]
         if answers
         else [_tool_source(plan, fmt, tokens, harmony)]
     )
 
 
 def answer_source(
-    req: ChatCompletionRequest,
     answer: Source,
     plan: ToolPlan,
     fmt: ToolCallFormat,
     tokens: dict[str, int],
     harmony: dict[str, int] | None = None,
+    grounding: Grounding | None = None,
 ) -> Source:
     """``tool_choice: "auto"`` with a JSON answer format: the family's call syntax or the
     answer (harmony: the calls or a ``final`` message holding the answer), one grammar."""
-    if Grounding.of(req) is not None:
+    if grounding is not None:
         raise bad_request(
             "structured_outputs.source_text grounds a whole output; it cannot be combined "
             "with tools in tool_choice 'auto'",
@@ -70,11 +70,10 @@ def answer_source(
         union = tool_grammar(tools, auto=True, tokens=harmony, answer=True)
         calls, _ = tool_grammar(tools, auto=False, tokens=harmony)
         after = harmony["<|message|>"]
+        lark, rules = union
     else:
-        union = fmt.grammar(tools, auto=True, single=plan.single, tokens=tokens, answer=True)
-        calls, _ = fmt.grammar(tools, auto=False, single=plan.single, tokens=tokens)
+        lark, calls, rules = fmt.calls_or_answer_grammar(tools, single=plan.single, tokens=tokens)
         after = None
-    lark, rules = union
     return Source(answer.param, "calls_or_answer", (lark, rules, answer, calls, after))
 
 
@@ -86,13 +85,13 @@ def _tool_source(
 ) -> Source:
     """The tools' constraint: SmolLM2's forced calls are the bare JSON array; harmony's a
     grammar over the whole reply (``harmony``); every other case is the family's call syntax
-    (``tool_formats``), alone (forced) or after text (auto)."""
+    (``formats``), alone (forced) or after text (auto)."""
     param = "tool_choice" if plan.mode == "forced" else "tools"
     if harmony is not None:
         grammar = tool_grammar(list(plan.tools), auto=plan.mode == "auto", tokens=harmony)
         return Source(param, "tool_calls", grammar)
     if plan.mode == "forced" and fmt is SMOLLM2:
-        return Source(param, "json", plan.schema)
+        return Source(param, "json", calls_schema(list(plan.tools), single=plan.single))
     grammar = fmt.grammar(
         list(plan.tools), auto=plan.mode == "auto", single=plan.single, tokens=tokens
     )

@@ -43,25 +43,6 @@ class ToolCallFormat:
     call_id_chars: int = 0  # templates that take call ids of exactly this length (0: any)
     system_tools: bool = False  # the template reads the tools from the system message
 
-    def render_calls(self, calls: list[dict[str, Any]]) -> str:
-        """Past ``{"name", "arguments"}`` calls as the model writes them (for templates that
-        show an assistant's calls only as its text)."""
-        if self.array:
-            calls = [{"name": c["name"], self.args_key: c["arguments"]} for c in calls]
-            return f"{self.open}{json.dumps(calls, ensure_ascii=False)}{self.close}"
-        blocks = [
-            f"{self.open}{json.dumps({'name': c['name'], self.args_key: c['arguments']})}"
-            f"{self.close}"
-            for c in calls
-        ]
-        return self.separator.join(blocks)
-
-    def history_call_id(self, call_id: str) -> str:
-        """A past call's id as the template takes it: Mistral's are 9 characters, so longer ids
-        (this server's ``call_...``) keep their last 9, as vLLM does."""
-        n = self.call_id_chars
-        return call_id[-n:] if n and len(call_id) > n else call_id
-
     @property
     def trigger(self) -> str:
         """The text whose appearance starts a call in ``auto``."""
@@ -83,12 +64,25 @@ class ToolCallFormat:
         ``answer`` (``Constraint.calls_or_answer``: the response format in place of the text).
         ``tokens``: the syntax's pieces that are single special tokens (``added_tokens``),
         written as those tokens."""
+        lark = self._lark(auto=auto, single=single, tokens=tokens, answer=answer)
+        return lark, self._rules(tools, single)
+
+    def calls_or_answer_grammar(
+        self, tools: list[Tool], *, single: bool, tokens: dict[str, int]
+    ) -> tuple[str, str, dict[str, Any]]:
+        """``(lark of the calls or the answer, lark of the calls alone, json_rules)``: the two
+        grammars of ``Constraint.calls_or_answer`` over the same rules."""
+        union = self._lark(auto=True, single=single, tokens=tokens, answer=True)
+        calls = self._lark(auto=False, single=single, tokens=tokens, answer=False)
+        return union, calls, self._rules(tools, single)
+
+    def _rules(self, tools: list[Tool], single: bool) -> dict[str, Any]:
         if self.array:
-            rules = {"calls": calls_schema(tools, single=single, args_key=self.args_key)}
-            body = "calls"
-        else:
-            rules = {"call": call_item_schema(tools, self.args_key)}
-            body = "call"
+            return {"calls": calls_schema(tools, single=single, args_key=self.args_key)}
+        return {"call": call_item_schema(tools, self.args_key)}
+
+    def _lark(self, *, auto: bool, single: bool, tokens: dict[str, int], answer: bool) -> str:
+        body = "calls" if self.array else "call"
         trigger_id = tokens.get(self.trigger)
         trig = _lit(self.trigger, tokens) if self.open else ""
         rest = _lit(self.open[len(self.trigger) :], tokens)
@@ -108,7 +102,7 @@ class ToolCallFormat:
             lines = [f"start: TEXT | TEXT {block}", _TEXT]
         else:
             lines = [f"start: TEXT | hd {after}", f"hd[lazy]: TEXT {trig}", _TEXT]
-        return "%llguidance {}\n" + "\n".join(lines) + "\n", rules
+        return "%llguidance {}\n" + "\n".join(lines) + "\n"
 
     # ---- parsing -----------------------------------------------------------------------------
 

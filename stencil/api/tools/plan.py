@@ -13,7 +13,6 @@ from stencil.api.openai.protocol import (
     NamedToolChoice,
     Tool,
 )
-from stencil.api.tools.schema import calls_schema
 
 
 @dataclass(slots=True, frozen=True)
@@ -21,10 +20,10 @@ class ToolPlan:
     """How one request uses its tools. ``mode``: "forced" (required/named) or "auto"."""
 
     mode: str
-    schema: dict[str, Any]
     tool_names: tuple[str, ...]
-    tools: tuple[Tool, ...] = ()
+    tools: tuple[Tool, ...] = ()  # the chosen tools, in tool_choice's order
     single: bool = False
+    offered: tuple[Tool, ...] = ()  # the chosen tools in the request's order (the prompt's)
 
 
 def function_tools(tools: list[Any] | None) -> list[Tool]:
@@ -40,9 +39,10 @@ def function_tools(tools: list[Any] | None) -> list[Tool]:
 
 
 def plan_tools(
-    tools: list[Tool] | None, tool_choice: Any, parallel_tool_calls: bool
+    tools: list[Any] | None, tool_choice: Any, parallel_tool_calls: bool
 ) -> ToolPlan | None:
     """Resolve ``tools`` + ``tool_choice`` into a plan, or None when no call can happen."""
+    tools = function_tools(tools)
     if isinstance(tool_choice, NamedCustomToolChoice):
         raise bad_request(
             "tool_choice of type 'custom' is not supported: only function tools are",
@@ -66,9 +66,9 @@ def plan_tools(
         tool_choice = tool_choice.allowed_tools.mode
     single = isinstance(tool_choice, NamedToolChoice) or not parallel_tool_calls
     mode = "auto" if tool_choice == "auto" else "forced"
-    schema = calls_schema(chosen, single=single)
     names = tuple(t.function.name for t in chosen)
-    return ToolPlan(mode, schema, names, tuple(chosen), single)
+    offered = tuple(t for t in tools if t.function.name in names)
+    return ToolPlan(mode, names, tuple(chosen), single, offered)
 
 
 def _pick(tools: list[Tool], names: list[str], param: str) -> list[Tool]:
