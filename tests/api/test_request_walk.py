@@ -1,7 +1,7 @@
 """One request's walk through the server's conversion: every call into a function of
 ``stencil/api``, read with ``sys.setprofile``, as the sequence of files entered (consecutive
 calls in one file are one visit). The path runs one way: each file is visited once, so the walk
-never returns to a file it has left (``docs/server.md``, "The request path")."""
+never returns to a file it has left (``docs/server.md``, "How a request runs")."""
 
 from __future__ import annotations
 
