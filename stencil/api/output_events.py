@@ -50,6 +50,7 @@ Event = Delta | ToolCalls | Finish
 
 
 async def plain_events(gen: Generation) -> AsyncIterator[Event]:
+    """A plain reply's events: each choice's new text (with its logprobs), then its finish."""
     sent: dict[int, int] = {}
     lp_sent: dict[int, int] = {}
     done: set[int] = set()

@@ -140,6 +140,8 @@ def _tokenize(req: TokenizeRequest, model: ModelInfo) -> list[int]:
         return prompt_ids(
             model.tokenizer, req.prompt, model.max_model_len, "prompt", req.add_special_tokens
         )
+    if not req.messages:
+        raise bad_request("messages must not be empty", "messages")
     prompt = chat_prompt(
         req.messages,
         model,

@@ -5,8 +5,9 @@ The request is read here once, each field group by its stage, and each stage get
 values and hands plain values on: the request surface (``surface``), the structured-output
 fields (``structured_output``), the tools (``tools.plan``, ``tools.constraint``), the one
 constraint (``constraint``), the prompt (``chat_prompt``: messages, tools, chat template, token
-ids) and the sampling fields (``sampling``). Every bad
-input becomes an ``APIError`` (HTTP 400 naming the field) before anything is scheduled.
+ids) and the sampling fields (``sampling``); no stage calls back into one before it
+(``tests/api/test_request_walk.py``). Every bad input becomes an ``APIError`` (HTTP 400 naming
+the field) before anything is scheduled.
 """
 
 from __future__ import annotations
@@ -26,8 +27,7 @@ from stencil.api.tools.plan import plan_tools
 
 
 def convert_chat(req: ChatCompletionRequest, model: ModelInfo) -> Plan:
-    """Convert a chat request; raises APIError (400) for anything that cannot be honoured.
-    Each stage is called once, in order, with the values it needs (no stage calls back)."""
+    """Convert a chat request; raises APIError (400) for anything that cannot be honoured."""
     template_fields = check_chat_surface(req, model.chat_template)
     wanted = structured_output(req)
     tools = plan_tools(req.tools, req.tool_choice, req.parallel_tool_calls)

@@ -26,7 +26,7 @@ class ToolPlan:
     offered: tuple[Tool, ...] = ()  # the chosen tools in the request's order (the prompt's)
 
 
-def function_tools(tools: list[Any] | None) -> list[Tool]:
+def _function_tools(tools: list[Any] | None) -> list[Tool]:
     """The request's tools, all of type ``function``; a custom tool is a 400 saying why."""
     for i, t in enumerate(tools or []):
         if not isinstance(t, Tool):
@@ -42,7 +42,7 @@ def plan_tools(
     tools: list[Any] | None, tool_choice: Any, parallel_tool_calls: bool
 ) -> ToolPlan | None:
     """Resolve ``tools`` + ``tool_choice`` into a plan, or None when no call can happen."""
-    tools = function_tools(tools)
+    tools = _function_tools(tools)
     if isinstance(tool_choice, NamedCustomToolChoice):
         raise bad_request(
             "tool_choice of type 'custom' is not supported: only function tools are",
