@@ -56,8 +56,14 @@ def distinct_row_items(items: list[Any], index: DocumentIndex) -> list[Any]:
             if kept.count(item) < max(1, _times(item, index.text)):
                 kept.append(item)
             continue
-        row = next((i for i, (text, nums, last) in enumerate(rows)
-                    if i not in used and _on_row(item, text, nums, last)), None)  # fmt: skip
+        row = next(
+            (
+                i
+                for i, (text, nums, last) in enumerate(rows)
+                if i not in used and _on_row(item, text, nums, last)
+            ),
+            None,
+        )
         if row is not None:
             used.add(row)
             kept.append(item)
