@@ -10,7 +10,8 @@ F32. Generated into the cache (never committed).
 Output tok/s with N requests submitted at once (prompt and output lengths drawn from the ranges,
 EOS ignored); each engine loaded once and warmed on a prompt outside the workload, prefix caching
 on in both (the prompts share no block), runs alternated (Stencil, llama.cpp, ...) ``--repeat``
-times by ``bench.common.compare``, medians with the 1-minute load average after each run. ``$LLAMA_SERVER`` names the binary.
+times by ``bench.common.compare``, medians with the 1-minute load average after each run.
+``$LLAMA_SERVER`` names the binary.
 """
 
 from __future__ import annotations

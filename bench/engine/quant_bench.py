@@ -11,8 +11,9 @@ linear per kernel (torch's weight-only ops, oneDNN fp32/bf16, Stencil's C kernel
     python -m bench.engine.quant_bench --rss-7b      # a random 7B-shaped Q4_0 file: load + generate, peak RSS
 
 Engines alternate (kept, fp32, llama.cpp; ``--repeat`` rounds, ``bench.common.compare``), each
-warmed outside the workload; the llama.cpp row runs ``llama-server -np 16`` (``bench/peers/llama_server.py``; its build:
-docs/engine.md) on the same file, with ``json_schema`` for the JSON workload."""
+warmed outside the workload; the llama.cpp row runs ``llama-server -np 16``
+(``bench/peers/llama_server.py``; its build: docs/engine.md) on the same file, with
+``json_schema`` for the JSON workload."""
 
 from __future__ import annotations
 
