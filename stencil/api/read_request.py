@@ -38,19 +38,20 @@ def ready(state: AppState) -> AppState:
 
 async def read_body(request: Request, limit: int) -> bytes:
     """The raw body, read up to ``limit`` bytes (413 beyond, even without Content-Length)."""
-    too_large = APIError(
-        f"request body exceeds {limit} bytes", status=413, code="request_too_large"
-    )
     declared = request.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > limit:
-        raise too_large
+        raise _too_large(limit)
     parts, size = [], 0
     async for part in request.stream():
         size += len(part)
         if size > limit:
-            raise too_large
+            raise _too_large(limit)
         parts.append(part)
     return b"".join(parts)
+
+
+def _too_large(limit: int) -> APIError:
+    return APIError(f"request body exceeds {limit} bytes", status=413, code="request_too_large")
 
 
 async def json_body(request: Request, state: AppState) -> Any:
