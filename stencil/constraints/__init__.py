@@ -18,6 +18,7 @@ from .errors import (
     InvalidGrammarError,
     InvalidRegexError,
     InvalidSchemaError,
+    UnstatedValueError,
     UnsupportedSchemaError,
 )
 from .grounding import claimed_kinds, uses_grounding
@@ -63,6 +64,7 @@ __all__ = [
     "Matcher",
     "TokenVocab",
     "Translation",
+    "UnstatedValueError",
     "UnsupportedSchemaError",
     "allocate_token_bitmask",
     "bitmask_to_bool",

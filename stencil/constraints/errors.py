@@ -38,6 +38,11 @@ class UnsupportedSchemaError(ConstraintError):
         )
 
 
+class UnstatedValueError(ConstraintError):
+    """A required grounded value that the source text does not state (no span fits it): about
+    the document, not the schema."""
+
+
 class InvalidRegexError(ConstraintError):
     """A regular expression that does not parse (in a schema: naming its keyword and pointer)."""
 

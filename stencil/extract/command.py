@@ -173,7 +173,7 @@ def _check_usage(args: argparse.Namespace) -> None:
 
 
 def _spec(args: argparse.Namespace, schema: dict[str, Any]) -> ExtractSpec:
-    from stencil.constraints import ConstraintError, translate
+    from stencil.constraints import ConstraintError, UnstatedValueError, translate
 
     spec = ExtractSpec(
         schema,
@@ -186,8 +186,10 @@ def _spec(args: argparse.Namespace, schema: dict[str, Any]) -> ExtractSpec:
         args.grounded,
         args.per_field,
     )
-    try:
-        translate(spec.constraint())  # unsupported schemas: usage errors before a model loads
+    try:  # unsupported schemas: usage errors before a model loads (over a stand-in document,
+        translate(spec.constraint())  # which states none of the values a document must)
+    except UnstatedValueError:
+        pass
     except ConstraintError as e:
         raise SchemaError(f"the schema cannot be enforced: {e}") from e
     return spec

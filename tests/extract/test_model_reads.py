@@ -218,7 +218,7 @@ def llm() -> Any:
     return LLM(num_threads=2, max_model_len=1024, num_kv_blocks=512)
 
 
-def _extract(llm: Any, schema: dict, doc: str, tmp_path: Path) -> dict[str, Any]:
+def _extract(llm: Any, schema: dict, doc: str, tmp_path: Path, ok: bool = True) -> dict[str, Any]:
     from stencil.cli import build_parser
     from stencil.extract.command import run
 
@@ -229,7 +229,7 @@ def _extract(llm: Any, schema: dict, doc: str, tmp_path: Path) -> dict[str, Any]
             "--max-tokens", "96", str(tmp_path / "doc.txt")]  # fmt: skip
     run(build_parser().parse_args(argv), llm=llm)
     (record,) = [json.loads(line) for line in out.read_text().splitlines()]
-    assert record["ok"], record
+    assert record["ok"] is ok, record
     return record
 
 
@@ -256,3 +256,21 @@ def test_a_time_is_one_the_document_states(llm: Any, tmp_path: Path):
     record = _extract(llm, event, doc, tmp_path)
     assert record["data"].get("start_time", "09:15") == "09:15", record
     assert record["data"]["date"] == "2025-06-14"
+
+
+@pytest.mark.parametrize("stated", [True, False])
+def test_a_required_email_is_copied_or_the_record_says_it_is_not_stated(
+    llm: Any, tmp_path: Path, stated: bool
+):
+    schema = {
+        "type": "object",
+        "properties": {"name": {"type": "string"}, "email": {"type": "string", "format": "email"}},
+        "required": ["name", "email"],
+        "additionalProperties": False,
+    }
+    doc = "Paid by Barbara Noether" + (", barbara.noether@example.com." if stated else ".")
+    record = _extract(llm, schema, doc, tmp_path, ok=stated)
+    if stated:
+        assert record["data"]["email"] == "barbara.noether@example.com", record
+    else:
+        assert "no span of the source text is a(n) email" in record["error"], record

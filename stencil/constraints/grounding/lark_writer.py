@@ -27,7 +27,7 @@ import json
 import re
 from typing import Any
 
-from ..errors import ConstraintError, UnsupportedSchemaError
+from ..errors import ConstraintError, UnstatedValueError, UnsupportedSchemaError
 from ..json_schema.ecma_regex import ecma_pattern, structure
 from .marking import EMAIL, SENTINEL, SPAN_FORMATS
 from .stated import date_spans
@@ -92,7 +92,7 @@ def grounded_lark(translated: dict[str, Any], source: str) -> tuple[str, tuple[b
     try:
         return writer.grammar(), tuple(writer.marked)
     except _NoSpan as e:
-        raise ConstraintError(f"a required grounded string cannot be filled: {e}") from None
+        raise UnstatedValueError(f"a required grounded string cannot be filled: {e}") from None
 
 
 def _may_edge(chunk: str) -> bool:
