@@ -9,7 +9,7 @@ deterministic (no timing): draft tokens, accepted ones, and decode steps (output
 accepted drafts: one step per token the model samples), so the machine's load does not matter.
 
     python -m bench.engine.spelling_bench [--models embedded qwen2.5-coder-0.5b ...]
-        [--max-tokens 128] [--threads 2]
+        [--workloads grounded extract] [--max-tokens 128] [--threads 2]
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ def measure(name: str, args) -> list[list]:
         "grounded": lambda: run(llm, grounded_requests(args.max_tokens), 1),
         "extract": lambda: run_extract(llm, extract_jobs(args.max_tokens)),
     }
+    workloads = {w: fn for w, fn in workloads.items() if w in args.workloads}
     rows, outs = [], {}
     variants = {"as spelled": drafter.spelling, "as tokenized": AsTokenized(drafter.tokenizer)}
     for variant, spelling in variants.items():
@@ -56,7 +57,7 @@ def measure(name: str, args) -> list[list]:
             outs.setdefault(workload, got["outs"])
             same = got["outs"] == outs[workload]
             tokens = got["tokens"]
-            steps = tokens - got["accepted"]
+            steps = tokens - int(got["accepted"])
             drafted, accepted = int(got["drafted"]), int(got["accepted"])
             ratio = f"{tokens / steps:.3f}"
             rows.append([name, workload, variant, tokens, drafted, accepted, steps, ratio, same])
@@ -66,6 +67,7 @@ def measure(name: str, args) -> list[list]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--models", nargs="+", default=["embedded", "qwen2.5-coder-0.5b"])
+    ap.add_argument("--workloads", nargs="+", default=["grounded", "extract"])
     ap.add_argument("--max-tokens", type=int, default=128)
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()

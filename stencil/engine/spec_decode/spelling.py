@@ -2,13 +2,17 @@
 
 The drafters write structure (a value's closing ``","``, the ``":"`` after a key) as the
 tokenizer splits it, which is not always how the model writes it. A draft spelled the other way
-is refused at its first token and costs a step. The embedded model writes ``","`` as one token
-in one record and as ``",`` ``"`` in the next, and keeps to its choice within an output; it
-writes the ``":"`` after an output's first key as ``":`` ``"`` (every answer of ``stencil
-extract``'s field questions starts so) and later ones whole. ``Spelling`` records, for each text
-of up to ``MAX_CHARS`` characters that ended a run of up to ``MAX_TOKENS`` whole output tokens,
-the latest such run of this output (``spelled``, one per sequence) and the run of its first
-occurrence in the latest output that wrote it (``first``, shared by all sequences)."""
+is refused at its first token and costs a step. Nothing here knows a tokenizer or a model: the
+splits are learned from the outputs as they are written, for any vocabulary. ``Spelling``
+records, for each text of up to ``MAX_CHARS`` characters that ended a run of up to
+``MAX_TOKENS`` whole output tokens, the latest such run of this output (``spelled``, one per
+sequence) and the run of its first occurrence in the latest output that wrote it (``first``,
+shared by all sequences); a model that writes its texts as its tokenizer splits them drafts as
+without it. What it saves, per model (decode steps with structure drafted as spelled / as
+tokenized; ``python -m bench.engine.spelling_bench``, docs/engine.md): the embedded SmolLM2
+(which writes ``","`` whole in one record and split in the next, and the ``":"`` after an
+output's first key split) 188 / 203 on the grounded set and 399 / 407 on ``stencil extract``'s
+questions; Qwen2.5-Coder-0.5B 375 / 379 on the questions."""
 
 from __future__ import annotations
 
