@@ -3,7 +3,8 @@ dates that it states. ``marking`` finds the grounded strings, ``lark_writer`` wr
 ``grounded_spans`` co-matches the long spans at decode time over a suffix automaton
 (``span_automaton``: the C walk in ``csrc/span_walk.c``; ``span_automaton_ref``: its Python twin)
 of the source, stepping tokens through a ``token_trie``; ``stated`` reads the numbers and dates a
-text states."""
+text states; ``lexicon`` (``lexicon.toml``) holds the words documents print (labels, month names,
+currency signs) and ``document_index`` reads one document through both."""
 
 from .lark_writer import grounded_lark
 from .marking import claimed_kinds, mark_grounded, uses_grounding
