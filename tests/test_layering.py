@@ -6,7 +6,9 @@
 ``kernels`` import neither each other nor anything above them; the engine takes from
 ``constraints`` only the compiler, the value it compiles and the bitmask helpers; translation
 and grounding import nothing of the compile stage; nothing imports ``stencil.testing``
-(support for the tests and benchmarks) but itself; no two modules import each other in a cycle.
+(support for the tests and benchmarks) but itself; no two modules import each other in a cycle;
+the engine imports no knowledge of documents (extract, the lexicon, the document index): a
+request lends it through the proposer hook (``SamplingParams.proposer``).
 
 In the server, the request path runs one way: HTTP -> conversion (request -> ``Plan``) -> engine
 stream -> renderers. Conversion imports neither the output side nor the HTTP layer, the output
@@ -48,7 +50,6 @@ ALLOWED = {
 }
 # what ``extract`` may use of the engine: the public API
 PUBLIC_ENGINE = {
-    "stencil.engine.spec_decode.proposer",  # the proposer hook
     "stencil",
     "stencil.constraints",
     "stencil.engine.config",
@@ -57,6 +58,7 @@ PUBLIC_ENGINE = {
     "stencil.engine.llm",
     "stencil.engine.outputs",
     "stencil.engine.sampling_params",
+    "stencil.engine.spec_decode.proposer",  # the proposer hook
 }
 
 # what the engine may take from ``constraints``: the compiler and its products (the matcher is
