@@ -11,7 +11,7 @@ from typing import Any
 
 from stencil.api.errors import APIError
 from stencil.api.metrics import ServerMetrics
-from stencil.constraints import ConstraintError
+from stencil.constraints import ConstraintError, UnstatedValueError
 from stencil.engine.errors import EngineError, QueueFullError
 from stencil.engine.outputs import RequestOutput
 from stencil.engine.serving_engine import ServingEngine
@@ -114,7 +114,8 @@ class Generation:
             ) from None
         except ConstraintError as e:  # found by the compile (the translation is its first stage)
             where = f"invalid {self.param}: " if self.param else ""
-            raise APIError(f"{where}{e}", status=400, param=self.param) from None
+            code = "unstated_value" if isinstance(e, UnstatedValueError) else None
+            raise APIError(f"{where}{e}", status=400, param=self.param, code=code) from None
         except ValueError as e:  # RequestError
             raise APIError(str(e), status=400, param=_param_for(e)) from None
         if self.failure is not None:

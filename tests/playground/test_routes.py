@@ -116,6 +116,17 @@ def test_check_accepts_what_the_chat_endpoint_runs(live_server, kind, spec, grou
         assert text in spec.splitlines()
 
 
+def test_check_passes_a_schema_whose_values_the_document_does_not_state(live_server) -> None:
+    """Before a document is pasted, a grounded schema with a required string holds: the check
+    says what the document lacks; the chat endpoint's 400 carries code ``unstated_value``."""
+    run = {"kind": "json", "spec": json.dumps(SCHEMA), "document": "", "grounding": True}
+    checked = _post(live_server, "/v1/playground/check", run).json()
+    assert checked["ok"] and "cannot be filled" in checked["note"], checked
+    body = _post(live_server, "/v1/playground/request", run).json()["body"]
+    chat = _post(live_server, "/v1/chat/completions", _unstreamed(body))
+    assert chat.status_code == 400 and chat.json()["error"]["code"] == "unstated_value"
+
+
 def test_a_schema_that_is_not_json(live_server: LiveServer) -> None:
     r = _post(live_server, "/v1/playground/check", {"kind": "json", "spec": '{"type": "obj'})
     assert r.status_code == 400

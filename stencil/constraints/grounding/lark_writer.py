@@ -7,7 +7,8 @@ translated schema is then written as a Lark grammar: the objects, arrays and uni
 to a grounded string become rules, every other subtree stays an inline ``%json { ... }`` block,
 and each grounded string is a lexeme over the JSON-escaped source, cut into chunks at word
 boundaries (words, single punctuation and whitespace characters, escapes), so a value starts and
-ends on a chunk boundary and never at whitespace.
+ends on a chunk boundary, never at whitespace, never starts with a separator such as `,` `;` `)`
+nor ends with one such as `,` `(`.
 
 A plain grounded string (no ``format``, ``pattern`` or length bound) is co-matched: its lexeme
 is only the trie of the spans' first ``WINDOW`` bytes (exact: llguidance checks the tokens that
@@ -38,9 +39,11 @@ from .stated import date_spans
 _CODE = r"(?:\w+[\-/.,:])*\w*\d\w*(?:[\-/.,:]\w+)*"
 _CHUNK = re.compile(rf"{EMAIL}|{_CODE}|\w+|\s|[^\w\s]")
 _ESCAPED = re.compile(r'["\\\x00-\x1f]')  # what JSON writes as an escape
-# one JSON string character (raw, or one escape); edges exclude whitespace and its escapes
+# one JSON string character (raw, or one escape); a value's first and last: no whitespace or its
+# escapes, and no separator that follows (first) or precedes (last) something (``_may_start``)
 _CHAR = r'(?:[^"\\\x00-\x1f]|\\["\\\x2fbfnrt]|\\u[0-9a-fA-F]{4})'
-_EDGE = r'(?:[^"\\\x00-\x20]|\\["\\\x2fbfu]|\\u[0-9a-fA-F]{4})'
+_START = r'(?:[^"\\\x00-\x20,;:)\]}»”]|\\["\\\x2fbfu]|\\u[0-9a-fA-F]{4})'
+_END = r'(?:[^"\\\x00-\x20,;:(\[{«“]|\\["\\\x2fbfu]|\\u[0-9a-fA-F]{4})'
 # the units (chunks) a sibling property claims by its type or format, which a plain grounded
 # string then never contains: an address, an ISO-style date (and any date the source states,
 # in words too: ``_date_chunks``), a number with a decimal fraction
@@ -59,6 +62,8 @@ WINDOW = 8
 PROBE, PROBE_END = "\x0b", "\x0c"
 _UNIT = re.compile(r"\\u[0-9a-fA-F]{4}|\\.|.", re.S)
 _SPACE_CHUNKS = frozenset({" ", "\\n", "\\r", "\\t"})
+_NO_START = frozenset(",;:)]}»”")
+_NO_END = frozenset(",;:([{«“")
 # the keywords a grammar rule around a grounded string handles (anything else: unsupported)
 _OBJECT_KEYS = frozenset({"type", "properties", "required", "additionalProperties"})
 _ARRAY_KEYS = frozenset({"type", "items", "minItems", "maxItems"})
@@ -95,20 +100,37 @@ def grounded_lark(translated: dict[str, Any], source: str) -> tuple[str, tuple[b
         raise UnstatedValueError(f"a required grounded string cannot be filled: {e}") from None
 
 
-def _may_edge(chunk: str) -> bool:
-    """Whether a value may start or end with ``chunk`` (not whitespace, not a barrier)."""
-    return chunk not in _SPACE_CHUNKS and chunk != _BARRIER
+def _may_start(chunk: str) -> bool:
+    """Whether a value may start with ``chunk``: not whitespace, a barrier or a separator that
+    closes or follows something (``,`` ``;`` ``:`` ``)`` ...: `, Lyon` is no value)."""
+    return chunk not in _SPACE_CHUNKS and chunk != _BARRIER and chunk not in _NO_START
+
+
+def _may_end(chunk: str) -> bool:
+    """Whether a value may end with ``chunk``: not whitespace, a barrier or a separator that
+    opens or precedes something (``,`` ``(`` ``:`` ...)."""
+    return chunk not in _SPACE_CHUNKS and chunk != _BARRIER and chunk not in _NO_END
+
+
+def _has_span(chunks: list[str]) -> bool:
+    """Whether some run of chunks without a barrier starts and ends where a value may."""
+    started = False
+    for c in chunks:
+        started = (started and c != _BARRIER) or _may_start(c)
+        if started and _may_end(c):
+            return True
+    return False
 
 
 def marked_text(chunks: list[str]) -> bytes:
     """The chunks joined by marker bytes (1 | 2: the chunk before may end a value | 4: the
     chunk after may start one), barriers as byte 0: what ``SpanAutomaton`` is built on."""
-    edge = [_may_edge(c) for c in chunks]
+    starts, ends = [_may_start(c) for c in chunks], [_may_end(c) for c in chunks]
     out = bytearray()
     for i, c in enumerate(chunks):
-        out.append(1 | (2 if i and edge[i - 1] else 0) | (4 if edge[i] else 0))
+        out.append(1 | (2 if i and ends[i - 1] else 0) | (4 if starts[i] else 0))
         out += b"\x00" if c == _BARRIER else c.encode("utf-8", "surrogatepass")
-    out.append(1 | (2 if chunks and edge[-1] else 0))
+    out.append(1 | (2 if chunks and ends[-1] else 0))
     return bytes(out)
 
 
@@ -120,9 +142,10 @@ def window_regex(chunks: list[str], probe: str) -> str:
         for c in set(chunks)
     }
     units = [split[c] for c in chunks]
-    edge = [_may_edge(c) for c in chunks]
+    ends = [_may_end(c) for c in chunks]
     root: dict = {}
-    windows = dict.fromkeys(_window(chunks, units, edge, i) for i in range(len(chunks)) if edge[i])
+    starts = [i for i, c in enumerate(chunks) if _may_start(c)]
+    windows = dict.fromkeys(_window(chunks, units, ends, i) for i in starts)
     for window in windows:
         node = root
         for key in window:
@@ -133,7 +156,7 @@ def window_regex(chunks: list[str], probe: str) -> str:
     return f"{_regex_literal(probe)}|{_trie_regex(root)}"
 
 
-def _window(chunks: list[str], units: list, edge: list[bool], i: int) -> tuple:
+def _window(chunks: list[str], units: list, ends: list[bool], i: int) -> tuple:
     """The first ``WINDOW`` bytes of the spans starting at chunk ``i``: JSON characters, with
     ``""`` where a span may end and a final ``None`` where the span goes on past them."""
     out: list = []
@@ -147,8 +170,10 @@ def _window(chunks: list[str], units: list, edge: list[bool], i: int) -> tuple:
                 return tuple(out)
             out.append(unit)
             size += n
-        if edge[j]:
+        if ends[j]:
             out.append("")
+    while out and out[-1] != "":  # the text after the last chunk a span may end with: no span's
+        out.pop()
     return tuple(out)
 
 
@@ -182,7 +207,7 @@ def _some_span_matches(
     wholes = [re.compile(r.replace("\\/", "/")) for r in regexes]
     space = [c.isspace() or c in _SPACE_CHUNKS for c in chunks]
     for i, first in enumerate(chunks):
-        if space[i] or first == _BARRIER:
+        if not _may_start(first):
             continue
         text = ""
         for j in range(i, len(chunks)):
@@ -193,7 +218,7 @@ def _some_span_matches(
                 if in_words and high is None:
                     return True  # a run this long: assumed to hold one
                 break
-            if not space[j] and len(text) >= low and all(w.fullmatch(text) for w in wholes):
+            if _may_end(chunks[j]) and len(text) >= low and all(w.fullmatch(text) for w in wholes):
                 return True
     return False
 
@@ -282,14 +307,14 @@ class _LarkWriter:
         dates = self.dates if "date" in claimed.split(",") else frozenset()
         chunks = [_BARRIER if c in barred or i in dates else c for i, c in enumerate(self.chunks)]
         if not fmt and not pattern and low == 1 and high is None:
-            if not any(map(_may_edge, chunks)):
+            if not _has_span(chunks):
                 raise _NoSpan("the source text has no span")
             probe = f"{PROBE}{len(self.marked)}{PROBE_END}"
             self.marked.append(marked_text(chunks))
             self.rules[name] = f"/{window_regex(chunks, probe)}/"
             return f'"\\"" {name} "\\""'
         spec = json.dumps({"substring_chunks": chunks}, ensure_ascii=False)
-        body = f"%regex {spec} & /{_EDGE}(?:{_CHAR}*{_EDGE})?/"
+        body = f"%regex {spec} & /{_START}{_CHAR}*/ & /{_CHAR}*{_END}/"
         regexes = [SPAN_FORMATS[fmt]] if fmt else []
         regexes += [_lark_pattern(pattern)] if pattern else []
         if not _some_span_matches(chunks, regexes, low, high, in_words=bool(fmt)):

@@ -18,7 +18,13 @@ from stencil.constraints import (
     TokenVocab,
     allocate_token_bitmask,
 )
-from stencil.constraints.grounding.lark_writer import _may_edge, marked_text, source_chunks
+from stencil.constraints.grounding.lark_writer import (
+    _has_span,
+    _may_end,
+    _may_start,
+    marked_text,
+    source_chunks,
+)
 from stencil.constraints.grounding.span_automaton import SpanAutomaton, load_span_library
 from stencil.constraints.grounding.span_automaton_ref import SpanAutomatonRef
 
@@ -38,7 +44,7 @@ def documents(seed: int, n: int) -> list[str]:
     docs = []
     while len(docs) < n:
         doc = "".join(rng.choice(PIECES) for _ in range(rng.randint(1, 14)))
-        if any(map(_may_edge, source_chunks(doc))):
+        if _has_span(source_chunks(doc)):
             docs.append(doc)
     return docs
 
@@ -48,7 +54,7 @@ def spans_of(doc: str) -> set[bytes]:
     out = set()
     for i in range(len(chunks)):
         for j in range(i, len(chunks)):
-            if _may_edge(chunks[i]) and _may_edge(chunks[j]):
+            if _may_start(chunks[i]) and _may_end(chunks[j]):
                 out.add("".join(chunks[i : j + 1]).encode())
     return out
 

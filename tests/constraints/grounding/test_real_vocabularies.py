@@ -87,7 +87,7 @@ def setup(request):
 def is_span(value: str) -> bool:
     """The oracle: ``value`` is in the document, not cut out of a word at either end, and
     neither starts nor ends with whitespace."""
-    if not value or value != value.strip():
+    if not value or value != value.strip() or value[-1] in ",;:([{«“":
         return False
     tail = r"(?!\w)" if re.search(r"\w$", value) else ""
     return starts_span(value, tail)
@@ -95,7 +95,7 @@ def is_span(value: str) -> bool:
 
 def starts_span(prefix: str, tail: str = "") -> bool:
     """The oracle for a value's first characters: some span of the document starts with them."""
-    if prefix[:1].isspace():
+    if prefix[:1].isspace() or (prefix and prefix[0] in ",;:)]}»”"):
         return False
     head = r"(?<!\w)" if re.match(r"\w", prefix) else ""
     return re.search(head + re.escape(prefix) + tail, DOC) is not None
