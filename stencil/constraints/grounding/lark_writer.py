@@ -24,6 +24,7 @@ substring lexeme (``substring_chunks``) intersected with their format, pattern a
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from typing import Any
@@ -39,11 +40,22 @@ from .stated import date_spans
 _CODE = r"(?:\w+[\-/.,:])*\w*\d\w*(?:[\-/.,:]\w+)*"
 _CHUNK = re.compile(rf"{EMAIL}|{_CODE}|\w+|\s|[^\w\s]")
 _ESCAPED = re.compile(r'["\\\x00-\x1f]')  # what JSON writes as an escape
+# the separators a value never starts with (they close or follow something) or ends with
+_NO_START = frozenset(",;:)]}»”")
+_NO_END = frozenset(",;:([{«“")
 # one JSON string character (raw, or one escape); a value's first and last: no whitespace or its
-# escapes, and no separator that follows (first) or precedes (last) something (``_may_start``)
+# escapes, and no separator that follows (first) or precedes (last) something (``_edge_char``)
 _CHAR = r'(?:[^"\\\x00-\x1f]|\\["\\\x2fbfnrt]|\\u[0-9a-fA-F]{4})'
-_START = r'(?:[^"\\\x00-\x20,;:)\]}»”]|\\["\\\x2fbfu]|\\u[0-9a-fA-F]{4})'
-_END = r'(?:[^"\\\x00-\x20,;:(\[{«“]|\\["\\\x2fbfu]|\\u[0-9a-fA-F]{4})'
+
+
+def _edge_char(separators: frozenset[str]) -> str:
+    """One JSON character a value may start or end with: no whitespace or its escapes, none of
+    ``separators``."""
+    banned = re.escape("".join(sorted(separators)))
+    return rf'(?:[^"\\\x00-\x20{banned}]|\\["\\\x2fbfu]|\\u[0-9a-fA-F]{{4}})'
+
+
+_START, _END = _edge_char(_NO_START), _edge_char(_NO_END)
 # the units (chunks) a sibling property claims by its type or format, which a plain grounded
 # string then never contains: an address, an ISO-style date (and any date the source states,
 # in words too: ``_date_chunks``), a number with a decimal fraction
@@ -62,8 +74,6 @@ WINDOW = 8
 PROBE, PROBE_END = "\x0b", "\x0c"
 _UNIT = re.compile(r"\\u[0-9a-fA-F]{4}|\\.|.", re.S)
 _SPACE_CHUNKS = frozenset({" ", "\\n", "\\r", "\\t"})
-_NO_START = frozenset(",;:)]}»”")
-_NO_END = frozenset(",;:([{«“")
 # the keywords a grammar rule around a grounded string handles (anything else: unsupported)
 _OBJECT_KEYS = frozenset({"type", "properties", "required", "additionalProperties"})
 _ARRAY_KEYS = frozenset({"type", "items", "minItems", "maxItems"})
@@ -93,7 +103,7 @@ def _date_chunks(source: str) -> frozenset[int]:
 def grounded_lark(translated: dict[str, Any], source: str) -> tuple[str, tuple[bytes, ...]]:
     """The Lark grammar for a translated schema whose grounded strings carry sentinels, and the
     marked text of each co-matched grounded string (by its probe number)."""
-    writer = _LarkWriter(translated, source_chunks(source), _date_chunks(source))
+    writer = _LarkWriter(translated, source)
     try:
         return writer.grammar(), tuple(writer.marked)
     except _NoSpan as e:
@@ -224,17 +234,22 @@ def _some_span_matches(
 
 
 class _LarkWriter:
-    def __init__(self, root: dict[str, Any], chunks: list[str], dates: frozenset[int]) -> None:
+    def __init__(self, root: dict[str, Any], source: str) -> None:
         self.root = root
-        self.dates = dates
+        self.source = source
         self.defs = root.get("$defs", {})
         self.guidance = root.get("x-guidance", {})
-        self.chunks = chunks
+        self.chunks = source_chunks(source)
         self.rules: dict[str, str] = {}
         self.ref_rules: dict[str, str] = {}
         self.grounded_defs = _grounded_defs(self.defs)
         self.marked: list[bytes] = []  # per co-matched grounded string
         self.ws = _whitespace(self.guidance)
+
+    @functools.cached_property
+    def dates(self) -> frozenset[int]:
+        """The chunks of the dates the source states (read once, where a date is claimed)."""
+        return _date_chunks(self.source)
 
     def grammar(self) -> str:
         body = {k: v for k, v in self.root.items() if k not in ("$defs", "x-guidance")}
@@ -302,9 +317,10 @@ class _LarkWriter:
         number, fmt, claimed, pattern = node["const"][len(SENTINEL) :].split(":", 3)
         name = f"GROUNDED_{number}"
         low, high = node.get("minLength", 1), node.get("maxLength")
-        kinds = [_CLAIMED[k] for k in claimed.split(",") if k]
+        claims = [k for k in claimed.split(",") if k]
+        kinds = [_CLAIMED[k] for k in claims]
         barred = {c for c in set(self.chunks) if any(k.fullmatch(c) for k in kinds)}
-        dates = self.dates if "date" in claimed.split(",") else frozenset()
+        dates = self.dates if "date" in claims else frozenset()
         chunks = [_BARRIER if c in barred or i in dates else c for i, c in enumerate(self.chunks)]
         if not fmt and not pattern and low == 1 and high is None:
             if not _has_span(chunks):
