@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from stencil.constraints import currencies_in, dates_in, numbers_in, readings_in
+from stencil.constraints import LEXICON, currencies_in, dates_in, numbers_in, readings_in
 from stencil.extract.prompt import field_list
 
 SYSTEM = "You extract data from documents. Copy values exactly as written in the document."
@@ -38,7 +38,6 @@ HINT = "Labelled in the document: {texts}\n"
 CURRENCY_PATTERN = "^[A-Z]{3}$"
 LIST_PENALTY = 1.0
 _RUN_WORDS = 8
-_DOLLARS = frozenset({"USD", "CAD", "AUD", "NZD", "SGD", "HKD", "MXN"})
 _AROUND = ".,;:!?()[]{}\"'«»“”"
 
 
@@ -160,7 +159,7 @@ def _stated_currencies(sub: dict[str, Any], document: str) -> dict[str, Any]:
     """A currency enum narrowed to the codes the document states (a ``$`` stands for every
     dollar in the enum); the whole enum where it states none of them."""
     stated = set(currencies_in(document))
-    kept = [c for c in sub["enum"] if c in stated or ("$" in document and c in _DOLLARS)]
+    kept = [c for c in sub["enum"] if c in stated or ("$" in document and c in LEXICON.dollars)]
     return {**sub, "enum": kept} if kept else sub
 
 

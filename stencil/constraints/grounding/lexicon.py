@@ -29,6 +29,8 @@ class Lexicon:
     currency_signs: Mapping[str, str]
     """a currency sign -> its ISO 4217 code."""
     currency_codes: frozenset[str]
+    dollars: frozenset[str]
+    """the codes a bare ``$`` may stand for."""
 
     def concepts_for(self, name: str, description: str = "") -> tuple[str, ...] | None:
         """The concepts a field asks for: by the words of its name (``billingAddress``,
@@ -78,6 +80,7 @@ def load_lexicon(path: Path = _FILE) -> Lexicon:
         months=MappingProxyType(months),
         currency_signs=MappingProxyType(dict(data["currencies"]["signs"])),
         currency_codes=frozenset(data["currencies"]["codes"]),
+        dollars=frozenset(data["currencies"]["dollars"]),
     )
 
 
