@@ -186,8 +186,10 @@ def _spec(args: argparse.Namespace, schema: dict[str, Any]) -> ExtractSpec:
         args.grounded,
         args.per_field,
     )
-    try:  # unsupported schemas: usage errors before a model loads (over a stand-in document,
-        translate(spec.constraint())  # which states none of the values a document must)
+    # unsupported schemas: usage errors before a model loads; the check's stand-in document
+    # states no value, so a required one it lacks is no error of the schema
+    try:
+        translate(spec.constraint())
     except UnstatedValueError:
         pass
     except ConstraintError as e:
