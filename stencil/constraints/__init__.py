@@ -5,6 +5,8 @@ Token-level matching is llguidance's (Earley parser + lazy lexer); Stencil owns 
 front end (schema translation, validation, budgets, whitespace policy) and the API.
 """
 
+# first: jsonschema, imported below, finds rfc3987-syntax's stand-in (``deferred_rfc3987``)
+from . import deferred_rfc3987  # noqa: F401
 from .bitmask import allocate_token_bitmask, bitmask_to_bool
 from .compiler import CompiledConstraint, ConstraintCompiler
 from .errors import (

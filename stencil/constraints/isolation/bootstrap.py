@@ -2,7 +2,8 @@
 
 It imports only the constraints front end: ``stencil`` and ``stencil.constraints`` are registered
 as bare packages, without running their ``__init__`` (which import the engine and torch: 1.4 s
-and 200 MB per worker otherwise). No relative imports: this file runs as a script.
+and 200 MB per worker otherwise), nor jsonschema's eager parser build (``deferred_rfc3987``).
+No relative imports: this file runs as a script.
 """
 
 import sys
@@ -19,6 +20,7 @@ def main() -> None:
             package = types.ModuleType(name)
             package.__path__ = [str(path)]
             sys.modules[name] = package
+    import stencil.constraints.deferred_rfc3987  # noqa: F401 (before jsonschema loads)
     from stencil.constraints.isolation.worker import serve
 
     serve(int(sys.argv[1]), int(sys.argv[2]))
