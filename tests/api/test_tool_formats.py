@@ -366,22 +366,28 @@ ANSWER_FORMAT = {"type": "json_schema", "json_schema": {"name": "answer", "schem
 
 
 def _branch_bias(server: FamilyServer, branch: str) -> dict[str, float]:
-    """``logit_bias`` that takes ``branch`` in ``auto`` with a response format: for the trigger,
-    or against every token that writes its first letter; in ``llama3_json`` both branches open a
-    JSON object and the first key decides (the call's ``name``, or any key of the answer)."""
+    """``logit_bias`` that takes ``branch`` in ``auto`` with a response format: for the trigger
+    (``calls``) or a code block's backticks (``fence``), or against every token that writes the
+    first letter of either; in ``llama3_json`` both branches open a JSON object and the first
+    key decides (the call's ``name``, or any key of the answer)."""
     tok = server.tokenizer
     if branch == "calls" and server.family == "llama3_json":
         (token,) = tok("name", add_special_tokens=False).input_ids
         return {str(token): 100}
     if branch == "calls":
         return server.trigger_bias(100)
+    if branch == "fence":
+        (token,) = tok("```", add_special_tokens=False).input_ids
+        return {str(token): 100}
     start = '{"name"' if server.family == "llama3_json" else FAMILIES[server.family].trigger
     letter = start.index("n") if server.family == "llama3_json" else 0
+    starts = [start, detect_format(tok).fence]  # a code block is a call too
     banned = {
         i
         for text, i in tok.get_vocab().items()
+        for first in filter(None, starts)
         for k in range(letter + 1)
-        if start[k:].startswith(text) and len(text) > letter - k
+        if first[k:].startswith(text) and len(text) > letter - k
     }
     return {str(t): -100 for t in banned}
 
@@ -394,6 +400,26 @@ def test_auto_with_a_response_format_calls(family_server):
     assert choice.finish_reason == "tool_calls" and len(choice.message.tool_calls) == 1
     _conform(choice.message.tool_calls)
     assert not choice.message.content
+
+
+def test_auto_with_a_response_format_calls_in_a_code_block(family_server):
+    """Hermes beside a response format: a call written as a ```` ```json ```` code block (how
+    Qwen2.5-Coder writes its calls) is constrained as the tags' call and parsed into
+    ``tool_calls``, streamed alike."""
+    if family_server.family != "hermes":
+        pytest.skip(f"{family_server.family} has no code-block calls")
+    body = {
+        "tool_choice": "auto",
+        "response_format": ANSWER_FORMAT,
+        "logit_bias": _branch_bias(family_server, "fence"),
+        "temperature": 0,
+    }
+    choice = family_server.chat(**body).choices[0]
+    assert choice.finish_reason == "tool_calls" and not choice.message.content
+    _conform(choice.message.tool_calls)
+    streamed = _stream_choices(family_server.chat(**body, stream=True))
+    calls = [(c.function.name, c.function.arguments) for c in choice.message.tool_calls]
+    assert streamed == {0: ("", calls, "tool_calls")}
 
 
 def test_auto_with_a_response_format_answers_and_streams(family_server):
@@ -485,3 +511,36 @@ def test_parse(name, text, content, calls):
 )
 def test_split_holds_back_a_possible_trigger(name, text, safe, started):
     assert FORMATS[name].split(text) == (safe, started)
+
+
+@pytest.mark.parametrize(
+    ("text", "fenced", "calls"),
+    [
+        ('```json\n{"name": "f", "arguments": {"x": 1}}\n```', True, [("f", {"x": 1})]),
+        ('```json\n{\n  "name": "f",\n  "arguments": {}\n}\n```\n```json\n{"name": "g", '
+         '"arguments": {"y": [2]}}\n```', True, [("f", {}), ("g", {"y": [2]})]),
+        ('```json\n{"name": "f", "arguments": {"x": 1}}\n```', False, None),  # text, no format
+        ('```json\n{"name": "f", "argu', True, None),
+        ('```json\n{"name": "h", "arguments": {}}\n```', True, None),  # not a tool offered
+        ('{"name": "f", "arguments": {}}', True, None),  # bare JSON: the answer
+    ],
+)  # fmt: skip
+def test_parse_a_call_in_a_code_block(text, fenced, calls):
+    content, got = FORMATS["hermes"].parse(text, names=("f", "g"), fenced=fenced)
+    if calls is None:
+        assert got is None and content == text
+    else:
+        assert content == "" and [(c["name"], c["arguments"]) for c in got] == calls
+
+
+@pytest.mark.parametrize(
+    ("text", "fenced", "safe", "started"),
+    [
+        ("`", True, "", True),
+        ('```json\n{"na', True, "", True),
+        ('{"city', True, '{"city', False),
+        ("```json", False, "```json", False),
+    ],
+)
+def test_split_a_code_block_beside_an_answer(text, fenced, safe, started):
+    assert FORMATS["hermes"].split(text, fenced=fenced) == (safe, started)

@@ -3,7 +3,8 @@ the union of the calls grammar alone and the answer's ``json_schema`` constraint
 are the oracles here: along every output, the union's mask holds the masks of the branches
 still alive (decode-time checks included: ``BranchMatcher``), every token of it is taken, and
 ``jsonschema`` agrees with what the union accepts. The call syntaxes are the server's
-(``tools.formats``: SmolLM2's, Hermes', Llama 3.1's bare JSON) on SmolLM2's vocabulary."""
+(``tools.formats``: SmolLM2's, Hermes' in its tags and in a code block, Llama 3.1's bare JSON)
+on SmolLM2's vocabulary."""
 
 from __future__ import annotations
 
@@ -46,10 +47,17 @@ CHECKED = {  # a set: uniqueItems is checked as the array completes
     },
     "required": ["name", "tags"],
 }
+CALL_SCHEMA = {  # a call's oracle
+    "type": "object",
+    "properties": {"name": {"const": "get_weather"},
+                   "arguments": WEATHER.function.parameters},
+    "required": ["name", "arguments"],
+}  # fmt: skip
 CALL = '{"name": "get_weather", "arguments": {"city": "Paris"}}'
 CALLS_TEXT = {  # one call as each syntax writes it
     "smollm2": f"<tool_call>[{CALL}]</tool_call>",
     "hermes": f"<tool_call>\n{CALL}\n</tool_call>",
+    "hermes_fence": f"```json\n{CALL}\n```",
     "llama3_json": CALL.replace("arguments", "parameters"),
 }
 ANSWERS = {
@@ -60,9 +68,8 @@ SCHEMAS = {"plain": PLAIN, "checked": CHECKED}
 
 
 def _parts(fmt_name: str, schema: dict) -> dict[str, Constraint]:
-    fmt = FORMATS[fmt_name]
-    union, rules = fmt.grammar([WEATHER], auto=True, single=True, tokens={}, answer=True)
-    calls, _ = fmt.grammar([WEATHER], auto=False, single=True, tokens={})
+    fmt = FORMATS[fmt_name.removesuffix("_fence")]
+    union, calls, rules = fmt.calls_or_answer_grammar([WEATHER], single=True, tokens={})
     answer = Constraint.json_schema(schema)
     return {
         "union": Constraint.calls_or_answer(
@@ -122,6 +129,15 @@ def test_no_mixing_and_no_leading_whitespace_but_json_s(smol_compiler, smol_toke
     good, call = ANSWERS["checked"][0], CALLS_TEXT[fmt_name]
     cases = {good + call: False, call + good: False, " " + good: fmt_name == "llama3_json"}
     cases["\n" + call] = fmt_name == "llama3_json"
+    cases[f"```json\n{good}\n```"] = False  # the answer is bare JSON, never in a code block
+    if fmt_name == "hermes_fence":  # the call in a code block is checked as in the tags
+        for bad in (
+            '{"name": "get_weather", "arguments": {"town": "Paris"}}',
+            '{"name": "multiply", "arguments": {}}',
+            CALL.replace("Paris", "Paris, France!"),
+        ):
+            assert not jsonschema.Draft202012Validator(CALL_SCHEMA).is_valid(json.loads(bad))
+            cases[f"```json\n{bad}\n```"] = False  # fmt: skip
     for text, valid in cases.items():
         m = compiled.new_matcher()
         ids = smol_tokenizer.encode(text, add_special_tokens=False)

@@ -5,6 +5,8 @@ preemption."""
 from __future__ import annotations
 
 from stencil import SamplingParams
+from stencil.api.openai.protocol import Tool
+from stencil.api.tools.formats import HERMES
 from stencil.constraints import Constraint
 
 DOC = (
@@ -27,18 +29,19 @@ item: WORD "=" NUMBER
 WORD: /[a-z]{1,6}/
 NUMBER: /[0-9]{1,3}/
 """
-CALL = {  # one call of SmolLM2's syntax (what the server's tools constraint builds)
-    "type": "object",
-    "properties": {
-        "name": {"const": "get_weather"},
-        "arguments": {
-            "type": "object",
-            "properties": {"city": {"type": "string", "maxLength": 12}},
-            "required": ["city"],
+WEATHER = Tool.model_validate(
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "parameters": {
+                "type": "object",
+                "properties": {"city": {"type": "string", "maxLength": 12}},
+                "required": ["city"],
+            },
         },
-    },
-    "required": ["name", "arguments"],
-}
+    }
+)
 ANSWER = {  # uniqueItems: a decode-time check, so the union's matcher follows both branches
     "type": "object",
     "properties": {
@@ -47,12 +50,9 @@ ANSWER = {  # uniqueItems: a decode-time check, so the union's matcher follows b
     },
     "required": ["vendor", "tags"],
 }
-CALLS = '"<tool_call>[" call ("," call)* "]</tool_call>"'
-CALLS_OR_ANSWER = Constraint.calls_or_answer(
-    f"start: {CALLS} | answer\n",
-    json_rules={"call": CALL},
-    answer=Constraint.json_schema(ANSWER),
-    calls_only=f"start: {CALLS}\n",
+UNION, CALLS, RULES = HERMES.calls_or_answer_grammar([WEATHER], single=False, tokens={})
+CALLS_OR_ANSWER = Constraint.calls_or_answer(  # as the server builds it: Hermes calls or ANSWER
+    UNION, json_rules=RULES, answer=Constraint.json_schema(ANSWER), calls_only=CALLS
 )
 CONSTRAINTS = {
     "unconstrained": None,
@@ -64,8 +64,9 @@ CONSTRAINTS = {
 }
 PROMPTS = [f"Extract the invoice: {DOC}", "a b a b a b a b", "Acme Tools Ltd, Acme Tools Ltd, Acme"]
 WEATHER_PROMPT = (
-    'To look up the weather, write <tool_call>[{"name": "get_weather", "arguments": '
-    '{"city": "Leeds"}}]</tool_call>; else answer as JSON with vendor and tags.\n\n'
+    'To look up the weather, write <tool_call>\n{"name": "get_weather", "arguments": '
+    '{"city": "Leeds"}}\n</tool_call> or ```json\n{"name": "get_weather", "arguments": '
+    '{"city": "Leeds"}}\n```; else answer as JSON with vendor and tags.\n\n'
     f"Weather in Leeds? Or the vendor of: {DOC}"
 )
 

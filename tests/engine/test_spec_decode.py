@@ -81,28 +81,35 @@ def test_embedded_model_grounded_extraction_identical(default_model_dir):
     )
 
 
-@pytest.mark.parametrize("branch", ["calls", "answer"])
-def test_embedded_model_calls_or_answer_identical(default_model_dir, branch):
-    """Tool calls or a checked JSON answer (``Constraint.calls_or_answer``), each branch taken
-    (``logit_bias`` for or against the call's first token): drafts copied from the prompt are
-    accepted inside either branch, and the output is the non-speculative one token for token."""
+def test_embedded_model_calls_or_answer_identical(default_model_dir):
+    """Tool calls or a checked JSON answer (``Constraint.calls_or_answer``: Hermes calls in
+    their tags or in a code block, or the answer), each branch taken (``logit_bias`` for the
+    first token of a call's opening, or against every token that starts either): drafts copied
+    from the prompt are accepted inside each branch, and the output is the non-speculative one
+    token for token."""
     plain = make_llm(default_model_dir, max_model_len=512)
-    (lt,) = plain.get_tokenizer().encode("<", add_special_tokens=False)
-    p = SamplingParams(
-        temperature=0,
-        max_tokens=48,
-        constraint=CONSTRAINTS["calls_or_answer"],
-        logit_bias={lt: 100.0 if branch == "calls" else -100.0},
-    )
+    vocab = plain.get_tokenizer().get_vocab()
+    openings = ("<tool_call>", "```json")
+    starting = {i for t, i in vocab.items() if t and any(o.startswith(t) for o in openings)}
+    biases = {"<tool_call>": {vocab["<"]: 100.0}, "```json": {vocab["```"]: 100.0}}
+    biases["{"] = dict.fromkeys(starting, -100.0)
+    params = {
+        start: SamplingParams(
+            temperature=0, max_tokens=48, constraint=CONSTRAINTS["calls_or_answer"], logit_bias=bias
+        )
+        for start, bias in biases.items()
+    }
     msgs = [{"role": "user", "content": WEATHER_PROMPT}]
-    want = plain.chat(msgs, p, use_tqdm=False)[0].outputs[0]
-    assert want.text.startswith("<tool_call>") == (branch == "calls"), want.text
+    want = {s: plain.chat(msgs, p, use_tqdm=False)[0].outputs[0] for s, p in params.items()}
     del plain
     gc.collect()  # one engine of the fp32 model at a time: the test process stays small
     spec = make_llm(default_model_dir, max_model_len=512, speculative_config=SPEC)
-    got = spec.chat(msgs, p, use_tqdm=False)[0].outputs[0]
-    assert got.token_ids == want.token_ids and got.text == want.text
-    assert spec.get_metrics()["spec_decode_num_accepted_tokens_total"] > 0
+    for start, p in params.items():
+        assert want[start].text.startswith(start), want[start].text
+        accepted = spec.get_metrics()["spec_decode_num_accepted_tokens_total"]
+        got = spec.chat(msgs, p, use_tqdm=False)[0].outputs[0]
+        assert got.token_ids == want[start].token_ids and got.text == want[start].text
+        assert spec.get_metrics()["spec_decode_num_accepted_tokens_total"] > accepted, start
 
 
 def test_quantized_gguf_grounded_extraction_identical(default_model_dir):

@@ -4,7 +4,8 @@ that makes a call conform (forced, or triggered in ``auto``) and the parser back
 The families and their names follow vLLM's tool parsers:
 
 - ``hermes`` (Qwen2.5, Qwen3, Hermes): ``<tool_call>\\n{"name": .., "arguments": {..}}\\n</tool_call>``,
-  one object per tag, tags separated by a newline;
+  one object per tag, tags separated by a newline; beside a response format also a call object
+  in a ```` ```json ```` code block, as Qwen2.5-Coder writes its calls (``fence``);
 - ``llama3_json`` (Llama 3.1+): the output *is* ``{"name": .., "parameters": {..}}`` (calls joined
   by ``"; "``; a leading ``<|python_tag|>`` is accepted when parsing);
 - ``mistral``: ``[TOOL_CALLS][{"name": .., "arguments": {..}}, ..]``;
@@ -42,6 +43,7 @@ class ToolCallFormat:
     calls_first: bool = False  # auto: a call can only open the output (else after any text)
     call_id_chars: int = 0  # templates that take call ids of exactly this length (0: any)
     system_tools: bool = False  # the template reads the tools from the system message
+    fence: str = ""  # calls or answer: a block may also be a code block opened by this
 
     @property
     def trigger(self) -> str:
@@ -57,23 +59,22 @@ class ToolCallFormat:
         auto: bool,
         single: bool,
         tokens: dict[str, int],
-        answer: bool = False,
     ) -> tuple[str, dict[str, Any]]:
         """``(lark, json_rules)`` for ``Constraint.grammar``: the whole output is one block
-        (forced), or text or a block (``auto``), or with ``answer`` the block or the rule
-        ``answer`` (``Constraint.calls_or_answer``: the response format in place of the text).
-        ``tokens``: the syntax's pieces that are single special tokens (``added_tokens``),
-        written as those tokens."""
-        lark = self._lark(auto=auto, single=single, tokens=tokens, answer=answer)
-        return lark, self._rules(tools, single)
+        (forced), or text or a block (``auto``). ``tokens``: the syntax's pieces that are
+        single special tokens (``added_tokens``), written as those tokens."""
+        return self._lark(auto=auto, single=single, tokens=tokens), self._rules(tools, single)
 
     def calls_or_answer_grammar(
         self, tools: list[Tool], *, single: bool, tokens: dict[str, int]
     ) -> tuple[str, str, dict[str, Any]]:
         """``(lark of the calls or the answer, lark of the calls alone, json_rules)``: the two
-        grammars of ``Constraint.calls_or_answer`` over the same rules."""
-        union = self._lark(auto=True, single=single, tokens=tokens, answer=True)
-        calls = self._lark(auto=False, single=single, tokens=tokens, answer=False)
+        grammars of ``Constraint.calls_or_answer`` over the same rules: the blocks (or, with a
+        ``fence``, code blocks of the same calls) or the rule ``answer``, the response format
+        in place of the text. The answer is bare JSON, so a block's opening decides the branch
+        at the first token (``llama3_json``, whose calls are bare JSON too: at the first key)."""
+        union = self._lark(auto=True, single=single, tokens=tokens, answer=True, fenced=True)
+        calls = self._lark(auto=False, single=single, tokens=tokens, fenced=True)
         return union, calls, self._rules(tools, single)
 
     def _rules(self, tools: list[Tool], single: bool) -> dict[str, Any]:
@@ -81,7 +82,15 @@ class ToolCallFormat:
             return {"calls": calls_schema(tools, single=single, args_key=self.args_key)}
         return {"call": call_item_schema(tools, self.args_key)}
 
-    def _lark(self, *, auto: bool, single: bool, tokens: dict[str, int], answer: bool) -> str:
+    def _lark(
+        self,
+        *,
+        auto: bool,
+        single: bool,
+        tokens: dict[str, int],
+        answer: bool = False,
+        fenced: bool = False,
+    ) -> str:
         body = "calls" if self.array else "call"
         trigger_id = tokens.get(self.trigger)
         trig = _lit(self.trigger, tokens) if self.open else ""
@@ -90,6 +99,10 @@ class ToolCallFormat:
         sep = _lit(self.separator, tokens)
         after = one if self.array or single else f"{one} ({sep} {trig} {one})*"
         block = f"{trig} {after}".strip()
+        if self.fence and fenced:
+            opening, closing = _lit(self.fence + "\n", {}), _lit("\n```", {})
+            code = f"{opening} {body} {closing}"
+            block += f" | {code}" if self.array or single else f" | {code} ({sep} {code})*"
         if not auto:
             lines = [f"start: {block}"]
         elif answer:
@@ -106,9 +119,12 @@ class ToolCallFormat:
 
     # ---- parsing -----------------------------------------------------------------------------
 
-    def split(self, text: str) -> tuple[str, bool]:
+    def split(self, text: str, *, fenced: bool = False) -> tuple[str, bool]:
         """For streaming ``auto``: ``(text safe to emit, whether a call has started)``; a tail
-        that could still grow into the trigger is held back."""
+        that could still grow into the trigger is held back. ``fenced``: the output is the calls
+        or an answer, so one that opens with (a prefix of) the ``fence`` is a call."""
+        if fenced and self.fence and text and self.fence.startswith(text[: len(self.fence)]):
+            return "", True
         if not self.open:
             head = text.lstrip()
             if head.startswith(("{", "<|python_tag|>")):
@@ -123,19 +139,26 @@ class ToolCallFormat:
         return text, False
 
     def parse(
-        self, text: str, *, bare: bool = False, names: Collection[str] | None = None
+        self,
+        text: str,
+        *,
+        bare: bool = False,
+        names: Collection[str] | None = None,
+        fenced: bool = False,
     ) -> tuple[str, list[dict[str, Any]] | None]:
         """``(content before the calls, the calls as name/arguments dicts)``; calls is None when
         ``text`` holds no complete call. ``bare``: the calls' JSON without ``open``/``close``.
         ``names``: the tools offered; an object naming another, or with keys other than the
-        name and the arguments, is no call (an answer in ``llama3_json``'s bare JSON)."""
-        content, started = self.split(text)
+        name and the arguments, is no call (an answer in ``llama3_json``'s bare JSON).
+        ``fenced``: the calls or an answer (``split``), the calls maybe in ``fence`` blocks."""
+        content, started = self.split(text, fenced=fenced)
         if not started:
             if not bare:
                 return text, None
             content = ""
         body = text[len(content) :]
-        values = _json_values(body, (self.open, self.close, self.separator, "<|python_tag|>"))
+        glue = (self.open, self.close, self.separator, "<|python_tag|>")
+        values = _json_values(body, glue + ((self.fence, "```") if fenced else ()))
         if values is None:
             return text, None
         calls = []
@@ -207,7 +230,9 @@ def _cls(ch: str, *, negate: bool = False) -> str:
 
 
 SMOLLM2 = ToolCallFormat("smollm2", "<tool_call>", "</tool_call>", "arguments", array=True)
-HERMES = ToolCallFormat("hermes", "<tool_call>\n", "\n</tool_call>", "arguments", False, "\n")
+HERMES = ToolCallFormat(
+    "hermes", "<tool_call>\n", "\n</tool_call>", "arguments", False, "\n", fence="```json"
+)
 LLAMA3_JSON = ToolCallFormat("llama3_json", "", "", "parameters", False, "; ", calls_first=True)
 MISTRAL = ToolCallFormat("mistral", "[TOOL_CALLS]", "", "arguments", array=True, call_id_chars=9)
 GRANITE = ToolCallFormat("granite", "<|tool_call|>", "", "arguments", array=True)

@@ -53,9 +53,9 @@ async def tool_events(
     gen: Generation, parsing: ToolParsing, max_tokens: int, tokenizer: Any
 ) -> AsyncIterator[Event]:
     """Tools in one constrained request: forced, the output is the calls; ``auto``, text is
-    streamed until the family's trigger starts a call (``formats``), which is held back and
-    parsed when it is complete. ``max_tokens`` and ``tokenizer`` tell a free text cut by the
-    budget."""
+    streamed until the family's trigger (beside an answer format, also its ``fence``) starts a
+    call (``formats``), which is held back and parsed when it is complete. ``max_tokens`` and
+    ``tokenizer`` tell a free text cut by the budget."""
     fmt, auto = parsing.format, parsing.auto
     sent: dict[int, tuple[int, int]] = {}  # index -> (chars, logprobs) emitted
     started: set[int] = set()
@@ -65,7 +65,7 @@ async def tool_events(
             if c.index in done:
                 continue
             if auto and c.index not in started:
-                safe, call = fmt.split(c.text)
+                safe, call = fmt.split(c.text, fenced=parsing.answer)
                 if call:
                     started.add(c.index)
                 chars, lps = sent.get(c.index, (0, 0))
@@ -86,7 +86,9 @@ def _finish(
     tokenizer: Any,
 ) -> list[Event]:
     auto = parsing.auto
-    content, calls = parsing.format.parse(c.text, bare=not auto, names=parsing.names)
+    content, calls = parsing.format.parse(
+        c.text, bare=not auto, names=parsing.names, fenced=parsing.answer
+    )
     chars, lps = sent
     out: list[Event] = []
     if calls is not None:
