@@ -8,8 +8,9 @@ format's ``json_schema`` constraint. Prints a markdown table.
 For each vocabulary (SmolLM2's, the embedded model's, with its ``<tool_call>`` syntax in text;
 Qwen2.5's with Hermes' syntax), each answer schema (``plain``; ``checked``: a ``set`` field,
 ``uniqueItems``, a decode-time check, so the union's matcher also follows each branch alone:
-``BranchMatcher``) and each branch's output (a call, an answer), the mask is timed at every step
-along that output's tokens, for the union and for that branch's constraint alone, each freshly
+``BranchMatcher``) and each branch's output (a call; Hermes' also in a ```` ```json ```` code
+block; an answer), the mask is timed at every step along that output's tokens, for the union and
+for that branch's constraint alone (the calls grammar holds both spellings), each freshly
 compiled (llguidance builds lexer states lazily: the first pass is what decoding meets). Rows
 alternate union / alone, ``--rounds`` times; each figure is the median over rounds of the median
 µs per step (a shared machine preempts single steps for milliseconds: means follow those), and
@@ -98,16 +99,19 @@ def vocabularies() -> dict[str, tuple[object, TokenVocab, ToolCallFormat]]:
 
 
 def constraints(fmt: ToolCallFormat, schema: dict) -> dict[str, Constraint]:
-    union, rules = fmt.grammar([WEATHER], auto=True, single=True, tokens={}, answer=True)
-    calls, _ = fmt.grammar([WEATHER], auto=False, single=True, tokens={})
+    union, calls, rules = fmt.calls_or_answer_grammar([WEATHER], single=True, tokens={})
     answer = Constraint.json_schema(schema)
     both = Constraint.calls_or_answer(union, json_rules=rules, answer=answer, calls_only=calls)
     return {"union": both, "calls": Constraint.grammar(calls, json_rules=rules), "answer": answer}
 
 
-def call_text(fmt: ToolCallFormat) -> str:
+def outputs(fmt: ToolCallFormat, schema_name: str) -> list[tuple[str, str]]:
+    """``(branch, text)``: a call in the family's syntax (and in a code block, where the family
+    has one), and an answer."""
     body = f"[{CALL_ARGS}]" if fmt.array else CALL_ARGS
-    return f"{fmt.open}{body}{fmt.close}"
+    calls = [("call", f"{fmt.open}{body}{fmt.close}")]
+    calls += [("call in a code block", f"{fmt.fence}\n{body}\n```")] if fmt.fence else []
+    return [*calls, ("answer", ANSWERS[schema_name])]
 
 
 def step_times(vocab: TokenVocab, c: Constraint, ids: list[int]) -> list[float]:
@@ -133,10 +137,10 @@ def main() -> None:
     for vname, (tok, vocab, fmt) in vocabularies().items():
         for sname, schema in (("plain", PLAIN), ("checked", CHECKED)):
             cs = constraints(fmt, schema)
-            for branch, text in (("call", call_text(fmt)), ("answer", ANSWERS[sname])):
+            for branch, text in outputs(fmt, sname):
                 ids = tok(text, add_special_tokens=False).input_ids + [vocab.eos_token_ids[0]]
-                alone = cs["calls" if branch == "call" else "answer"]
-                other = cs["answer" if branch == "call" else "calls"]
+                alone = cs["answer" if branch == "answer" else "calls"]
+                other = cs["calls" if branch == "answer" else "answer"]
                 runs: dict[str, list[list[float]]] = {"union": [], "alone": [], "other": []}
                 for _ in range(args.rounds):  # alternated: union, alone, union, alone, ...
                     runs["union"].append(step_times(vocab, cs["union"], ids))

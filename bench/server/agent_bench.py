@@ -1,11 +1,12 @@
 """A weather agent on a real model: tools in ``auto`` and a typed final answer, through the
 frameworks that send both (the OpenAI Agents SDK with ``OpenAIChatCompletionsModel`` and
 ``OpenAIResponsesModel``, LangChain's ``create_agent`` with ``ProviderStrategy``, pydantic-ai's
-``NativeOutput`` with a tool) against ``stencil serve`` on Qwen2.5-Coder-1.5B-Instruct (Q4_K_M
+``NativeOutput`` with a tool), and the raw chat-completions request they send, against ``stencil serve`` on Qwen2.5-Coder-1.5B-Instruct (Q4_K_M
 GGUF, Hermes tool calls), greedy. Prints one row per framework: the turns, the calls (each
 validated against the tool's schema), whether the final answer validates against ``Weather``,
 and the seconds. The model decides alone to call or to answer; ``--example`` puts one worked
-example (Rome: a call, its result, the answer) in the history first (Agents SDK, LangChain).
+example (Rome: a call, its result, the answer) in the history first (raw request, Agents
+SDK).
 
     python -m bench.server.agent_bench [--model qwen2.5-coder-1.5b] [--example]
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import time
 
@@ -57,6 +59,44 @@ class Lookup:
             return f"{city}: 18.5 C, light rain"
 
         return get_weather
+
+
+def raw_chat(live, lookup: Lookup, example: bool) -> tuple[object, int]:
+    """The request the frameworks send, by hand: ``tools`` in ``auto`` beside a
+    ``json_schema`` response format; each call run and its result sent back, until an answer."""
+    client = live.openai()
+    tool = {"name": "get_weather", "description": "Current weather in a city.",
+            "parameters": TOOL_SCHEMA}  # fmt: skip
+    fmt = {"name": "Weather", "schema": Weather.model_json_schema(), "strict": True}
+    messages: list[dict] = [{"role": "system", "content": INSTRUCTIONS}]
+    if example:
+        messages += _chat_example()
+    messages.append({"role": "user", "content": QUESTION})
+    for turn in range(1, 5):
+        message = client.chat.completions.create(
+            model=live.model, messages=messages, max_tokens=120, temperature=0.0,
+            tools=[{"type": "function", "function": tool}], tool_choice="auto",
+            response_format={"type": "json_schema", "json_schema": fmt},
+        ).choices[0].message  # fmt: skip
+        if not message.tool_calls:
+            return Weather.model_validate_json(message.content), turn
+        messages.append(message.model_dump(exclude_none=True))
+        for call in message.tool_calls:
+            result = lookup.function()(**json.loads(call.function.arguments))
+            messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
+    raise RuntimeError("no answer in 4 turns")
+
+
+def _chat_example() -> list[dict]:
+    """``ITEMS`` as chat messages."""
+    call = {"id": "call_1", "type": "function",
+            "function": {"name": "get_weather", "arguments": ITEMS[1]["arguments"]}}  # fmt: skip
+    return [
+        ITEMS[0],
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "call_1", "content": ITEMS[2]["output"]},
+        ITEMS[3],
+    ]
 
 
 def agents_sdk(live, kind: str, lookup: Lookup, example: bool) -> tuple[object, int]:
@@ -121,6 +161,7 @@ def pydantic_ai(live, lookup: Lookup, example: bool) -> tuple[object, int]:
 
 
 RUNS = {
+    "raw_chat": raw_chat,
     "agents_chat": lambda live, lookup, example: agents_sdk(live, "chat", lookup, example),
     "agents_responses": lambda live, lookup, ex: agents_sdk(live, "responses", lookup, ex),
     "langchain": langchain,
