@@ -1,8 +1,9 @@
 """A weather agent on a real model: tools in ``auto`` and a typed final answer, through the
 frameworks that send both (the OpenAI Agents SDK with ``OpenAIChatCompletionsModel`` and
 ``OpenAIResponsesModel``, LangChain's ``create_agent`` with ``ProviderStrategy``, pydantic-ai's
-``NativeOutput`` with a tool), and the raw chat-completions request they send, against ``stencil serve`` on Qwen2.5-Coder-1.5B-Instruct (Q4_K_M
-GGUF, Hermes tool calls), greedy. Prints one row per framework: the turns, the calls (each
+``NativeOutput`` with a tool), and the raw chat-completions request they send (whole and
+streamed), against ``stencil serve`` on Qwen2.5-Coder-1.5B-Instruct (Q4_K_M GGUF, Hermes tool
+calls), greedy. Prints one row per framework: the turns, the calls (each
 validated against the tool's schema), whether the final answer validates against ``Weather``,
 and the seconds. The model decides alone to call or to answer; ``--example`` puts one worked
 example (Rome: a call, its result, the answer) in the history first (raw request, Agents
@@ -61,9 +62,10 @@ class Lookup:
         return get_weather
 
 
-def raw_chat(live, lookup: Lookup, example: bool) -> tuple[object, int]:
+def raw_chat(live, lookup: Lookup, example: bool, stream: bool = False) -> tuple[object, int]:
     """The request the frameworks send, by hand: ``tools`` in ``auto`` beside a
-    ``json_schema`` response format; each call run and its result sent back, until an answer."""
+    ``json_schema`` response format; each call run and its result sent back, until an answer.
+    ``stream``: each reply read from its deltas."""
     client = live.openai()
     tool = {"name": "get_weather", "description": "Current weather in a city.",
             "parameters": TOOL_SCHEMA}  # fmt: skip
@@ -73,18 +75,35 @@ def raw_chat(live, lookup: Lookup, example: bool) -> tuple[object, int]:
         messages += _chat_example()
     messages.append({"role": "user", "content": QUESTION})
     for turn in range(1, 5):
-        message = client.chat.completions.create(
+        reply = client.chat.completions.create(
             model=live.model, messages=messages, max_tokens=120, temperature=0.0,
             tools=[{"type": "function", "function": tool}], tool_choice="auto",
-            response_format={"type": "json_schema", "json_schema": fmt},
-        ).choices[0].message  # fmt: skip
-        if not message.tool_calls:
-            return Weather.model_validate_json(message.content), turn
-        messages.append(message.model_dump(exclude_none=True))
-        for call in message.tool_calls:
-            result = lookup.function()(**json.loads(call.function.arguments))
-            messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
+            response_format={"type": "json_schema", "json_schema": fmt}, stream=stream,
+        )  # fmt: skip
+        message = _from_deltas(reply) if stream else reply.choices[0].message.model_dump()
+        if not message.get("tool_calls"):
+            return Weather.model_validate_json(message["content"]), turn
+        messages.append({k: v for k, v in message.items() if v is not None})
+        for call in message["tool_calls"]:
+            result = lookup.function()(**json.loads(call["function"]["arguments"]))
+            messages.append({"role": "tool", "tool_call_id": call["id"], "content": result})
     raise RuntimeError("no answer in 4 turns")
+
+
+def _from_deltas(chunks) -> dict:
+    """A streamed reply's assistant message: the content and the calls joined from deltas."""
+    content, calls = "", {}
+    for chunk in chunks:
+        for choice in chunk.choices:
+            content += choice.delta.content or ""
+            for d in choice.delta.tool_calls or []:
+                call = calls.setdefault(
+                    d.index,
+                    {"id": d.id, "type": "function", "function": {"name": "", "arguments": ""}},
+                )
+                call["function"]["name"] += d.function.name or ""
+                call["function"]["arguments"] += d.function.arguments or ""
+    return {"role": "assistant", "content": content or None, "tool_calls": list(calls.values())}
 
 
 def _chat_example() -> list[dict]:
@@ -162,6 +181,7 @@ def pydantic_ai(live, lookup: Lookup, example: bool) -> tuple[object, int]:
 
 RUNS = {
     "raw_chat": raw_chat,
+    "raw_chat_stream": lambda live, lookup, ex: raw_chat(live, lookup, ex, stream=True),
     "agents_chat": lambda live, lookup, example: agents_sdk(live, "chat", lookup, example),
     "agents_responses": lambda live, lookup, ex: agents_sdk(live, "responses", lookup, ex),
     "langchain": langchain,
