@@ -99,7 +99,7 @@ def write_moe_gguf(
     config,
     state: dict[str, np.ndarray],
     qtype_of: Callable[[str, tuple[int, ...]], str],
-    tokenizer_gguf: Path,
+    tokenizer_gguf: Path | list,
 ) -> None:
     """``state``: HF names -> float32 arrays (or llama.cpp-named ``Encoded`` blocks);
     ``qtype_of(gguf_name, shape)``: a GGML type name (1-D tensors are always F32)."""

@@ -35,6 +35,17 @@ def hf_models(tiny_models):
 
 
 @pytest.fixture(scope="session")
+def gguf_tokenizer_fields(default_model_dir) -> list:
+    """The embedded GGUF file's tokenizer fields (``read_tokenizer_fields``), read once for every
+    GGUF file the tests write: parsing its 49k-token vocabulary takes seconds."""
+    from stencil.engine.models.default_model import _fetch_gguf
+    from stencil.paths import cache_root
+    from stencil.testing.gguf_writer import read_tokenizer_fields
+
+    return read_tokenizer_fields(_fetch_gguf(cache_root() / "downloads"))
+
+
+@pytest.fixture(scope="session")
 def tokenizer(default_model_dir):
     from transformers import AutoTokenizer
 

@@ -93,18 +93,15 @@ Q8_BOUND = 5e-2
 
 
 @pytest.fixture(scope="module")
-def dense_gguf(tmp_path_factory, default_model_dir):
+def dense_gguf(tmp_path_factory, default_model_dir, gguf_tokenizer_fields):
     """arch -> (F32 GGUF, Q8_0 GGUF, HF model of the weights, HF model of the Q8_0 file's)."""
     from safetensors.numpy import load_file
     from transformers import AutoModelForCausalLM
 
-    from stencil.engine.models.default_model import _fetch_gguf
     from stencil.engine.models.gguf import read_gguf_tensors
     from stencil.engine.models.layers import head_dim
-    from stencil.paths import cache_root
-    from stencil.testing.gguf_writer import read_tokenizer_fields, write_model_gguf
+    from stencil.testing.gguf_writer import write_model_gguf
 
-    template = read_tokenizer_fields(_fetch_gguf(cache_root() / "downloads"))
     root = tmp_path_factory.mktemp("tiny_dense_gguf")
     out = {}
     for name, build in DENSE_BUILDERS.items():
@@ -120,7 +117,7 @@ def dense_gguf(tmp_path_factory, default_model_dir):
         files = []
         for qtype in ("F32", "Q8_0"):
             path = root / f"{name}-{qtype}.gguf"
-            write_model_gguf(path, config, state, lambda n, s, q=qtype: q, template)
+            write_model_gguf(path, config, state, lambda n, s, q=qtype: q, gguf_tokenizer_fields)
             files.append(path)
         hf = AutoModelForCausalLM.from_pretrained(
             hf_dir, dtype=torch.float32, attn_implementation="eager"

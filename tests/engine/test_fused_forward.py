@@ -28,11 +28,7 @@ PROMPTS = [[1, 100, 2000, 300, 4000, 50, 6000, 70], [9, 8, 7, 6, 5], list(range(
 
 
 @pytest.fixture(scope="module")
-def gguf_files(tmp_path_factory, default_model_dir):
-    from stencil.engine.models.default_model import _fetch_gguf
-    from stencil.paths import cache_root
-
-    template = _fetch_gguf(cache_root() / "downloads")
+def gguf_files(tmp_path_factory, gguf_tokenizer_fields):
     root = tmp_path_factory.mktemp("fused_forward")
     out = {}
     for name, (cls, tied, qtype) in FILES.items():
@@ -45,7 +41,7 @@ def gguf_files(tmp_path_factory, default_model_dir):
         if tied:
             state.pop("lm_head.weight", None)
         out[name] = root / f"{name}.gguf"
-        write_model_gguf(out[name], config, state, lambda n, s, q=qtype: q, template)
+        write_model_gguf(out[name], config, state, lambda n, s, q=qtype: q, gguf_tokenizer_fields)
     return out
 
 

@@ -73,12 +73,8 @@ def qtype_of(arch: str):
 
 
 @pytest.fixture(scope="module")
-def gguf_models(tmp_path_factory, default_model_dir):
+def gguf_models(tmp_path_factory, gguf_tokenizer_fields):
     """arch -> (GGUF file, HF directory of its dequantized weights)."""
-    from stencil.engine.models.default_model import _fetch_gguf
-    from stencil.paths import cache_root
-
-    template = _fetch_gguf(cache_root() / "downloads")
     root = tmp_path_factory.mktemp("gguf_quant")
     out = {}
     for arch, cls in (("llama", LlamaConfig), ("qwen2", Qwen2Config)):
@@ -92,7 +88,7 @@ def gguf_models(tmp_path_factory, default_model_dir):
         if config.tie_word_embeddings:
             state.pop("lm_head.weight", None)
         path = root / f"{arch}.gguf"
-        write_model_gguf(path, config, state, qtype_of(arch), template)
+        write_model_gguf(path, config, state, qtype_of(arch), gguf_tokenizer_fields)
         meta = gguf_model_dir(path)
         hf_config = type(config).from_pretrained(meta)
         hf = AutoModelForCausalLM.from_config(hf_config).float().eval()
@@ -166,11 +162,8 @@ def test_resident_weights_within_file_bytes(default_model_dir):
     assert held <= 1.15 * file_bytes, (held, file_bytes)
 
 
-def test_encoded_blocks_are_written_as_given(tmp_path, default_model_dir):
+def test_encoded_blocks_are_written_as_given(tmp_path, gguf_tokenizer_fields):
     """``Encoded`` tensors (the 7B benchmark's random blocks) land in the file byte for byte."""
-    from stencil.engine.models.default_model import _fetch_gguf
-    from stencil.paths import cache_root
-
     config = LlamaConfig(**SHAPE, tie_word_embeddings=True)
     rng = np.random.default_rng(3)
     state = {
@@ -179,10 +172,9 @@ def test_encoded_blocks_are_written_as_given(tmp_path, default_model_dir):
         if n != "lm_head.weight"
     }
     name = "model.layers.0.self_attn.o_proj.weight"
-    template = _fetch_gguf(cache_root() / "downloads")
-    write_model_gguf(tmp_path / "a.gguf", config, state, lambda n, s: "Q4_0", template)
+    write_model_gguf(tmp_path / "a.gguf", config, state, lambda n, s: "Q4_0", gguf_tokenizer_fields)
     state[name] = Encoded("Q4_0", encode(state[name], "Q4_0"))
-    write_model_gguf(tmp_path / "b.gguf", config, state, lambda n, s: "Q8_0", template)
+    write_model_gguf(tmp_path / "b.gguf", config, state, lambda n, s: "Q8_0", gguf_tokenizer_fields)
     a, b = (
         {t.name: t for t in gguf.GGUFReader(str(tmp_path / f)).tensors}
         for f in ("a.gguf", "b.gguf")

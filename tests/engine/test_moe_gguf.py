@@ -29,14 +29,10 @@ GEN = 16
 
 
 @pytest.fixture(scope="module")
-def moe_gguf(tmp_path_factory, default_model_dir):
+def moe_gguf(tmp_path_factory, default_model_dir, gguf_tokenizer_fields):
     """name -> (GGUF path, transformers model of the same weights dequantized)."""
     from transformers import AutoModelForCausalLM
 
-    from stencil.engine.models.default_model import _fetch_gguf
-    from stencil.paths import cache_root
-
-    tokenizer_gguf = _fetch_gguf(cache_root() / "downloads")
     root = tmp_path_factory.mktemp("moe_gguf")
     out = {}
     for name, qtype in EXPERT_TYPES.items():
@@ -52,7 +48,7 @@ def moe_gguf(tmp_path_factory, default_model_dir):
             hf.config,
             state,
             lambda n, s, q=qtype: q if "_exps" in n else "F32",
-            tokenizer_gguf,
+            gguf_tokenizer_fields,
         )
         out[name] = (path, hf)
     return out
