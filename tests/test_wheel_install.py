@@ -50,7 +50,7 @@ def wheel_env(tmp_path_factory) -> dict[str, Path]:
     wheels = list(dist.glob("stencil_serve-*.whl"))
     assert len(wheels) == 1, wheels
     env_dir = root / "venv"
-    venv.create(env_dir, with_pip=True)
+    venv.create(env_dir)  # no pip of its own (ensurepip: 7 s): this pip installs into it
     py = env_dir / "bin" / "python"
     site = _run(
         [str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], cwd=root
@@ -58,8 +58,10 @@ def wheel_env(tmp_path_factory) -> dict[str, Path]:
     deps = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
     (Path(site) / "_stencil_test_deps.pth").write_text("\n".join(sorted(deps)) + "\n")
     _run(
-        [str(py), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheels[0])], cwd=root
-    )
+        [sys.executable, "-m", "pip", "--python", str(py), "install", "-q", "--no-deps",
+         "--no-index", str(wheels[0])],
+        cwd=root,
+    )  # fmt: skip
     work = root / "elsewhere"
     work.mkdir()
     return {"bin": env_dir / "bin", "work": work, "site": Path(site), "model": model_dir}
