@@ -230,7 +230,8 @@ def test_ray_two_actors_a_killed_actor_and_resume(
     out = folder.parent / "ray.jsonl"
     files = _subset(folder)
     flags = ("--ray", ray_address, "--ray-actors", "2", "--ray-batch-size", "1",
-             "--num-threads", "1", "--max-model-len", "1024", "--num-kv-blocks", "128")  # fmt: skip
+             "--num-threads", "1", "--max-model-len", "1024", "--num-kv-blocks", "128",
+             "--constraint-compile-workers", "1")  # fmt: skip
 
     assert _extract_killing_one_batch(_argv(schema, out, *flags, "--ray-max-retries", "0",
                                             *files[:3])) == 1  # fmt: skip
