@@ -14,7 +14,14 @@ from collections.abc import Iterator
 
 import psutil
 
-QUIET_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_DEDUP_LOGS": "0"}
+# Serve's controller kills a proxy actor not ready within 5 s, and ``serve.start`` then fails
+# (ActorDiedError: ProxyActor killed by ray.kill): a proxy's start on CI's 2 loaded cores takes
+# longer. The cluster's processes inherit this environment.
+CLUSTER_ENV = {
+    "RAY_USAGE_STATS_ENABLED": "0",
+    "RAY_DEDUP_LOGS": "0",
+    "RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S": "60",
+}
 
 
 @contextlib.contextmanager
@@ -22,8 +29,8 @@ def local_cluster(num_cpus: int = 2) -> Iterator[str]:
     """Start a Ray head in this process (``ray.init``); yield its GCS address; shut it down."""
     import ray
 
-    saved = {k: os.environ.get(k) for k in QUIET_ENV}
-    os.environ.update(QUIET_ENV)
+    saved = {k: os.environ.get(k) for k in CLUSTER_ENV}
+    os.environ.update(CLUSTER_ENV)
     ours = {p.pid for p in psutil.Process().children(recursive=True)}
     try:
         ctx = ray.init(

@@ -28,8 +28,14 @@ def server(ray_address: str, tmp_path_factory: pytest.TempPathFactory) -> Any:
     flags = ("--replicas", "2", "--ray", ray_address, "--model", str(model),
              "--num-threads", "1", "--max-model-len", "2048", "--num-kv-blocks", "160",
              "--constraint-compile-workers", "1")  # fmt: skip
-    with start_serve(*flags, api_key=KEY) as server:
-        yield server
+    try:
+        with start_serve(*flags, api_key=KEY) as server:
+            yield server
+    finally:  # Serve's controller and proxy outlive `stencil serve --ray ADDRESS` (and its
+        # failed start): the cluster's next user (tests/extract) gets it without them
+        from ray import serve
+
+        serve.shutdown()
 
 
 def _tiny_model(out: Path) -> Path:
