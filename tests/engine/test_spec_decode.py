@@ -64,14 +64,19 @@ def test_greedy_identity_under_preemption(tiny_models):
     check_greedy_identity_under_preemption(plain, spec)
 
 
-def test_embedded_model_grounded_extraction_identical(default_model_dir):
+@pytest.fixture(scope="module")
+def embedded_plain(default_model_dir):
+    """The embedded SmolLM2 (fp32) without speculation: the reference of the tests below, each
+    of which builds its speculative engine beside it."""
+    return make_llm(default_model_dir, max_model_len=512)
+
+
+def test_embedded_model_grounded_extraction_identical(default_model_dir, embedded_plain):
     """The embedded SmolLM2 copies document spans into a grounded schema: drafts are accepted,
     and the output is the non-speculative output token for token."""
     msgs = [{"role": "user", "content": f"Extract the invoice fields as JSON.\n\n{DOC}"}]
     p = SamplingParams(temperature=0, max_tokens=64, constraint=CONSTRAINTS["grounded"])
-    want = make_llm(default_model_dir, max_model_len=512).chat(msgs, p, use_tqdm=False)
-    want = want[0].outputs[0]
-    gc.collect()  # one engine of the fp32 model at a time: the test process stays small
+    want = embedded_plain.chat(msgs, p, use_tqdm=False)[0].outputs[0]
     spec = make_llm(default_model_dir, max_model_len=512, speculative_config=SPEC)
     got = spec.chat(msgs, p, use_tqdm=False)[0].outputs[0]
     assert got.token_ids == want.token_ids and got.text == want.text
@@ -81,14 +86,13 @@ def test_embedded_model_grounded_extraction_identical(default_model_dir):
     )
 
 
-def test_embedded_model_calls_or_answer_identical(default_model_dir):
+def test_embedded_model_calls_or_answer_identical(default_model_dir, embedded_plain):
     """Tool calls or a checked JSON answer (``Constraint.calls_or_answer``: Hermes calls in
     their tags or in a code block, or the answer), each branch taken (``logit_bias`` for the
     first token of a call's opening, or against every token that starts either): drafts copied
     from the prompt are accepted inside each branch, and the output is the non-speculative one
     token for token."""
-    plain = make_llm(default_model_dir, max_model_len=512)
-    vocab = plain.get_tokenizer().get_vocab()
+    vocab = embedded_plain.get_tokenizer().get_vocab()
     openings = ("<tool_call>", "```json")
     starting = {i for t, i in vocab.items() if t and any(o.startswith(t) for o in openings)}
     biases = {"<tool_call>": {vocab["<"]: 100.0}, "```json": {vocab["```"]: 100.0}}
@@ -100,9 +104,9 @@ def test_embedded_model_calls_or_answer_identical(default_model_dir):
         for start, bias in biases.items()
     }
     msgs = [{"role": "user", "content": WEATHER_PROMPT}]
-    want = {s: plain.chat(msgs, p, use_tqdm=False)[0].outputs[0] for s, p in params.items()}
-    del plain
-    gc.collect()  # one engine of the fp32 model at a time: the test process stays small
+    want = {
+        s: embedded_plain.chat(msgs, p, use_tqdm=False)[0].outputs[0] for s, p in params.items()
+    }
     spec = make_llm(default_model_dir, max_model_len=512, speculative_config=SPEC)
     for start, p in params.items():
         assert want[start].text.startswith(start), want[start].text
