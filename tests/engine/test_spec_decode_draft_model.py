@@ -25,6 +25,7 @@ from stencil.testing.tiny_models import make_llm
 
 TARGET = "llama-tied"
 KW = dict(block_size=4, num_kv_blocks=512, max_model_len=256)
+SMALL = dict(block_size=4, max_model_len=128)  # with 24 blocks: the preemption tests
 DRAFTS = ["same-weights", "random-qwen2", "gguf-q4_1", "sliding-window"]
 TINY_DRAFTS = {
     "same-weights": TARGET,
@@ -111,17 +112,21 @@ def test_greedy_identity_batched_with_prefix_cache(plain, drafted, draft):
     _draft_kv_free(spec)
 
 
+@pytest.fixture(scope="module")
+def small_plain(tiny_models):
+    """The target without speculation on 24 KV blocks: it preempts too."""
+    return make_llm(tiny_models[TARGET], num_kv_blocks=24, **SMALL)
+
+
 @pytest.mark.parametrize("num_kv_blocks", [24, None])
-def test_greedy_identity_under_preemption(tiny_models, num_kv_blocks):
+def test_greedy_identity_under_preemption(tiny_models, small_plain, num_kv_blocks):
     """A KV cache too small for the batch preempts (the draft's shadows freed with it); output
     stays the same. None: the budget split between target and draft (``kv_cache_memory``)."""
-    kw = dict(block_size=4, max_model_len=128)
     size = {"num_kv_blocks": 24} if num_kv_blocks else {"kv_cache_memory": 2 * 24 * 4 * 512}
     draft = str(tiny_models["qwen2-bias"])  # 512 bytes of KV per token, as the target's
-    plain = make_llm(tiny_models[TARGET], num_kv_blocks=24, **kw)
-    spec = make_llm(tiny_models[TARGET], speculative_config=_spec(draft), **kw, **size)
+    spec = make_llm(tiny_models[TARGET], speculative_config=_spec(draft), **SMALL, **size)
     assert spec.engine.block_manager.num_blocks == 24
-    check_greedy_identity_under_preemption(plain, spec)
+    check_greedy_identity_under_preemption(small_plain, spec)
     _draft_kv_free(spec)
 
 
