@@ -1,11 +1,12 @@
 """Tools in ``auto`` beside a response format on a real model: for the 20 labeled prompts of
 ``tool_choice_bench`` (10 need one of 3 tools, 10 need none), the raw chat-completions loop an
 agent runs (the tools, ``tool_choice: "auto"``, a ``json_schema`` answer ``{"answer": str}``;
-each call answered with a canned result) against ``stencil serve``, greedy. Prints how often
-the first turn calls the fitting tool or answers at once, how many calls validate against their
-tool's schema, and how many loops end with a valid answer within 3 turns.
+each call answered with a canned result; ``--system``: a system message first) against
+``stencil serve``, greedy. Prints how often the first turn calls the fitting tool or answers at
+once, how many calls validate against their tool's schema, and how many loops end with a valid
+answer within 3 turns.
 
-    python -m bench.server.tools_or_answer_bench [--model qwen2.5-coder-1.5b]
+    python -m bench.server.tools_or_answer_bench [--model qwen2.5-coder-1.5b] [--system TEXT]
 """
 
 from __future__ import annotations
@@ -30,9 +31,10 @@ ANSWER = {
 SCHEMAS = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
 
 
-def run_loop(client, model: str, prompt: str, turns: int = 3) -> dict:
+def run_loop(client, model: str, prompt: str, system: str, turns: int = 3) -> dict:
     """One agent loop: the calls of each turn (name, arguments valid) and the final answer."""
-    messages: list[dict] = [{"role": "user", "content": prompt}]
+    messages: list[dict] = [{"role": "system", "content": system}] if system else []
+    messages.append({"role": "user", "content": prompt})
     out = {"calls": [], "answer": None, "first": None}
     for _ in range(turns):
         message = (
@@ -64,6 +66,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", default="qwen2.5-coder-1.5b")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--system", default="", help="a system message before each prompt")
     args = ap.parse_args()
     from stencil.engine.async_engine import AsyncLLMEngine
     from stencil.engine.config import EngineConfig
@@ -74,7 +77,7 @@ def main() -> None:
     config = EngineConfig(model=str(path), seed=0, max_model_len=4096, num_threads=args.threads)
     with serving(AsyncLLMEngine.from_config(config)) as live:
         client = live.openai()
-        runs = [run_loop(client, live.model, p) for p in NEEDS_TOOL + NO_TOOL]
+        runs = [run_loop(client, live.model, p, args.system) for p in NEEDS_TOOL + NO_TOOL]
     n = len(NEEDS_TOOL)
     for prompt, r in zip(NEEDS_TOOL + NO_TOOL, runs, strict=True):
         print(json.dumps({"prompt": prompt, **r}))
