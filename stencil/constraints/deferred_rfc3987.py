@@ -1,6 +1,7 @@
 """``rfc3987_syntax`` (jsonschema's ``iri`` / ``iri-reference`` format checks) builds an Earley
-parser when imported, and jsonschema imports it with itself: 1.6 s of every process's start (each
-``stencil`` command's, each compile worker's). ``install()``, before jsonschema loads, puts a
+parser when imported, and jsonschema imports it with itself: 1.7 s of CPU in every process that
+imports jsonschema (each ``stencil`` command, each compile worker: ``python -m
+bench.constraints.import_bench``). ``install()``, before jsonschema loads, puts a
 stand-in in its place that imports the real module at its first use and hands every call to it:
 the checks answer as before, and a process that checks no ``iri`` never builds the parser.
 
@@ -33,6 +34,9 @@ def stand_in() -> types.ModuleType:
     lock = threading.Lock()
 
     def real() -> types.ModuleType:
+        loaded = sys.modules.get(NAME)
+        if loaded is not None and loaded is not module:
+            return loaded
         with lock:
             if sys.modules.get(NAME) is module:
                 del sys.modules[NAME]
