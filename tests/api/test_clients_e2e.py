@@ -147,7 +147,7 @@ def _check_auto(message, finish_reason: str | None) -> None:
 
 def test_langchain_bind_tools_auto(chat):
     """``bind_tools(..., tool_choice="auto")``: the 135M model answers in text here (it never
-    starts a call in auto: docs/server.md); tests/api/test_tool_formats.py forces the call branch
+    starts a call in auto: docs/tools.md); tests/api/test_tool_formats.py forces the call branch
     through LangChain on tiny models of each family."""
     out = chat.bind_tools([GetWeather], tool_choice="auto").invoke("Weather in Paris?")
     _check_auto(out, out.response_metadata.get("finish_reason"))
