@@ -56,7 +56,7 @@ class DocumentProposer:
     def next_row(self, output: str, key: str) -> str:
         """The cell below the key's previous value in the output ("" where it has none, or it
         or a next row is not found)."""
-        values = re.findall(rf'"{re.escape(key)}":"?([^",}}\]\n]+)', output)
+        values = re.findall(rf'"{re.escape(key)}":\s*"?([^\s",}}\]][^",}}\]\n]*)', output)
         previous = values[-1].strip() if values else ""
         at = self.index.text.rfind(previous) if previous else -1
         return self.index.cell_below(at)[1] if at >= 0 else ""

@@ -57,10 +57,10 @@ class ExtractSpec:
         if document is None:
             document = "x" if self.per_document else None
         if document is None:
-            return Constraint.json_schema(schema, whitespace="compact")
+            return Constraint.json_schema(schema, whitespace="bounded")
         return Constraint.json_schema(
             schema,
-            whitespace="compact",
+            whitespace="bounded",
             source_text=document,
             ground_strings=self.grounded,
             ground_numbers=self.ground_numbers,

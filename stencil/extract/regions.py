@@ -9,7 +9,8 @@ and array items come from distinct regions (lines) of the document.
   words or a sentence. Other items (strings, objects without a number, any item of a document
   without a table: a CV's jobs with their years) are kept as often as the document states them:
   a repeat the document does not repeat is left out.
-- A string that starts with a label and its colon (``Kunde: Café Morgenrot``) loses the label.
+- A string that starts with a label and its colon (``Kunde: Café Morgenrot``) loses the label;
+  one with no letter or digit (a lone ``-``) is no value: left out where optional.
 - Two top-level fields with the same value where the document states it once: the first (in the
   schema's order, or the required one) keeps it, the other is left out when it is optional.
 """
@@ -34,14 +35,22 @@ def check_record(schema: dict[str, Any], data: dict[str, Any], document: str) ->
         sub = props.get(key, {})
         if isinstance(value, str) and "enum" not in sub and "const" not in sub:
             out[key] = without_label(value)
+            if not _worded(out[key]) and key not in required:
+                out.pop(key)
         if isinstance(value, list) and isinstance(sub, dict) and sub.get("type") == "array":
-            items = distinct_row_items(value, index)
+            items = distinct_row_items([v for v in value if _worded(v)], index)
             low = sub.get("minItems", 0)
             if len(items) >= low and (items or key in required):
                 out[key] = items
             elif len(items) >= low or key not in required:
                 out.pop(key)
     return _once(out, props, required, index)
+
+
+def _worded(value: Any) -> bool:
+    """Whether a value may stand as one: a string holds a letter or a digit (a lone ``-`` or
+    ``/`` of the document is no value); other values always."""
+    return not isinstance(value, str) or any(c.isalnum() for c in value)
 
 
 def distinct_row_items(items: list[Any], index: DocumentIndex) -> list[Any]:

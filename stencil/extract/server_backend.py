@@ -92,7 +92,6 @@ class ServerExtractor:
             "ground_strings": self.spec.grounded,
             "ground_numbers": self.spec.ground_numbers,
             "ground_dates": self.spec.ground_dates,
-            "disable_any_whitespace": True,
         }
         return {"extra_body": {"structured_outputs": grounded}}
 

@@ -218,6 +218,7 @@ def test_text_lookup_copies_from_the_grounded_document(tokenizer):
 
 def test_value_key():
     assert value_key('x,"price":') == "price" and value_key('{"a b":"') == "a b"
+    assert value_key('{\n  "city": "') == "city" and value_key('{"n": ') == "n"
     assert value_key('{"price":4') is None and value_key("plain text") is None
 
 

@@ -108,6 +108,7 @@ def test_label_patterns(key, matches, misses):
     [
         ('{"items":[{"name":"Cappuccino","price":4.5},{"name":"', "Croissant"),
         ('{"items":[{"name":"Cappuccino","price":4.5},{"name":"Croissant","price":', "3.25"),
+        ('{"items": [{"name": "Cappuccino", "price": 4.5}, {"name": "', "Croissant"),
         ('{"items":[{"name":"Croissant","price":3.25},{"name":"', "Orange juice"),
         ('{"items":[{"name":"', None),  # the key is new: no earlier row
         ('{"items":[{"name":"Orange juice","price":3.8},{"name":"', None),  # no next row

@@ -106,6 +106,21 @@ def test_array_items_come_from_distinct_lines():
     )  # the document repeats it
 
 
+def test_check_record_leaves_out_values_without_a_letter_or_digit():
+    schema = {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string"},
+            "note": {"type": "string"},
+            "tags": {"type": "array", "items": {"type": "string"}},
+        },
+        "required": ["name"],
+    }
+    document = "Anna Weber - Berlin / 2024"
+    data = {"name": "-", "note": "/", "tags": ["Berlin", "-", "2024"]}
+    assert check_record(schema, data, document) == {"name": "-", "tags": ["Berlin", "2024"]}
+
+
 def test_check_record_leaves_out_doubled_optional_values_and_empty_arrays():
     data = {
         "seller": "Müller & Söhne GmbH",

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-_VALUE_START = re.compile(r'"((?:[^"\\\n]|\\.)+)":"?$')  # a key, then its value opens
+_VALUE_START = re.compile(r'"((?:[^"\\\n]|\\.)+)":\s*"?$')  # a key, then its value opens
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +42,7 @@ class Proposer(Protocol):
 
 
 def value_key(tail: str) -> str | None:
-    """The key whose value a JSON output's ``tail`` ends by opening (``"key":`` or
-    ``"key":"``), or None: where a proposer of values has something to say."""
+    """The key whose value a JSON output's ``tail`` ends by opening (``"key":``, ``"key":"``
+    or ``"key": "``), or None: where a proposer of values has something to say."""
     found = _VALUE_START.search(tail)
     return found.group(1) if found else None
