@@ -52,15 +52,15 @@ class ExtractSpec:
 
     def constraint(self, document: str | None = None, schema: dict | None = None) -> Constraint:
         """The constraint for one document (``None``: the document-independent check) and
-        ``schema`` (default: the whole record's)."""
+        ``schema`` (default: the whole record's), in the default bounded whitespace: the model
+        spaces its JSON its own way (held to compact JSON, Qwen2.5 picks other values)."""
         schema = self.schema if schema is None else schema
         if document is None:
             document = "x" if self.per_document else None
         if document is None:
-            return Constraint.json_schema(schema, whitespace="bounded")
+            return Constraint.json_schema(schema)
         return Constraint.json_schema(
             schema,
-            whitespace="bounded",
             source_text=document,
             ground_strings=self.grounded,
             ground_numbers=self.ground_numbers,
