@@ -13,6 +13,7 @@ from test_extract_fixtures import BAD_FILES, TEST_SCHEMA, write_sample_folder
 from stencil.cli import main
 from stencil.constraints import Constraint, uses_grounding
 from stencil.extract.documents import InputError, discover, read_document
+from stencil.extract.engine_backend import ExtractSpec
 from stencil.extract.formats import csv_to_text, decode_text, html_to_text
 from stencil.extract.prompt import PromptBuilder, PromptTemplate, TemplateError
 from stencil.extract.records import Outcome, make_validator, outcome_record
@@ -294,3 +295,11 @@ def test_unreachable_server_is_a_usage_error(tmp_path: Path, capsys) -> None:
     assert main(argv) == 2
     assert "cannot use the server" in capsys.readouterr().err
     assert out.read_text() == ""  # nothing recorded: a rerun against a live server does it all
+
+
+def test_extract_constraints_let_the_model_space_its_json() -> None:
+    """Answers take the default bounded whitespace, compact or pretty as the model writes JSON
+    (held to compact JSON, Qwen2.5 picks other values: docs/extraction.md)."""
+    spec = ExtractSpec(TEST_SCHEMA, PromptTemplate.load(None))
+    for constraint in (spec.constraint(), spec.constraint("Name: Ada Lovelace\nAge: 36\n")):
+        assert dict(constraint.options)["whitespace"] == "bounded"
