@@ -61,6 +61,7 @@ def wheel_env(tmp_path_factory) -> dict[str, Path]:
         [sys.executable, "-m", "pip", "--python", str(py), "install", "-q", "--no-deps",
          "--no-index", str(wheels[0])],
         cwd=root,
+        env=_without_source(),  # a source tree on PYTHONPATH would pass for the installed wheel
     )  # fmt: skip
     work = root / "elsewhere"
     work.mkdir()
@@ -73,8 +74,12 @@ def _run(cmd: list[str], cwd: Path, **kw) -> str:
     return proc.stdout
 
 
+def _without_source() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "STENCIL_SCHEMAS_DIR")}
+
+
 def _env(wheel_env) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "STENCIL_SCHEMAS_DIR")}
+    env = _without_source()
     env["PATH"] = f"{wheel_env['bin']}{os.pathsep}{env.get('PATH', '')}"
     return env
 
