@@ -1,5 +1,5 @@
-"""The tools the tool-calling tests offer: a weather lookup and an adder, in OpenAI's format,
-with the user turn that asks for both."""
+"""The tools the tool-calling tests offer: a weather lookup (also by city alone) and an adder,
+in OpenAI's format, with the user turn that asks for both."""
 
 from __future__ import annotations
 
@@ -15,6 +15,18 @@ WEATHER = {
                 "unit": {"type": "string", "enum": ["c", "f"]},
             },
             "required": ["city", "unit"],
+        },
+    },
+}
+# the weather lookup by city alone: the tool of the calls-or-answer and speculation tests
+CITY_WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string", "maxLength": 12}},
+            "required": ["city"],
         },
     },
 }

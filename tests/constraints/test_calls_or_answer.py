@@ -20,20 +20,9 @@ from stencil.api.openai.protocol import Tool
 from stencil.api.tools.formats import FORMATS
 from stencil.constraints import Constraint, ConstraintError
 from stencil.constraints.branch_matcher import ANSWER, CALLS, BranchMatcher
+from stencil.testing.tool_specs import CITY_WEATHER
 
-WEATHER = Tool.model_validate(
-    {
-        "type": "function",
-        "function": {
-            "name": "get_weather",
-            "parameters": {
-                "type": "object",
-                "properties": {"city": {"type": "string", "maxLength": 12}},
-                "required": ["city"],
-            },
-        },
-    }
-)
+WEATHER = Tool.model_validate(CITY_WEATHER)
 PLAIN = {
     "type": "object",
     "properties": {"name": {"type": "string"}, "city": {"type": "string"}},

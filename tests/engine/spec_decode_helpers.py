@@ -8,6 +8,7 @@ from stencil import SamplingParams
 from stencil.api.openai.protocol import Tool
 from stencil.api.tools.formats import HERMES
 from stencil.constraints import Constraint
+from stencil.testing.tool_specs import CITY_WEATHER
 
 DOC = (
     "Invoice 4471 from Acme Tools Ltd, 12 Harbour Road, Leeds. Date 2024-03-05. Total due: "
@@ -29,19 +30,7 @@ item: WORD "=" NUMBER
 WORD: /[a-z]{1,6}/
 NUMBER: /[0-9]{1,3}/
 """
-WEATHER = Tool.model_validate(
-    {
-        "type": "function",
-        "function": {
-            "name": "get_weather",
-            "parameters": {
-                "type": "object",
-                "properties": {"city": {"type": "string", "maxLength": 12}},
-                "required": ["city"],
-            },
-        },
-    }
-)
+WEATHER = Tool.model_validate(CITY_WEATHER)
 ANSWER = {  # uniqueItems: a decode-time check, so the union's matcher follows both branches
     "type": "object",
     "properties": {
