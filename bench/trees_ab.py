@@ -32,21 +32,13 @@ import httpx
 
 from bench.common import MIN_ROUNDS, compare, median, results, summary, table
 from bench.extract.extract_data import SCHEMA, make_documents
+from bench.server.server_bench import PERSON  # the server bench's JSON workload
 from stencil.testing.serve_process import free_port, start_process
 
 WORDS = (
     "the quick brown fox jumps over a lazy dog while seven wizards quietly judge boxing "
     "matches in the old town hall and every student writes a short report about invoices"
 ).split()
-PERSON = {
-    "type": "object",
-    "properties": {
-        "name": {"type": "string", "maxLength": 40},
-        "age": {"type": "integer", "minimum": 0, "maximum": 150},
-        "occupation": {"type": "string", "maxLength": 40},
-    },
-    "required": ["name", "age", "occupation"],
-}
 
 ENGINE_CHILD = r"""
 import json, sys, time
