@@ -5,7 +5,10 @@ line of its own, the tied lm_head (49152x576, Q8_0), by row count: the shapes of
 verification step (k + 1 rows) and of batched decode.
 
     python -m bench.kernels.quant_rows_bench [--threads 2 1] [--rows 1 2 4 8 12 16 64]
-        [--rounds 9] [--against GIT_REV]
+        [--rounds 9] [--against GIT_REV] [--model embedded|qwen2.5-coder-1.5b|FILE.gguf]
+
+``--model`` a real file (``stencil.testing.real_models``' names, or a path) instead: its layer
+linears by format (a Q4_K_M file mixes Q4_K, Q5_0, Q6_K, Q8_0) and its head.
 
 Each step calls the kernel once per linear through ctypes with every buffer made beforehand (the
 Python cost of a call is the ctypes call alone), every layer its own weight, so the codes come from
@@ -14,67 +17,108 @@ as the fused layer loop's scratch is (distinct buffers per layer would add ~40 M
 per step at 64 rows). ms per extra row = (t(M) - t(1)) / (M - 1). The VNNI roof: the
 step's multiply-adds at one vpdpbusd (64 u8 x s8 products) per cycle per thread at the clock in
 /proc/cpuinfo. ``--against REV`` builds the kernel at that git revision beside the working tree's,
-runs the two alternated (A B A B ...) and checks that their outputs are equal bit for bit.
+packs the same codes and scales with that revision's ``quant_weight.pack`` (its layout), runs the
+two alternated (A B A B ...) and checks that their outputs are equal bit for bit.
 """
 
 from __future__ import annotations
 
 import argparse
 import ctypes
+import importlib.util
 import os
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from bench.common import median, table
 from stencil.kernels import cpu_quant
-from stencil.kernels.quant_weight import QuantizedWeight
+from stencil.kernels.quant_weight import QuantizedWeight, SplitWeight
 from stencil.paths import build_library
 
 LAYER_LINEARS = ("qkv_proj", "o_proj", "gate_up_proj", "down_proj")
+ROOT = Path(__file__).resolve().parents[2]
 
 
-def model_weights() -> tuple[list[QuantizedWeight], QuantizedWeight]:
-    """The embedded default's layer linears in forward order, and its lm_head (tied embedding)."""
+def model_weights(model_name: str) -> tuple[list[QuantizedWeight], QuantizedWeight]:
+    """A model's layer linears in forward order (a split projection's parts one by one), and its
+    head: the embedded default, a real file's name, or a GGUF path."""
     import stencil
+    from stencil.testing.real_models import REAL_MODELS, real_model_path
 
-    llm = stencil.LLM()
+    if model_name == "embedded":
+        llm = stencil.LLM()
+    else:
+        path = real_model_path(model_name) if model_name in REAL_MODELS else Path(model_name)
+        llm = stencil.LLM(str(path), max_model_len=256, kv_cache_memory=64 << 20)
     model = llm.engine.runner.model
-    layers = [
-        mod.weight
-        for name, mod in model.named_modules()
-        if name.rsplit(".", 1)[-1] in LAYER_LINEARS
-    ]
+    layers = []
+    for name, mod in model.named_modules():
+        if name.rsplit(".", 1)[-1] in LAYER_LINEARS:
+            w = mod.weight
+            layers += list(w.parts) if isinstance(w, SplitWeight) else [w]
     head = model.embed_tokens.weight if model.tie else model.lm_head.weight
     assert all(isinstance(w, QuantizedWeight) for w in [*layers, head])
     del llm
     return layers, head
 
 
-def kernel_at(rev: str) -> cpu_quant.CpuQuantLinear:
-    """The int8 kernel as of git revision ``rev`` (its csrc files, built like the current one)."""
-    root = Path(__file__).resolve().parents[2]
-    src = Path(cpu_quant.SOURCE_I8)
+def files_at(rev: str, folder: Path, names: list[str] | None = None) -> Path:
+    """``folder``'s files (or ``names`` of them) as of git revision ``rev``, in a new directory."""
     tmp = Path(tempfile.mkdtemp())
-    listed = subprocess.run(
-        ["git", "ls-tree", "--name-only", f"{rev}:{src.parent.relative_to(root)}"],
-        capture_output=True,
-        check=True,
-        text=True,
-        cwd=root,
-    ).stdout.split()
-    for name in listed:
-        rel = src.parent.relative_to(root) / name
+    rel = folder.relative_to(ROOT)
+    if names is None:
+        names = subprocess.run(
+            ["git", "ls-tree", "--name-only", f"{rev}:{rel}"],
+            capture_output=True,
+            check=True,
+            text=True,
+            cwd=ROOT,
+        ).stdout.split()
+    for name in names:
         text = subprocess.run(
-            ["git", "show", f"{rev}:{rel}"], capture_output=True, check=True, text=True, cwd=root
+            ["git", "show", f"{rev}:{rel / name}"],
+            capture_output=True,
+            check=True,
+            text=True,
+            cwd=ROOT,
         ).stdout
         (tmp / name).write_text(text)
-    i8 = ctypes.CDLL(str(build_library(tmp / src.name, cpu_quant.FLAGS)))
+    return tmp
+
+
+def kernel_at(rev: str) -> cpu_quant.CpuQuantLinear:
+    """The int8 kernel as of git revision ``rev`` (its csrc files, built like the current one)."""
+    src = Path(cpu_quant.SOURCE_I8)
+    i8 = ctypes.CDLL(str(build_library(files_at(rev, src.parent) / src.name, cpu_quant.FLAGS)))
     bf16 = ctypes.CDLL(str(build_library(Path(cpu_quant.SOURCE), cpu_quant.FLAGS)))
     return cpu_quant.CpuQuantLinear(bf16, i8)
+
+
+def packed_at(rev: str, weights: list[QuantizedWeight]) -> list:
+    """``weights`` packed by ``quant_weight.pack`` as of ``rev``: the same codes and scales in
+    that revision's layout."""
+    import stencil.kernels.quant_weight as current
+
+    folder = files_at(rev, Path(current.__file__).parent, ["quant_weight.py"])
+    spec = importlib.util.spec_from_file_location("quant_weight_at_rev", folder / "quant_weight.py")
+    old = sys.modules[spec.name] = importlib.util.module_from_spec(spec)  # dataclasses look it up
+    spec.loader.exec_module(old)
+
+    def strips(t, n):  # [S, K/G, 16] -> [N, K/G]
+        return None if t is None else t.permute(0, 2, 1).reshape(-1, t.shape[1])[:n].float().numpy()
+
+    out = []
+    for w in weights:
+        n = w.shape[0]
+        codes = w.codes_of(torch.arange(n)).numpy().astype(np.int8 if w.bits == 8 else np.uint8)
+        out.append(old.pack(codes, strips(w.scales, n), strips(w.mins, n), w.bits, w.group, w.zero))
+    return out
 
 
 def step_calls(weights, rows: int, threads: int, gen) -> tuple[list[tuple], list]:
@@ -110,12 +154,13 @@ def clock_ghz() -> float:
     return float("nan")
 
 
-def measure(kernels, weights, row_counts, threads, rounds) -> list[list[float]]:
-    """Median step seconds per (row count, kernel), the kernels alternated within each round."""
+def measure(kernels, weight_sets, row_counts, threads, rounds) -> list[list[float]]:
+    """Median step seconds per (row count, kernel), the kernels alternated within each round;
+    ``weight_sets``: each kernel's weights (the same codes in its layout)."""
     out = []
     for rows in row_counts:
         fns, calls, outs = [], [], []
-        for kernel in kernels:
+        for kernel, weights in zip(kernels, weight_sets, strict=True):
             c, o = step_calls(weights, rows, threads, torch.Generator().manual_seed(rows))
             fns.append(kernel._i8)
             calls.append(c)
@@ -154,31 +199,51 @@ def report(label, weights, row_counts, threads, results, against) -> str:
     return f"\n{label}, {threads} threads\n\n" + table(headers, rows_out)
 
 
+def fmt(w: QuantizedWeight) -> str:
+    return f"{w.bits}-bit, group {w.group}{', mins' if w.mins is not None else ''}"
+
+
+def cases(layers, head, with_head: bool) -> list[tuple[str, list[QuantizedWeight]]]:
+    """All layer linears, each format's alone where the model mixes them, and the head."""
+    out = [(f"{len(layers)} layer linears", layers)]
+    formats = sorted({fmt(w) for w in layers})
+    if len(formats) > 1:
+        for f in formats:
+            ws = [w for w in layers if fmt(w) == f]
+            out.append((f"{len(ws)} layer linears of {f}", ws))
+    if with_head:
+        out.append((f"head {head.shape[0]}x{head.shape[1]} ({fmt(head)})", [head]))
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--threads", type=int, nargs="+", default=[2, 1])
     ap.add_argument("--rows", type=int, nargs="+", default=[1, 2, 4, 6, 8, 12, 16, 64])
     ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--against", default=None, help="a git revision of the kernel to compare with")
+    ap.add_argument("--model", default="embedded", help="embedded, a real model's name, a GGUF")
     ap.add_argument("--no-head", action="store_true", help="skip the lm_head line")
     args = ap.parse_args()
     kernel = cpu_quant.load()
     if kernel is None or not kernel.int8_activations:
         raise SystemExit("no int8 (AVX512-VNNI) kernel on this machine")
     kernels = [kernel] + ([kernel_at(args.against)] if args.against else [])
-    layers, head = model_weights()
+    layers, head = model_weights(args.model)
     print(
-        f"\nInt8 quantized linears of the embedded SmolLM2-135M Q4_1, medians of {args.rounds} "
+        f"\nInt8 quantized linears of {args.model}, medians of {args.rounds} "
         f"steps{', alternated with ' + args.against if args.against else ''}; "
         f"clock {clock_ghz():.2f} GHz; 1-minute load {os.getloadavg()[0]:.2f}"
     )
-    cases = [("120 layer linears (Q4_1)", layers)]
-    if not args.no_head:
-        cases.append(("lm_head 49152x576 (Q8_0)", [head]))
+    plan = [
+        (label, [ws] + ([packed_at(args.against, ws)] if args.against else []))
+        for label, ws in cases(layers, head, not args.no_head)
+    ]
     for threads in args.threads:
         torch.set_num_threads(threads)
-        for label, weights in cases:
-            results = measure(kernels, weights, args.rows, threads, args.rounds)
+        for label, sets in plan:
+            weights = sets[0]
+            results = measure(kernels, sets, args.rows, threads, args.rounds)
             print(report(label, weights, args.rows, threads, results, args.against))
     print(f"\n1-minute load at the end {os.getloadavg()[0]:.2f}")
 

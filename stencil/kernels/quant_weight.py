@@ -4,7 +4,7 @@
 
 The codes are stored once, at load, in the packed layout the C kernel reads
 (``csrc/quant_linear.c``): strips of 16 output channels, k pairs lane-major; 8-bit codes as int8,
-4-6 bit codes as a nibble plane plus one bit plane per bit above 4. That covers GGUF's Q8_0,
+4-6 bit codes as a nibble plane plus their bits above 4 (``_high_bits``). That covers GGUF's Q8_0,
 Q4_0/Q4_1, Q5_0/Q5_1 and the K-quants (Q4_K, Q5_K, Q6_K) at about their file size, and every
 row can be dequantized from it (embedding lookups; the pure-torch reference linear).
 """
@@ -30,7 +30,9 @@ class QuantizedWeight:
     group: int
     zero: int
     codes: torch.Tensor  # bits 8: int8 [S, K/2, 32]; else uint8 nibbles [S, K/4, 32]
-    planes: torch.Tensor | None  # int32 [S, K/2, bits - 4] (bits 5, 6)
+    planes: (
+        torch.Tensor | None
+    )  # bits 5, 6: the bits above 4 (``_high_bits``), int32 [S, K/2, bits - 4]
     scales: torch.Tensor  # fp16 [S, K/group, 16]
     mins: torch.Tensor | None  # fp16 [S, K/group, 16]
 
@@ -41,6 +43,15 @@ class QuantizedWeight:
 
     def rows(self, ids: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
         """Rows ``ids`` ([T] int) dequantized: ``[T, K]``."""
+        strip, lane = ids // STRIP, ids % STRIP
+        scales = self.scales[strip, :, lane].float().repeat_interleave(self.group, dim=1)
+        out = (self.codes_of(ids) - self.zero).float() * scales  # [T, K]
+        if self.mins is not None:
+            out += self.mins[strip, :, lane].float().repeat_interleave(self.group, dim=1)
+        return out.to(dtype)
+
+    def codes_of(self, ids: torch.Tensor) -> torch.Tensor:
+        """The codes of rows ``ids`` as stored (int32 ``[T, K]``, ``pack``'s input)."""
         k = self.shape[1]
         strip, lane = ids // STRIP, ids % STRIP
         if self.bits == 8:
@@ -49,16 +60,13 @@ class QuantizedWeight:
             nib = self.codes.view(-1, k // 4, STRIP, 2)[strip, :, lane, :].int()  # [T, K/4, 2]
             codes = torch.stack((nib & 15, nib >> 4), dim=2).reshape(-1, k)  # [T, K]
             if self.planes is not None:
-                words = self.planes[strip]  # [T, K/2, planes]
-                shift = (2 * lane).view(-1, 1, 1, 1) + torch.arange(2).view(1, 1, 1, 2)
-                bits = (words.unsqueeze(-1) >> shift) & 1  # [T, K/2, planes, 2]
-                for p in range(self.planes.shape[-1]):
-                    codes = codes | (bits[:, :, p, :].reshape(-1, k) << (4 + p))
-        scales = self.scales[strip, :, lane].float().repeat_interleave(self.group, dim=1)
-        out = (codes - self.zero).float() * scales  # [T, K]
-        if self.mins is not None:
-            out += self.mins[strip, :, lane].float().repeat_interleave(self.group, dim=1)
-        return out.to(dtype)
+                hb = self.bits - 4
+                per = 8 // hb  # quads per vector of high bits
+                vecs = self.planes.view(torch.uint8).reshape(-1, k // 4 // per, STRIP, 4)
+                mine = vecs[strip, :, lane, :].int().unsqueeze(2)  # [T, K/4/per, 1, 4]
+                shift = (torch.arange(per) * hb).view(1, 1, per, 1)
+                codes = codes | (((mine >> shift) & ((1 << hb) - 1)).reshape(-1, k) << 4)
+        return codes
 
     def dequantize(self, dtype: torch.dtype = torch.float32) -> torch.Tensor:
         """The whole weight ``[N, K]``."""
@@ -85,11 +93,7 @@ def pack(
         quad = vec.reshape(s, k // 4, 2, 32)
         packed = (quad[:, :, 0] & 15) | ((quad[:, :, 1] & 15) << 4)  # [S, K/4, 32]
         if bits > 4:
-            ps = [
-                np.packbits((vec >> (4 + p)) & 1, axis=-1, bitorder="little").view("<i4")
-                for p in range(bits - 4)
-            ]  # bit i of the word = element i of the vector
-            planes = torch.from_numpy(np.concatenate(ps, axis=-1))  # [S, K/2, bits - 4]
+            planes = torch.from_numpy(_high_bits(vec, bits))
     return QuantizedWeight(
         (n, k),
         bits,
@@ -108,6 +112,23 @@ def _lane_major(codes: np.ndarray, s: int, k: int) -> np.ndarray:
     pairs = np.ascontiguousarray(codes).view(np.int16).reshape(s, STRIP, k // 2)
     lanes = np.ascontiguousarray(pairs.transpose(0, 2, 1))  # [S, K/2, 16] pairs
     return lanes.view(codes.dtype).reshape(s, k // 2, 32)
+
+
+def _high_bits(vec: np.ndarray, bits: int) -> np.ndarray:
+    """The bits above 4 of ``vec``'s codes ([S, K/2, 32] pair vectors) in the int8 kernel's quad
+    order (byte 4n + e of quad q: channel n, k = 4q + e), ``per`` = 8 // (bits - 4) quads to a
+    vector of 64 bytes: byte j of vector h holds quad h * per + i's byte j at bit i * (bits - 4),
+    so a quad's high bits are one shift and mask of its vector. As int32 [S, K/2, bits - 4]: the
+    bytes a bit plane per bit would take."""
+    s, half, _ = vec.shape
+    hb = bits - 4
+    per = 8 // hb
+    quads = vec.reshape(s, half // 2, 2, STRIP, 2).transpose(0, 1, 3, 2, 4)  # [S, K/4, 16, 2, 2]
+    high = (quads.reshape(s, half // 2 // per, per, 64) >> 4).astype(np.uint8)
+    packed = np.zeros((s, half // 2 // per, 64), np.uint8)
+    for i in range(per):
+        packed |= high[:, :, i] << (i * hb)
+    return packed.view("<i4").reshape(s, half, hb)
 
 
 def _strips(a: np.ndarray, pad: int) -> torch.Tensor:

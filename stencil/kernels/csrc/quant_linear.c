@@ -13,7 +13,9 @@
  * 32 elements lane-major: element 2n + e = channel n, k = 2v + e):
  *   bits == 8:  int8 codes   [S][K/2][32]
  *   bits 4..6:  uint8 nibbles [S][K/4][32] (byte i: low nibble = element i of vector 2j, high = 2j+1)
- *               uint32 planes [S][K/2][bits - 4] (bit i of plane p: bit 4 + p of element i)
+ *               the bits above 4 in quads of k (quant_weight.py's _high_bits): byte 4n + e of
+ *               quad q = channel n, k = 4q + e, at bit (q % P) * (bits - 4) of byte 4n + e of
+ *               64-byte vector q / P, P = 8 / (bits - 4)
  *   scales, mins: fp16 [S][K/G][16]; table: bf16 of (code - zero) for code 0..63.
  * Built with -march=native by stencil/kernels/cpu_quant.py; qlinear_available() is 0 where the
  * CPU lacks AVX512-BF16 (the caller then uses the pure-torch reference).
@@ -21,7 +23,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512BF16__)
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512BF16__) && defined(__BMI2__)
 #include <immintrin.h>
 #define HAVE_KERNEL 1
 #endif
@@ -60,20 +62,21 @@ static void expand(const QW *w, int64_t s, int v0, int nv, __m512i *buf) {
         }
         return;
     }
-    const int np = w->bits - 4;
+    const int np = w->bits - 4, per = np ? 8 / np : 1;
     const uint8_t *src = w->nibbles + (s * (w->K / 4) + v0 / 2) * 32;
-    const uint32_t *pl = w->planes + (s * half + v0) * np;
-    const __m512i low = _mm512_set1_epi16(15), b4 = _mm512_set1_epi16(16), b5 = _mm512_set1_epi16(32);
+    const uint8_t *hi = (const uint8_t *)w->planes + (s * (w->K / 4) + v0 / 2) * 8 * np;
+    const __m512i low = _mm512_set1_epi16(15);
     for (int j = 0; j < nv / 2; j++) {
         __m512i b = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(src + 32 * j)));
         __m512i c0 = _mm512_and_si512(b, low), c1 = _mm512_srli_epi16(b, 4);
-        if (np >= 1) {
-            const uint32_t *p0 = pl + (2 * j) * np, *p1 = p0 + np;
-            c0 = _mm512_mask_add_epi16(c0, (__mmask32)p0[0], c0, b4);
-            c1 = _mm512_mask_add_epi16(c1, (__mmask32)p1[0], c1, b4);
-            if (np == 2) {
-                c0 = _mm512_mask_add_epi16(c0, (__mmask32)p0[1], c0, b5);
-                c1 = _mm512_mask_add_epi16(c1, (__mmask32)p1[1], c1, b5);
+        if (np) { /* quad j's bit p: byte 4n + e -> element 2n + e of pair 2j (e < 2), of 2j + 1 */
+            const __m512i h = _mm512_loadu_si512(hi + 64 * (j / per));
+            for (int p = 0; p < np; p++) {
+                const __m512i bit = _mm512_set1_epi8((char)(1 << ((j % per) * np + p)));
+                const uint64_t m = _mm512_test_epi8_mask(h, bit);
+                const __m512i add = _mm512_set1_epi16((short)(16 << p));
+                c0 = _mm512_mask_add_epi16(c0, (__mmask32)_pext_u64(m, 0x3333333333333333ull), c0, add);
+                c1 = _mm512_mask_add_epi16(c1, (__mmask32)_pext_u64(m, 0xCCCCCCCCCCCCCCCCull), c1, add);
             }
         }
         if (np == 2) {

@@ -13,8 +13,8 @@
  *
  * For each strip of 16 channels and chunk of 256 k the codes are expanded once into an L1 buffer of
  * bytes, lane n = channel n's four k in order (8-bit: one word permute of two pair vectors;
- * nibbles: (v | v << 12) & 0x0F0F0F0F of the byte pair; 5-6 bit planes deposited with pdep), then
- * every row of the tile is dotted against it. Built with -march=native by
+ * nibbles: (v | v << 12) & 0x0F0F0F0F of the byte pair; the bits above 4, stored in this quad
+ * order, one shift and one masked or), then every row of the tile is dotted against it. Built with -march=native by
  * stencil/kernels/cpu_quant.py; qlinear_i8_available() is 0 where the CPU or compiler lacks
  * AVX512-VNNI (the caller then uses the bf16 kernel of csrc/quant_linear.c).
  */
@@ -82,6 +82,32 @@ static inline void prefetch(const void *p, int64_t bytes) {
     for (int64_t i = 0; i < bytes; i += 64) _mm_prefetch((const char *)p + i, _MM_HINT_T0);
 }
 
+/* Quads [0, nq) of nibbles (byte 2n: channel n's k0 | k2 << 4, byte 2n + 1: k1 | k3 << 4) as
+ * bytes, with HB (a constant after inlining) bits above 4 from hi: quad q's byte j is bits
+ * (q % P) * HB.. of byte j of hi's vector q / P, P = 8 / HB (quant_weight.py's _high_bits). */
+static inline __attribute__((always_inline)) void expand_nibbles(const uint8_t *src,
+                                                                 const uint8_t *hi, int nq,
+                                                                 const int HB, __m512i *buf) {
+    const __m512i nib = _mm512_set1_epi32(0x0F0F0F0F);
+    const __m512i top = _mm512_set1_epi8((char)(HB == 2 ? 0x30 : 0x10));
+    const int P = HB ? 8 / HB : 1;
+    for (int q0 = 0; q0 < nq; q0 += P) {
+        const __m512i h = HB ? _mm512_loadu_si512(hi + 8 * HB * q0) : _mm512_setzero_si512();
+#pragma GCC unroll 8
+        for (int i = 0; i < P; i++) {
+            const int q = q0 + i;
+            const __m512i v = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(src + 32 * q)));
+            __m512i c = _mm512_ternarylogic_epi32(v, _mm512_slli_epi32(v, 12), nib, 0xA8); /* (a|b)&c */
+            if (HB) { /* bits i*HB.. of each byte to bit 4: epi16 shifts, the mask drops what crosses */
+                const int sh = 4 - i * HB;
+                const __m512i b = sh >= 0 ? _mm512_slli_epi16(h, sh) : _mm512_srli_epi16(h, -sh);
+                c = _mm512_ternarylogic_epi32(c, b, top, 0xF8); /* a | (b & c) */
+            }
+            buf[q] = c;
+        }
+    }
+}
+
 /* Expand quads [q0, q0 + nq) of strip s into unsigned bytes, lane n = channel n, k 4q..4q+3, and
  * prefetch the codes AHEAD chunks on (the next strip's past the last chunk: strips are contiguous).
  * Without it the rows' dot products wait on memory: 2.5 ms vs 0.8 ms from cache for a 9728x896
@@ -103,23 +129,17 @@ static void expand(const QW *w, int64_t s, int q0, int nq, __m512i *buf) {
                                       flip);
         return;
     }
-    const int np = w->bits - 4;
+    const int hb = w->bits - 4;
     const uint8_t *src = w->codes + (s * (w->K / 4) + q0) * 32;
-    const uint32_t *pl = w->planes + (s * (w->K / 2) + 2 * q0) * np;
+    const uint8_t *hi = (const uint8_t *)w->planes + (s * (w->K / 4) + q0) * 8 * hb;
     prefetch(src + AHEAD * CHUNK_Q * 32, nq * 32);
-    if (np) prefetch(pl + AHEAD * CHUNK_Q * 2 * np, nq * 8 * np);
-    const __m512i nib = _mm512_set1_epi32(0x0F0F0F0F);
-    for (int q = 0; q < nq; q++) {
-        /* byte 2n: channel n's k0 | k2 << 4, byte 2n + 1: k1 | k3 << 4 */
-        const __m512i v = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(src + 32 * q)));
-        __m512i c = _mm512_ternarylogic_epi32(v, _mm512_slli_epi32(v, 12), nib, 0xA8); /* (a|b)&c */
-        for (int p = 0; p < np; p++) { /* element 2n + e of pair 2q -> byte 4n + e, of 2q+1 -> 4n+2+e */
-            const uint64_t m = _pdep_u64(pl[2 * q * np + p], 0x3333333333333333ull) |
-                               _pdep_u64(pl[(2 * q + 1) * np + p], 0xCCCCCCCCCCCCCCCCull);
-            c = _mm512_mask_add_epi8(c, (__mmask64)m, c, _mm512_set1_epi8((char)(16 << p)));
-        }
-        buf[q] = c;
-    }
+    if (hb) prefetch(hi + AHEAD * CHUNK_Q * 8 * hb, nq * 8 * hb);
+    if (hb == 2)
+        expand_nibbles(src, hi, nq, 2, buf);
+    else if (hb == 1)
+        expand_nibbles(src, hi, nq, 1, buf);
+    else
+        expand_nibbles(src, hi, nq, 0, buf);
 }
 
 /* *acc += u8 wv . s8 (the 4 bytes at x, broadcast), with the broadcast folded into vpdpbusd's
