@@ -13,7 +13,10 @@ token costs more), over engine_bench's own output lengths.
 
     python -m bench.engine.step_bench [--by phases|kinds] [--dtype float32|bfloat16]
         [--shape smollm2|qwen2.5-0.5b|host-twin] [--threads 2] [--requests 64] [--max-tokens 128]
-        [--repeat 1] [--prompts 32 256]
+        [--repeat 1] [--prompts 32 256] [--model qwen2.5-coder-1.5b|FILE.gguf]
+
+``--model`` a real GGUF file (``stencil.testing.real_models``' names, or a path) instead of a
+shape, kept quantized: ``--requests 1`` gives one request's decode step.
 
 ``--shape host-twin`` is SmolLM2's layer stack with every width cut to a few numbers
 (``shapes.host_twin_dir``): quicker and steadier for the phases outside the forward (at 1 thread,
@@ -25,6 +28,7 @@ from __future__ import annotations
 import argparse
 import time
 from collections import defaultdict
+from pathlib import Path
 
 from bench.common import median, table
 from bench.engine.engine_bench import SHAPES, warmed_stencil
@@ -144,15 +148,27 @@ def main() -> None:
     )
     ap.add_argument("--repeat", type=int, default=1, help="engines built and run in turn")
     ap.add_argument("--prompts", type=int, nargs=2, default=None, help="prompt length range")
+    ap.add_argument("--model", default=None, help="a real GGUF file: a name or a path")
     args = ap.parse_args()
     if args.by == "phases" and args.max_tokens is None:
         args.max_tokens = 128
-    dirs = {"smollm2": default_model_path, "qwen2.5-0.5b": qwen_05b_dir, "host-twin": host_twin_dir}
-    model_dir = dirs[args.shape]()
     from transformers import AutoTokenizer
 
     n, prompts, outputs = SHAPES["qwen2.5-0.5b" if args.shape == "qwen2.5-0.5b" else "smollm2"]
-    tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+    if args.model:
+        from stencil.testing.real_models import REAL_MODELS, real_model_path
+
+        model_dir = real_model_path(args.model) if args.model in REAL_MODELS else Path(args.model)
+        tokenizer = AutoTokenizer.from_pretrained(str(model_dir.parent), gguf_file=model_dir.name)
+        args.shape = model_dir.name
+    else:
+        dirs = {
+            "smollm2": default_model_path,
+            "qwen2.5-0.5b": qwen_05b_dir,
+            "host-twin": host_twin_dir,
+        }
+        model_dir = dirs[args.shape]()
+        tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
     items = make_workload(
         tokenizer, n=args.requests or n, prompt_range=args.prompts or prompts, output_range=outputs
     )
