@@ -7,6 +7,7 @@ model)."""
 
 from __future__ import annotations
 
+import json
 import random
 
 import pytest
@@ -21,6 +22,7 @@ from stencil.engine.spec_decode.drafter import Drafter
 from stencil.engine.spec_decode.key_proposer import KeyProposer, property_names
 from stencil.engine.spec_decode.ngram_proposer import NgramProposer
 from stencil.engine.spec_decode.proposer import Proposal, value_key
+from stencil.engine.spec_decode.spacing import Spaced, Spacing
 from stencil.engine.spec_decode.spelling import Spelling
 
 RECEIPT = """BLUE BOTTLE CAFE
@@ -57,9 +59,11 @@ def compiler(tokenizer):
     return ConstraintCompiler(vocab, workers=0)
 
 
-def _matcher(compiler, tokenizer, text: str, grounded: bool = False):
+def _matcher(
+    compiler, tokenizer, text: str, grounded: bool = False, whitespace="compact", schema=SCHEMA
+):
     ground = dict(source_text=RECEIPT, ground_strings=True) if grounded else {}
-    c = Constraint.json_schema(SCHEMA, whitespace="compact", **ground)
+    c = Constraint.json_schema(schema, whitespace=whitespace, **ground)
     matcher = compiler.compile(c).new_matcher()
     for t in tokenizer.encode(text, add_special_tokens=False):
         assert matcher.accept_token(t), text
@@ -162,6 +166,123 @@ def test_spelling_of_a_text_an_output_has_not_written_yet(tokenizer):
     assert spelled['":"'] == [vocab['":"']] and spelling.first['":"'] == split
     assert spelling.first_time('":"', spelled) is None  # this output wrote it: not first
     assert spelling.first_time('":"', {}) == split  # a new output's first ``":"``
+
+
+RECORD = {
+    "merchant": "BLUE, BOTTLE",  # a comma and a blank inside a string are no structure
+    "date": "2024-05-17",
+    "items": [{"name": "Cappuccino", "price": 4.5}, {"name": "Croissant", "price": 3.25}],
+    "paid_by": "card",
+}
+DUMPS = {  # json.dumps's spacings: the oracle of the runs read and of the drafts
+    "compact": dict(separators=(",", ":")),
+    "default": {},
+    "indent 2": dict(indent=2),
+    "indent 4": dict(indent=4),
+    "tabs": dict(indent="\t"),
+}
+
+
+def _closed(schema: dict) -> dict:
+    """``schema`` with no other properties than its own (as ``stencil extract`` asks)."""
+    if schema.get("type") == "array":
+        return {**schema, "items": _closed(schema["items"])}
+    if schema.get("type") != "object":
+        return schema
+    props = {name: _closed(sub) for name, sub in schema["properties"].items()}
+    return {**schema, "properties": props, "additionalProperties": False}
+
+
+def _runs(text: str) -> list[tuple[tuple[str, int], str]]:
+    """The runs of structure of json.dumps output, in order, each under its compact form and
+    the depth where it starts: the text between the strings and numbers ``json``'s own
+    scanner reads."""
+    pos, depth, runs, decoder = 0, 0, [], json.JSONDecoder()
+    while pos < len(text):
+        start = pos
+        while pos < len(text) and text[pos] in ",:{}[] \t\n":
+            pos += 1
+        run = text[start:pos]
+        if pos < len(text):
+            runs.append((("".join(run.split()), depth), run))
+            _, pos = decoder.raw_decode(text, pos)  # a string or a number
+        depth += run.count("{") + run.count("[") - run.count("}") - run.count("]")
+    return runs
+
+
+@pytest.mark.parametrize("style", DUMPS)
+def test_spacing_records_each_run_of_structure_as_written_last(style):
+    text = json.dumps(RECORD, **DUMPS[style])
+    spacing, spaced = Spacing(), Spaced()
+    for lo in range(0, len(text), 3):  # read in pieces, as tokens come
+        spacing.update(spaced, text[lo : lo + 3])
+    runs = _runs(text)
+    any_depth = [((form, None), run) for (form, _), run in runs]
+    assert spaced.runs == dict(runs + any_depth)  # the latest
+    assert spacing.first == dict(reversed(runs + any_depth))  # the first
+    inner, outer = dict(runs)[",", 3], dict(runs)[",", 1]  # the items' keys, the record's
+    for own in (spaced.runs, {}):  # this output's, a new output's (the first)
+        for written, form, rest in [
+            ('{"items":[{"a":1', ",", inner),
+            ('{"a":1', ",", outer),
+            ('{"a":1' + outer[:2], "", outer[2:]),  # the run begun
+            ('{"a":"x', "", None),  # inside a string: no run
+        ]:
+            assert spacing.rest(spacing.read(Spaced(own), written), form) == rest
+
+
+@pytest.mark.parametrize("style", DUMPS)
+@pytest.mark.parametrize(
+    ("upto", "draft"),
+    [
+        ('"BLUE, BOTTLE', '"date'),  # a string value may end: closed, then the next key
+        ('"2024-05-17",', '"items'),
+        ('"Cappuccino', '"price'),  # inside an array's object: its first ``,`` at that depth
+        ('"Croissant', '"price'),  # its second
+        ("4.5", '"name'),  # the next item, its first key (learned from an earlier output)
+        ('"paid_by"', ""),  # a key written: no other key fits
+    ],
+)
+def test_key_drafts_follow_the_output_s_spacing(compiler, tokenizer, style, upto, draft):
+    text = json.dumps(RECORD, **DUMPS[style])
+    at = text.index(upto) + len(upto)
+    output, rest = text[:at], text[at:]
+    spacing, spaced = Spacing(), Spaced()
+    earlier = {"a": 1, "items": [{"a": 1, "b": 2}, {"a": 3, "b": 4}]}  # an earlier output
+    spacing.update(Spaced(), json.dumps(earlier, **DUMPS[style]))
+    spacing.update(spaced, output)
+    matcher = _matcher(compiler, tokenizer, output, whitespace="bounded")
+    tokens = KeyProposer(tokenizer).propose(
+        matcher, property_names(_c()), output[-64:], {}, spacing, spaced
+    )
+    want = rest[: rest.index(draft) + len(draft)] if draft else ""
+    assert tokenizer.decode(tokens) == want  # as json.dumps spaces it: ``",\n  "date``
+    if draft:
+        assert tokens == tokenizer.encode(want, add_special_tokens=False)
+
+
+@pytest.mark.parametrize("style", DUMPS)
+@pytest.mark.parametrize(
+    ("upto", "spaced"),
+    [
+        ('"merchant', '": "'),  # the key's end, its colon and blank, a string's opening quote
+        ('"price', ""),  # a number follows: nothing forced after the run
+    ],
+)
+def test_forced_text_after_a_key_follows_the_output_s_spacing(
+    compiler, tokenizer, style, upto, spaced
+):
+    text = json.dumps(RECORD, **DUMPS[style])
+    output = text[: text.index(upto) + len(upto)]
+    drafter = Drafter(SpeculativeConfig(num_speculative_tokens=8), tokenizer)
+    drafter.spacing.update(Spaced(), text)  # an earlier output: the first key's ``: ``
+    reading = Spaced()
+    drafter.spacing.update(reading, output)
+    matcher = _matcher(compiler, tokenizer, output, whitespace="bounded", schema=_closed(SCHEMA))
+    assert matcher.find_jump_forward_string() == '"'  # whitespace may come before the colon
+    last = tokenizer.encode(output, add_special_tokens=False)[-1]
+    want = "" if style == "compact" else spaced  # whitespace may follow the colon
+    assert tokenizer.decode(drafter._encode(matcher, last, {}, reading)) == want
 
 
 def test_spelling_keeps_a_token_s_leading_blank(tokenizer):

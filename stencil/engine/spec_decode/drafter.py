@@ -33,9 +33,10 @@ from stencil.engine.spec_decode.chance import (
     ngram_chance,
 )
 from stencil.engine.spec_decode.config import SpeculativeConfig
-from stencil.engine.spec_decode.key_proposer import KeyProposer, property_names
+from stencil.engine.spec_decode.key_proposer import KeyProposer, fits, property_names
 from stencil.engine.spec_decode.ngram_proposer import NgramProposer
 from stencil.engine.spec_decode.proposer import Proposal, Proposer
+from stencil.engine.spec_decode.spacing import STRUCTURE, Spaced, Spacing, compact
 from stencil.engine.spec_decode.spelling import Spelling
 from stencil.engine.spec_decode.text_proposer import TextProposer
 from stencil.engine.spec_decode.text_tokens import TextTokens
@@ -47,6 +48,8 @@ IN_VALUE = re.compile(r'":\s*"(?:[^"\\]|\\.)*$')  # the tail ends inside a strin
 MAX_FORCED = 64  # forced tokens taken as drafts per step, on top of num_speculative_tokens
 # forced closers the model writes merged with what follows (``},{"``, a value's ``",``)
 MERGED = ("}", "]", '"')
+CLOSING = ("}", "]")
+MAX_GAPS = 4  # runs of whitespace drafted per forced text (``{\n  "a": "``: 2)
 TAIL_TOKENS = 16  # the output tokens whose text the key proposer reads
 CHARS_PER_TOKEN = 8  # text a request's proposer may propose, per token wanted
 
@@ -62,7 +65,8 @@ class _Sources:
     proposer: Proposer | None  # its ``SamplingParams.proposer`` (dropped where it raised)
     prompt: str | None = None  # its prompt's text (on first use)
     spelled: dict[str, list[int]] = field(default_factory=dict)  # ``spelling.py``
-    spelled_to: int = 0  # its tokens ``spelled`` has seen
+    spelled_to: int = 0  # its tokens ``spelled`` and ``spaced`` have seen
+    spaced: Spaced = field(default_factory=Spaced)  # ``spacing.py``
 
 
 class Drafter:
@@ -74,6 +78,7 @@ class Drafter:
         self.text_proposer = TextProposer(tokenizer)
         self.key_proposer = KeyProposer(tokenizer)
         self.spelling = Spelling(tokenizer)
+        self.spacing = Spacing()
         self._text_tokens = TextTokens(tokenizer)  # forced text -> its tokens
         self._sources: dict[int, _Sources] = {}  # seq_id -> its sources, while it runs
 
@@ -99,9 +104,14 @@ class Drafter:
             seq.spec_token_ids = [] if off or not _eligible(seq) else self.drafts(seq)
 
     def release(self, seq: Sequence) -> None:
-        """``seq`` finished, was aborted or preempted: free what the draft model holds for it."""
+        """``seq`` finished, was aborted or preempted: free what the draft model holds for it;
+        where it stopped, record how its output ended (``Spacing.end``)."""
         if self.draft_model is not None:
             self.draft_model.release(seq.seq_id)
+        sources = self._sources.get(seq.seq_id)
+        if sources is not None and seq.finish_reason == "stop":
+            new = seq.token_ids[max(sources.spelled_to, seq.prompt_len) :]
+            self.spacing.end(sources.spaced, self._decoded(new))
 
     def drafts(self, seq: Sequence) -> list[int]:
         room = seq.max_len - seq.num_tokens - 1  # the bonus token must fit too
@@ -114,6 +124,8 @@ class Drafter:
         drafts: list[int] = []
         sources = self._sources_of(seq)
         self.spelling.update(sources.spelled, seq.token_ids, sources.spelled_to, seq.prompt_len)
+        new = seq.token_ids[max(sources.spelled_to, seq.prompt_len) :]
+        self.spacing.update(sources.spaced, self._decoded(new))
         sources.spelled_to = seq.num_tokens
         try:
             self._guided(seq, sources, matcher, drafts, k, room)
@@ -138,8 +150,8 @@ class Drafter:
         run, or a proposal the matcher refuses, makes the next proposal come from the longer
         context. Drafting stops where the chain's chance falls below ``MIN_CHANCE``."""
         proposed = 0
-        last, spelled = seq.token_ids[-1], sources.spelled
-        chance = self._force(matcher, drafts, room, 1.0, last, spelled)  # left by the last step
+        last, spelled, spaced = seq.token_ids[-1], sources.spelled, sources.spaced
+        chance = self._force(matcher, drafts, room, 1.0, last, spelled, spaced)  # the last step's
         while proposed < k and len(drafts) < room and chance >= MIN_CHANCE:
             guess = self._fit(seq, matcher, seq.token_ids + drafts, k - proposed, chance)
             if guess is None:
@@ -156,7 +168,7 @@ class Drafter:
                 if matcher.is_terminated():
                     return
                 before = len(drafts)
-                chance = self._force(matcher, drafts, room, chance, last, spelled)
+                chance = self._force(matcher, drafts, room, chance, last, spelled, spaced)
                 if len(drafts) > before:
                     break  # propose again after the forced run
 
@@ -195,7 +207,12 @@ class Drafter:
         text = self._text(seq, sources, context, k)
         yield Guess(self._to_value_end(text.tokens), text.first, text.rest) if copy else text
         yield from others
-        tokens = self.key_proposer.propose(matcher, sources.names, tail, sources.spelled)
+        spaced = sources.spaced
+        if self.spacing.spaces:
+            spaced = self.spacing.read(spaced, self._decoded(context[seq.num_tokens :]))
+        tokens = self.key_proposer.propose(
+            matcher, sources.names, tail, sources.spelled, self.spacing, spaced
+        )
         yield Guess(tokens, *(KEY if tail.endswith('"') else KEY_AFTER_VALUE))
         if n < 2:
             yield ngram
@@ -221,6 +238,9 @@ class Drafter:
             sources.proposer = None
             return [], []
         return [g for lead, g in guesses if lead], [g for lead, g in guesses if not lead]
+
+    def _decoded(self, tokens: list[int]) -> str:
+        return "".join(self.spelling.piece(t) for t in tokens)
 
     def _tokens(self, text: str, k: int) -> list[int]:
         return self.tokenizer.encode(text, add_special_tokens=False)[:k]
@@ -269,18 +289,20 @@ class Drafter:
         chance: float = 1.0,
         last: int | None = None,
         spelled: dict[str, list[int]] | None = None,
+        spaced: Spaced | None = None,
     ) -> float:
         """Append the tokens the constraint forces now (as jump-forward would: certain once the
         drafts before them are), then the text it forces beyond them, tokenized (``_encode``;
         ``FORCED_TEXT``), where the run pays (``forced_run_pays``); returns the chain's chance.
-        ``last``: the token before the drafts; ``spelled``: the sequence's spellings."""
+        ``last``: the token before the drafts; ``spelled``, ``spaced``: the sequence's
+        spellings and spacing."""
         start = len(drafts)
         run_chance = chance
         while len(drafts) - start < MAX_FORCED and len(drafts) < room:
             forced = matcher.jump_forward_tokens()
             if not forced:
                 before = drafts[-1] if drafts else last
-                forced = self._encode(matcher, before, spelled or {})
+                forced = self._encode(matcher, before, spelled or {}, spaced, drafts)
                 if not forced:
                     break
                 run_chance *= FORCED_TEXT
@@ -298,16 +320,70 @@ class Drafter:
             return 0.0  # not worth its rows: the drafts end before it
         return run_chance
 
-    def _encode(self, matcher, before: int | None, spelled: dict[str, list[int]]) -> list[int]:
-        """The tokens of the text every continuation starts with: where the output writes it
-        for the first time, as the latest output first did (``Spelling.first_time``), else as
-        the tokenizer does. [] where there is none, or where it is a closer (``MERGED``): a
-        quote only opens a value after a colon, the token ``before``."""
-        text = matcher.find_jump_forward_string()
-        opens = text == '"' and before is not None and self.spelling.piece(before).endswith(":")
-        if not text or (text in MERGED and not opens):
+    def _encode(
+        self,
+        matcher,
+        before: int | None,
+        spelled: dict[str, list[int]],
+        spaced: Spaced | None = None,
+        drafts: list[int] | None = None,
+    ) -> list[int]:
+        """The tokens of the text every continuation starts with, spaced as the output spaces
+        its JSON (``_spaced``; ``spaced``: its reading before ``drafts``): where the output
+        writes it for the first time, as the latest output first did
+        (``Spelling.first_time``), else as the tokenizer does. [] where there is none, or
+        where it is a closer (``MERGED``): a quote only opens a value after a colon, the
+        token ``before``."""
+        forced = text = matcher.find_jump_forward_string()
+        piece = self.spelling.piece(before) if before is not None else ""
+        # a run of structure may go on where none is forced (``": "``), not inside a value
+        inside = not text and piece[-1:] not in STRUCTURE and not piece.endswith('"')
+        if spaced is not None and not inside and self.spacing.spaces:
+            ahead = self.spacing.read(spaced, self._decoded(drafts or []))
+            text = self._spaced(matcher, text, ahead)
+        opens = text == '"' and piece.rstrip().endswith(":")
+        if not text or (text == forced and text in MERGED and not opens):
             return []
         return self.spelling.first_time(text, spelled) or self._text_tokens(text)
+
+    def _spaced(self, matcher, text: str, spaced: Spaced) -> str:
+        """``text`` (forced, after the drafts ``spaced`` has read) with the run of structure
+        the output writes next (``_next_run``) and the text forced after it (a string value's
+        opening quote), as long as one fits; a run that ends in whitespace only where
+        something is forced after it (a token may hold that whitespace and what follows)."""
+        for _ in range(MAX_GAPS):
+            run = self._next_run(matcher, text, self.spacing.read(spaced, text))
+            if run is None:
+                return text
+            gap, more = run
+            if not more and gap[-1].isspace():
+                return text
+            text += gap + more
+            if not more:
+                return text
+        return text
+
+    def _next_run(self, matcher, text: str, ahead: Spaced) -> tuple[str, str] | None:
+        """After ``text`` (``ahead``: the output read up to its end): the rest of the run of
+        structure it stands in, else the run a key's end (``": "``) or a value's end where no
+        ``,`` can follow (``"\n}"``) starts, as the output wrote it, and the text forced after
+        it; None outside runs, where the output wrote no such run, or where the constraint
+        refuses it."""
+        if ahead.value_open():
+            return None
+        for form in ("",) if compact(ahead.run) else (":", "}", "]"):
+            gap = self.spacing.rest(ahead, form)
+            if not gap or (form in CLOSING and fits(matcher, self._text_tokens(text + ","))):
+                continue
+            tokens = self._text_tokens(text + gap)
+            n = 0
+            while n < len(tokens) and matcher.accept_token(tokens[n]):
+                n += 1
+            more = matcher.find_jump_forward_string() if n == len(tokens) else None
+            matcher.rollback(n)
+            if more is not None:
+                return gap, more
+        return None
 
 
 def _admissible(seq: Sequence) -> bool:

@@ -6,8 +6,9 @@ declared property after the last key written whose ``name":`` the matcher accept
 That point is right after a key's opening quote, or where the value just written may end: then
 the guess is written with what closes the value first (``","name``, ``,"name``, ``"},{"name``:
 the next key, or the next array item's first key), or after an object's ``{`` with its quote
-(``"name``), spelled as the output spelled that closer
-before (``spelling.py``). A wrong guess costs its rows; the verifier decides."""
+(``"name``): spaced as the output spaced that closer before (``",\n  "name``; ``spacing.py``),
+else compact, and spelled as the output spelled it before (``spelling.py``). A wrong guess
+costs its rows; the verifier decides."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import re
 from typing import Any
 
 from stencil.engine.spec_decode.proposer import value_key
+from stencil.engine.spec_decode.spacing import Spaced, Spacing
 from stencil.engine.spec_decode.text_tokens import TextTokens
 
 CLOSERS = ("", '","', ',"', '{"', '"},{"', '},{"', '"}],"', '}],"', '"')  # before the next key
@@ -35,27 +37,52 @@ class KeyProposer:
         }
 
     def propose(
-        self, matcher, names: tuple[str, ...], tail: str, spelled: dict[str, list[int]]
+        self,
+        matcher,
+        names: tuple[str, ...],
+        tail: str,
+        spelled: dict[str, list[int]],
+        spacing: Spacing | None = None,
+        spaced: Spaced | None = None,
     ) -> list[int]:
         """Tokens of the next declared property name (with what closes the value before it)
         where ``matcher`` accepts ``name":`` next; [] where none fits. ``tail``: the text of
         the output's last tokens; ``spelled``: how the output split short texts before
-        (``spelling.py``), which the closer follows."""
+        (``spelling.py``), which the closer follows; ``spacing``: how outputs spaced their
+        JSON, ``spaced``: its reading at the tail's end (``spacing.py``), which the closer
+        follows first."""
         if not names or value_key(tail) is not None:
             return []  # a value opens here (an empty string closed at once is no guess)
         keys = _LAST_KEY.findall(tail)
         start = names.index(keys[-1]) + 1 if keys and keys[-1] in names else 0
         order = names[start:] + names[:start]
-        for closer in CLOSERS:
-            if closer == "" and not tail.endswith('"'):
-                continue
-            head = spelled.get(closer) or self._closers[closer]
-            if closer and not _fits(matcher, head):
+        for head in self._heads(tail, spelled, spacing, spaced):
+            if head and not fits(matcher, head):
                 continue
             for name in order:
-                if _fits(matcher, head + self._tokens(f'{name}":')):
+                if fits(matcher, head + self._tokens(f'{name}":')):
                     return head + self._tokens(name)
         return []
+
+    def _heads(
+        self,
+        tail: str,
+        spelled: dict[str, list[int]],
+        spacing: Spacing | None,
+        spaced: Spaced | None,
+    ) -> list[list[int]]:
+        """The tokens of each closer that may come before the next key: spaced as the output
+        spaced it (the rest of the run the tail ends in), then compact."""
+        heads = [[]] if tail.endswith('"') else []
+        for closer in CLOSERS[1:]:
+            core = closer.strip('"')
+            rest = spacing.rest(spaced, core) if spacing and spacing.spaces else None
+            lead = '"' if core and closer.startswith('"') else ""  # a string value's end
+            text = None if rest is None else f'{lead}{rest}"'
+            if text is not None and text != closer:
+                heads.append(spelled.get(text) or self._tokens(text))
+            heads.append(spelled.get(closer) or self._closers[closer])
+        return heads
 
 
 def property_names(constraint: Any) -> tuple[str, ...]:
@@ -87,7 +114,7 @@ def _walk(node: Any, names: dict[str, None]) -> None:
                 _walk(value, names)
 
 
-def _fits(matcher, tokens: list[int]) -> bool:
+def fits(matcher, tokens: list[int]) -> bool:
     """Whether ``matcher`` accepts ``tokens`` next (it is left where it was)."""
     n = 0
     for t in tokens:
