@@ -285,6 +285,34 @@ def test_forced_text_after_a_key_follows_the_output_s_spacing(
     assert tokenizer.decode(drafter._encode(matcher, last, {}, reading)) == want
 
 
+@pytest.mark.parametrize("style", DUMPS)
+def test_a_finished_output_s_end_is_drafted_where_a_value_ends_it(compiler, tokenizer, style):
+    one = _closed({"type": "object", "properties": {"merchant": {"type": "string"}}})
+    constraint = Constraint.json_schema({**one, "required": ["merchant"]})  # bounded
+    drafter = Drafter(SpeculativeConfig(num_speculative_tokens=8), tokenizer)
+    prompt = tokenizer.encode("Extract the receipt.", add_special_tokens=False)
+    earlier = tokenizer.encode(json.dumps({"merchant": "Tea"}, **DUMPS[style]))
+    params = SamplingParams(temperature=0, constraint=constraint)
+    seq = Sequence(1, "r", 0, prompt + earlier, len(prompt), params, 256, torch.Generator())
+    drafter._sources_of(seq)
+    seq.finish("stop")
+    drafter.release(seq)  # how it ended: read where it finished
+    output = json.dumps({"merchant": "BLUE"}, **DUMPS[style])[:-1].rstrip()
+    reading = Spaced()
+    drafter.spacing.update(reading, output)
+    matcher = compiler.compile(constraint).new_matcher()
+    for t in tokenizer.encode(output, add_special_tokens=False):
+        assert matcher.accept_token(t)
+    last = tokenizer.encode(output, add_special_tokens=False)[-1]
+    want = json.dumps({"merchant": "BLUE"}, **DUMPS[style])[len(output) :]  # ``\n}``
+    want = "" if style == "compact" else want  # no output spaced: drafted compact, no ``}``
+    assert tokenizer.decode(drafter._encode(matcher, last, {}, reading)) == want
+    unseen = Drafter(SpeculativeConfig(num_speculative_tokens=8), tokenizer)
+    fresh = Spaced()
+    unseen.spacing.update(fresh, output)
+    assert unseen._encode(matcher, last, {}, fresh) == []  # no output ended so before
+
+
 def test_spelling_keeps_a_token_s_leading_blank(tokenizer):
     token = tokenizer.encode(" hosting", add_special_tokens=False)
     assert Spelling(tokenizer).piece(token[0]) == " hosting"

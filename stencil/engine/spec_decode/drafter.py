@@ -328,9 +328,9 @@ class Drafter:
         spaced: Spaced | None = None,
         drafts: list[int] | None = None,
     ) -> list[int]:
-        """The tokens of the text every continuation starts with, spaced as the output spaces
-        its JSON (``_spaced``; ``spaced``: its reading before ``drafts``): where the output
-        writes it for the first time, as the latest output first did
+        """The tokens of the text every continuation starts with, with the run of structure
+        the output writes there (``_spaced``; ``spaced``: its reading before ``drafts``): where
+        the output writes it for the first time, as the latest output first did
         (``Spelling.first_time``), else as the tokenizer does. [] where there is none, or
         where it is a closer (``MERGED``): a quote only opens a value after a colon, the
         token ``before``."""
@@ -341,7 +341,7 @@ class Drafter:
         if spaced is not None and not inside and self.spacing.spaces:
             ahead = self.spacing.read(spaced, self._decoded(drafts or []))
             text = self._spaced(matcher, text, ahead)
-        opens = text == '"' and piece.rstrip().endswith(":")
+        opens = text == '"' and piece.endswith(":")
         if not text or (text == forced and text in MERGED and not opens):
             return []
         return self.spelling.first_time(text, spelled) or self._text_tokens(text)
