@@ -3,9 +3,10 @@ each over the same document prefix (so the engine's prefix cache computes the do
 then one record assembled from the answers.
 
 Every field of the schema is asked, optional ones too: "not stated" is an answer (``{}``, or
-``null`` where the schema allows it). A question names the field, its kind, whether it is
-required and the schema's ``description`` (an array's item fields with theirs), and says how to
-answer; it shows no example value a model could copy. A question may carry hints (where the
+``null`` where the schema allows it; an optional field of a list's object items may be null,
+left out of the item where the user's schema does not allow it). A question names the field,
+its kind, whether it is required and the schema's ``description`` (an array's item fields with
+theirs), and says how to answer; it shows no example value a model could copy. A question may carry hints (where the
 document labels the field: ``field_plan``). A question's answer is a one-key JSON object,
 ``{"total":1190.0}``, under the field's own (grounded) schema. Fields the document cannot fill
 are not asked: an optional free number, date or currency field when the document states no
@@ -24,7 +25,14 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from stencil.constraints import LEXICON, currencies_in, dates_in, numbers_in, readings_in
+from stencil.constraints import (
+    LEXICON,
+    claimed_kinds,
+    currencies_in,
+    dates_in,
+    numbers_in,
+    readings_in,
+)
 from stencil.extract.prompt import field_list
 
 SYSTEM = "You extract data from documents. Copy values exactly as written in the document."
@@ -119,6 +127,8 @@ def field_question(
     asked, array = sub, sub.get("type") == "array"
     if array:  # not stated: {} (a required list's [] in the record); stated: its items
         asked = {**sub, "minItems": max(1, sub.get("minItems", 0))}
+        if isinstance(sub.get("items"), dict):
+            asked["items"] = _null_when_not_stated(sub["items"])
     answer = {"type": "object", "properties": {key: asked}, "additionalProperties": False}
     if claimed:
         answer["x-claimed"] = sorted(claimed)
@@ -220,6 +230,26 @@ def _kind(sub: dict[str, Any]) -> str:
     return kind
 
 
+def _or_null(sub: dict[str, Any]) -> dict[str, Any]:
+    """``sub`` or null (a schema that already allows null as it is)."""
+    return sub if _nullable(sub) else {"anyOf": [sub, {"type": "null"}]}
+
+
+def _null_when_not_stated(items: dict[str, Any]) -> dict[str, Any]:
+    """An array's item schema whose optional fields may be null (an item's part the document
+    does not state: a job's end year while the job goes on), the kinds of value they claim
+    kept (``x-claimed``: a name beside a year field never takes the year)."""
+    props = items.get("properties")
+    if items.get("type") != "object" or not isinstance(props, dict):
+        return items
+    required = set(items.get("required", ()))
+    nulled = {
+        k: v if k in required or not isinstance(v, dict) else _or_null(v) for k, v in props.items()
+    }
+    claimed = sorted(claimed_kinds(props) | set(items.get("x-claimed", ())))
+    return {**items, "properties": nulled, **({"x-claimed": claimed} if claimed else {})}
+
+
 def _nullable(sub: dict[str, Any]) -> bool:
     kind = sub.get("type")
     branches = sub.get("anyOf") or sub.get("oneOf") or ()
@@ -239,9 +269,24 @@ def assemble(schema: dict[str, Any], answers: dict[str, str]) -> dict[str, Any]:
         except ValueError:
             continue
         if isinstance(value, dict) and key in value:
-            data[key] = copy.deepcopy(value[key])
+            data[key] = _without_nulls(copy.deepcopy(value[key]), sub)
         elif (
             value == {} and key in required and isinstance(sub, dict) and sub.get("type") == "array"
         ):
             data[key] = []  # a required list the document does not state
     return data
+
+
+def _without_nulls(value: Any, sub: Any) -> Any:
+    """``value`` without the nulls its array items' schema does not allow (a part an item
+    does not state: ``_null_when_not_stated``)."""
+    items = sub.get("items") if isinstance(sub, dict) else None
+    if not isinstance(value, list) or not isinstance(items, dict):
+        return value
+    props = items.get("properties") or {}
+    return [
+        {k: v for k, v in item.items() if v is not None or _nullable(props.get(k, {}))}
+        if isinstance(item, dict)
+        else item
+        for item in value
+    ]

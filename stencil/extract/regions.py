@@ -6,9 +6,10 @@ and array items come from distinct regions (lines) of the document.
   holds it: the row holds each of its strings and states each of its numbers, ends with one of
   them (the line's amount), holds no label (Total, VAT, Date ...), and no earlier item took it:
   an item is never repeated unless the document repeats it, and never assembled from scattered
-  words or a sentence. Other items (strings, objects without a number, any item of a document
-  without a table: a CV's jobs with their years) are kept as often as the document states them:
-  a repeat the document does not repeat is left out.
+  words or a sentence. A field the item schema does not require (a quantity) that its row does
+  not hold is left out of the item, which keeps its row. Other items (strings, objects without
+  a number, any item of a document without a table: a CV's jobs with their years) are kept as
+  often as the document states them: a repeat the document does not repeat is left out.
 - A string that starts with a label and its colon (``Kunde: Café Morgenrot``) loses the label;
   one with no letter or digit (a lone ``-``) is no value: left out where optional.
 - Two top-level fields with the same value where the document states it once: the first (in the
@@ -38,7 +39,8 @@ def check_record(schema: dict[str, Any], data: dict[str, Any], document: str) ->
             if not _worded(out[key]) and key not in required:
                 out.pop(key)
         if isinstance(value, list) and isinstance(sub, dict) and sub.get("type") == "array":
-            items = distinct_row_items([v for v in value if _worded(v)], index)
+            needed = _needed_parts(sub.get("items"))
+            items = distinct_row_items([v for v in value if _worded(v)], index, needed)
             low = sub.get("minItems", 0)
             if len(items) >= low and (items or key in required):
                 out[key] = items
@@ -53,9 +55,21 @@ def _worded(value: Any) -> bool:
     return not isinstance(value, str) or any(c.isalnum() for c in value)
 
 
-def distinct_row_items(items: list[Any], index: DocumentIndex) -> list[Any]:
+def _needed_parts(items: Any) -> frozenset[str] | None:
+    """The fields an array's object items require (None: the schema does not say: every
+    field)."""
+    if not isinstance(items, dict) or not isinstance(items.get("required"), list):
+        return None
+    return frozenset(items["required"])
+
+
+def distinct_row_items(
+    items: list[Any], index: DocumentIndex, needed: frozenset[str] | None = None
+) -> list[Any]:
     """The items with a number each found on a row of their own (in order; the first row that
-    fits), the others each as often as the document states them."""
+    fits), the others each as often as the document states them. An object item's field not in
+    ``needed`` (the fields its schema requires; None: all) that its row does not hold is left
+    out of the item (a quantity read elsewhere), the rest of the item kept."""
     rows = _rows(index)
     table = sum(last is not None for _, _, last in rows) >= _TABLE_ROWS
     used: set[int] = set()
@@ -65,17 +79,17 @@ def distinct_row_items(items: list[Any], index: DocumentIndex) -> list[Any]:
             if kept.count(item) < max(1, _times(item, index.text)):
                 kept.append(item)
             continue
-        row = next(
+        found = next(
             (
-                i
+                (i, on_row)
                 for i, (text, nums, last) in enumerate(rows)
-                if i not in used and _on_row(item, text, nums, last)
+                if i not in used and (on_row := _on_row(item, text, nums, last, needed)) is not None
             ),
             None,
         )
-        if row is not None:
-            used.add(row)
-            kept.append(item)
+        if found is not None:
+            used.add(found[0])
+            kept.append(found[1])
     return kept
 
 
@@ -105,13 +119,29 @@ def _rows(index: DocumentIndex) -> list[tuple[str, set[float], float | None]]:
     return rows
 
 
-def _on_row(item: Any, text: str, numbers: set[float], last: float | None) -> bool:
-    values = list(item.values()) if isinstance(item, dict) else [item]
-    strings = [v.strip() for v in values if isinstance(v, str)]
-    nums = _numbers(item)
-    if last is None or last not in nums:
-        return False
-    return all(v in text for v in strings) and all(v in numbers for v in nums)
+def _on_row(
+    item: Any, text: str, numbers: set[float], last: float | None, needed: frozenset[str] | None
+) -> Any:
+    """The item as the row holds it (its strings, the numbers it states, ending with one of
+    them), its fields not in ``needed`` the row does not hold left out; None: not this row."""
+    parts = item if isinstance(item, dict) else {"": item}
+    kept = {}
+    for key, value in parts.items():
+        if _on_line(value, text, numbers):
+            kept[key] = value
+        elif needed is None or key in needed or not isinstance(item, dict):
+            return None
+    if last is None or last not in _numbers(kept):
+        return None
+    return kept if isinstance(item, dict) else item
+
+
+def _on_line(value: Any, text: str, numbers: set[float]) -> bool:
+    if isinstance(value, str):
+        return value.strip() in text
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value) in numbers
+    return True
 
 
 def _once(

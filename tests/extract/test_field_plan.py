@@ -9,7 +9,7 @@ from test_extract_fixtures import INVOICE_DE
 
 from stencil.constraints import DocumentIndex, without_label
 from stencil.extract.field_plan import FieldPlan
-from stencil.extract.regions import distinct_row_items
+from stencil.extract.regions import check_record, distinct_row_items
 from stencil.extract.schema_library import resolve_schema
 
 INVOICE = resolve_schema("invoice")[1]
@@ -127,6 +127,26 @@ def test_a_value_loses_a_label_it_starts_with(value, kept):
 )
 def test_items_come_from_table_rows(items, kept):
     assert len(distinct_row_items(items, DocumentIndex(EN))) == kept
+
+
+@pytest.mark.parametrize(
+    ("needed", "kept"),
+    [
+        (frozenset({"description", "amount"}), [{"description": "Support plan", "amount": 380.0}]),
+        (None, []),  # the item schema names no required field: every part must be on the row
+        (frozenset({"description", "quantity", "amount"}), []),
+    ],
+)
+def test_an_optional_part_off_the_row_leaves_the_item_not_the_row(needed, kept):
+    """A quantity its row does not state (a number read elsewhere) is left out of the item,
+    the row's description and amount kept, where the item schema says quantity is optional."""
+    item = {"description": "Support plan", "quantity": 4, "amount": 380.0}
+    assert distinct_row_items([item], DocumentIndex(EN), needed) == kept
+    items = {"type": "object", "properties": dict.fromkeys(item, {})}
+    if needed is not None:
+        items["required"] = sorted(needed)
+    schema = {"type": "object", "properties": {"lines": {"type": "array", "items": items}}}
+    assert check_record(schema, {"lines": [item]}, EN) == ({"lines": kept} if kept else {})
 
 
 def test_items_in_prose_are_not_rows():

@@ -15,7 +15,7 @@ import pytest
 
 from stencil.extract.field_plan import FieldPlan
 from stencil.extract.prompt import DEFAULT_TEMPLATE, PromptTemplate, field_list, plain_prompt
-from stencil.extract.questions import SYSTEM, USER, field_question, narrow_schema
+from stencil.extract.questions import SYSTEM, USER, assemble, field_question, narrow_schema
 from stencil.extract.regions import check_record
 from stencil.extract.schema_library import list_schemas, resolve_schema
 
@@ -72,6 +72,71 @@ def test_every_field_is_asked_unless_grounding_leaves_nothing(schema, doc):
     for key in left_out:  # only fields of a kind the document never states
         sub = schema["properties"][key]
         assert sub.get("format") == "date" or "currency" in key, key
+
+
+CV = "Ana Lima\nFarfetch, developer (2021 - now)\nBlip, web developer (2018 - 2021)\n"
+JOBS_LIST = {
+    "type": "array",
+    "items": {
+        "type": "object",
+        "properties": {
+            "employer": {"type": "string"},
+            "from_year": {"type": ["integer", "null"]},
+            "to_year": {"type": "integer", "description": "Leave out if still there"},
+        },
+        "required": ["employer"],
+        "additionalProperties": False,
+    },
+}
+_ITEMS = [  # a list's answer, whether its question's schema takes it
+    ('{"jobs":[{"employer":"Farfetch","to_year":null}]}', True),  # an optional part: null
+    ('{"jobs":[{"employer":"Blip","from_year":2018,"to_year":2021}]}', True),
+    ('{"jobs":[{"employer":null,"to_year":2021}]}', False),  # a required part
+    ('{"jobs":[{"employer":"Blip","to_year":"2021"}]}', False),
+    ("{}", True),  # not stated
+]
+
+
+@pytest.fixture(scope="module")
+def smol() -> tuple[Any, Any]:
+    """The embedded model's tokenizer and a constraint compiler for its vocabulary."""
+    from transformers import AutoTokenizer
+
+    from stencil.constraints import ConstraintCompiler, TokenVocab
+    from stencil.engine.models.default_model import default_model_path
+
+    tokenizer = AutoTokenizer.from_pretrained(str(default_model_path()))
+    return tokenizer, ConstraintCompiler(TokenVocab.from_hf(tokenizer))
+
+
+@pytest.mark.parametrize(("answer", "taken"), _ITEMS)
+def test_an_items_part_not_stated_is_null_in_the_answer(answer: str, taken: bool, smol):
+    """A job still going on has no end year: the question's schema and its grounded
+    constraint (the embedded model's vocabulary) take null for an optional part of a list's
+    object items, never for a required one."""
+    from stencil.constraints import Constraint
+
+    q = field_question("jobs", JOBS_LIST, False)
+    assert jsonschema.Draft202012Validator(q.schema).is_valid(json.loads(answer)) is taken
+    constraint = Constraint.json_schema(
+        q.schema, source_text=CV, ground_strings=True, ground_numbers=True, ground_dates=True
+    )
+    tokenizer, compiler = smol
+    compiled = compiler.compile(constraint)
+    matcher = compiled.new_matcher()
+    tokens = tokenizer.encode(answer, add_special_tokens=False)
+    eos = compiled.vocab.eos_token_ids[0]
+    assert (all(matcher.accept_token(t) for t in tokens) and matcher.accept_token(eos)) is taken
+
+
+def test_nulls_the_items_schema_does_not_allow_leave_the_item():
+    schema = {"type": "object", "properties": {"jobs": JOBS_LIST}}
+    answer = '{"jobs":[{"employer":"Farfetch","from_year":null,"to_year":null},{"employer":"Blip","to_year":2021}]}'
+    data = assemble(schema, {"jobs": answer})
+    assert data == {
+        "jobs": [{"employer": "Farfetch", "from_year": None}, {"employer": "Blip", "to_year": 2021}]
+    }  # from_year's schema allows null
+    jsonschema.validate(data, schema)
 
 
 def test_labels_are_quoted_not_imposed():
