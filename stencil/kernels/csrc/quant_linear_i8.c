@@ -14,9 +14,9 @@
  * For each strip of 16 channels and chunk of 256 k the codes are expanded once into an L1 buffer of
  * bytes, lane n = channel n's four k in order (8-bit: one word permute of two pair vectors;
  * nibbles: (v | v << 12) & 0x0F0F0F0F of the byte pair; the bits above 4, stored in this quad
- * order, one shift and one masked or), then every row of the tile is dotted against it. Built with -march=native by
- * stencil/kernels/cpu_quant.py; qlinear_i8_available() is 0 where the CPU or compiler lacks
- * AVX512-VNNI (the caller then uses the bf16 kernel of csrc/quant_linear.c).
+ * order, one shift and one masked or), then every row of the tile is dotted against it. Built
+ * with -march=native by stencil/kernels/cpu_quant.py; qlinear_i8_available() is 0 where the CPU
+ * or compiler lacks AVX512-VNNI (the caller then uses the bf16 kernel of csrc/quant_linear.c).
  */
 #include <stdint.h>
 #include <stdlib.h>
