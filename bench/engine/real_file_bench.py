@@ -36,18 +36,12 @@ import torch
 
 import bench.peers.llama_server as llama_server
 from bench.common import MIN_ROUNDS, compare, median, results, summary, table
+from bench.engine.single_stream_bench import OUTSIDE, PROMPTS, prompt_ids
 from stencil import LLM, SamplingParams
 from stencil.kernels.quant_weight import QuantizedWeight
 from stencil.testing.real_models import REAL_MODELS, real_model_path
 
 ROOT = Path(__file__).resolve().parents[2]
-PROMPTS = [
-    "Tell me about the history of the bicycle.",
-    "How do I make a good cup of tea?",
-    "Why is the sky blue? Explain it simply.",
-    "Give me some tips for learning a new language.",
-]
-OUTSIDE = "Describe a quiet morning in a small harbour town."
 SLOTS = {"decode": 1, "prefill": 1, "concurrent": 16}
 
 
@@ -78,11 +72,6 @@ def resident_bytes_per_token(llm: LLM) -> int:
         for name, m in llm.engine.runner.model.named_modules()
         if isinstance(getattr(m, "weight", None), QuantizedWeight) and "embed" not in name
     )
-
-
-def chat_ids(tok, text: str) -> list[int]:
-    chat = [{"role": "user", "content": text}]
-    return tok(tok.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)).input_ids
 
 
 def long_text(tok, tokens: int) -> str:
@@ -135,18 +124,19 @@ def llama_run(url: str, prompts: list[list[int]], max_tokens: int, what: str) ->
     return (evaluated if what == "prefill" else predicted) / seconds
 
 
-def workload(what: str, tok, args, runs) -> tuple[list[list[int]], int]:
-    """The prompts and output tokens of one run (prefill: a fresh prompt every run)."""
+def workload(what: str, tok, args, runs, text: str) -> tuple[list[list[int]], int]:
+    """The prompts and output tokens of one run (prefill: ``text`` under a fresh first line
+    every run)."""
     if what == "decode":
-        return [chat_ids(tok, p) for p in PROMPTS[:2]], args.max_tokens
+        return [prompt_ids(tok, p) for p in PROMPTS[:2]], args.max_tokens
     if what == "concurrent":
-        return [chat_ids(tok, p) for p in (PROMPTS * 4)[:16]], args.max_tokens
-    text = long_text(tok, args.prefill_tokens)
+        return [prompt_ids(tok, p) for p in (PROMPTS * 4)[:16]], args.max_tokens
     return [tok.encode(f"Run {next(runs)}.\n{text}\nSummary:")], 1
 
 
 def bench(what: str, llm: LLM, path: Path, tok, args, bandwidths: list[float]) -> list:
     runs = count()
+    text = long_text(tok, args.prefill_tokens) if what == "prefill" else ""
     engines = {"stencil": partial(stencil_run, llm)}
     server = None
     if llama_server.available() and not args.no_llama_cpp:
@@ -156,13 +146,13 @@ def bench(what: str, llm: LLM, path: Path, tok, args, bandwidths: list[float]) -
         engines["llama"] = partial(llama_run, server.url("/completion"))
 
     def go(run):
-        prompts, n = workload(what, tok, args, runs)
+        prompts, n = workload(what, tok, args, runs, text)
         result = run(prompts, n, what)
         bandwidths.append(read_bandwidth(args.threads))
         return result
 
     try:
-        warm = [chat_ids(tok, OUTSIDE)]
+        warm = [prompt_ids(tok, OUTSIDE)]
         timed = compare(
             {k: partial(go, run) for k, run in engines.items()},
             args.rounds,

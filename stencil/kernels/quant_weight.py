@@ -30,9 +30,7 @@ class QuantizedWeight:
     group: int
     zero: int
     codes: torch.Tensor  # bits 8: int8 [S, K/2, 32]; else uint8 nibbles [S, K/4, 32]
-    planes: (
-        torch.Tensor | None
-    )  # bits 5, 6: the bits above 4 (``_high_bits``), int32 [S, K/2, bits - 4]
+    planes: torch.Tensor | None  # bits 5, 6: ``_high_bits``, int32 [S, K/2, bits - 4]
     scales: torch.Tensor  # fp16 [S, K/group, 16]
     mins: torch.Tensor | None  # fp16 [S, K/group, 16]
 
