@@ -90,11 +90,14 @@ class SlidingBlocks:
         return copies
 
     def commit(self, seq, hashes: list[int] | None) -> None:
-        """After a step: publish the newly full blocks' ``hashes`` (None: no prefix caching),
-        then free every block that has left the window."""
+        """After a step: publish the computed full blocks' ``hashes`` (None: no prefix caching),
+        then free every block that has left the window. ``hashes`` may run past the computed
+        blocks (a preempted sequence keeps its hashes while it recomputes): only blocks whose
+        every slot is computed are published."""
         table, lo = seq.sliding_table, self.first_needed(seq.num_computed_tokens)
         if hashes is not None:  # the held full blocks: a run at the end of the table's full part
-            i = min(len(hashes), len(table)) - 1
+            full = min(seq.num_computed_tokens, seq.num_tokens) // self.block_size
+            i = min(full, len(hashes), len(table)) - 1
             while i >= 0 and table[i] != NONE:
                 self.pool.publish(table[i], hashes[i])
                 i -= 1

@@ -16,7 +16,7 @@ import random
 from dataclasses import dataclass, field
 
 import torch
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 from stencil.engine.block_manager import BlockManager
@@ -215,6 +215,19 @@ ops = st.tuples(
     max_examples=300,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@example(  # a preempted fork recomputes its prompt: its kept block hashes ran past the computed
+    # blocks, and the sliding pool published a partly written block (stale KV on the next hit)
+    program=[("add", 0, [0], 1, 1), ("add", 0, [0, 0], 12, 1), ("add", 1, [0, 0], 9, 2)],
+    block_size=4,
+    capacity=28,
+    max_num_seqs=3,
+    budget=3,
+    decode_prefill=None,
+    prefix=True,
+    eos_prob=0.0,
+    seed=0,
+    window=8,
 )
 @given(
     program=ops,
