@@ -145,9 +145,15 @@ class PromptBuilder:
             "schema": json.dumps(self.schema, ensure_ascii=False),
             "fields": field_list(self.schema),
             "instructions": f"{self.instructions.strip()}\n" if self.instructions.strip() else "",
-            "filename": filename,
+            "filename": document_name(filename),
             "document": document,
         }
+
+
+def document_name(path: str) -> str:
+    """How a prompt names a document: its file's name, not its path, so the answers depend
+    neither on where the files lie nor on what their folders are called."""
+    return re.split(r"[/\\]", path)[-1] or path
 
 
 def plain_prompt(messages: list[dict[str, str]]) -> str:

@@ -33,7 +33,7 @@ from stencil.constraints import (
     numbers_in,
     readings_in,
 )
-from stencil.extract.prompt import field_list
+from stencil.extract.prompt import document_name, field_list
 
 SYSTEM = "You extract data from documents. Copy values exactly as written in the document."
 # the document first (shared by every question), then the one field asked
@@ -72,7 +72,9 @@ def field_prefix(
     form (system line, field list, document), or a custom template's rendered ``prompt``."""
     if not default:
         return prompt
-    head = USER.format(fields=field_list(schema), filename=filename, document=document)
+    head = USER.format(
+        fields=field_list(schema), filename=document_name(filename), document=document
+    )
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": head}]
 
 

@@ -221,6 +221,26 @@ def test_template_placeholders_and_split() -> None:
         PromptTemplate.parse("no document here")
 
 
+@pytest.mark.parametrize(
+    ("path", "name"),
+    [
+        ("/srv/checkout/bench/papers/docs/06.txt", "06.txt"),
+        ("invoices/2024/march/a b.md", "a b.md"),
+        ("C:\\scans\\shop-receipts\\r1.html", "r1.html"),
+        ("plain.txt", "plain.txt"),
+    ],
+)
+@pytest.mark.parametrize("template", [None, "{filename}\n---\nDocument ({filename}): {document}"])
+def test_prompts_name_the_file_not_its_folders(path: str, name: str, template: str | None) -> None:
+    spec = ExtractSpec(TEST_SCHEMA, PromptTemplate.load(None))
+    prompt = _builder(None, template).build(path, "the text").messages
+    for messages in (prompt, spec.field_prefix(prompt, path, "the text")):
+        texts = " ".join(m["content"] for m in messages)
+        assert f"({name})" in texts, texts
+        folders = [p for p in path.replace("\\", "/").split("/")[:-1] if p]
+        assert not any(folder in texts for folder in folders), texts
+
+
 # ---- schema library --------------------------------------------------------------------------
 
 
