@@ -5,8 +5,9 @@ instead of ~10 per layer (each 2-8 µs of Python and ctypes around a kernel that
 at one row).
 
 It takes fp32 activations and caches, quantized weights whose output channels fill whole strips
-(no padding), full-width rotary tables and no sliding window; ``LayerLoop.supports`` says whether a
-weight qualifies, and the engine keeps the per-layer Python path for everything else.
+(no padding; a ``SplitWeight`` of up to three such parts too), full-width rotary tables and no
+sliding window; ``LayerLoop.supports`` says whether a weight qualifies, and the engine keeps the
+per-layer Python path for everything else.
 """
 
 from __future__ import annotations
@@ -20,11 +21,12 @@ import torch
 from stencil.kernels.cpu_attention import FLAGS, CpuPagedAttention, _fits, _launch
 from stencil.kernels.cpu_layer_ops import CpuLayerOps
 from stencil.kernels.cpu_quant import CpuQuantLinear
-from stencil.kernels.quant_weight import QuantizedWeight
+from stencil.kernels.quant_weight import QuantizedWeight, SplitWeight
 from stencil.paths import load_library
 
 SOURCE = Path(__file__).parent / "csrc" / "layer_loop.c"
 _P, _I, _L, _F = ctypes.c_void_p, ctypes.c_int, ctypes.c_int64, ctypes.c_float
+MAX_PARTS = 3  # layer_loop.c's
 
 
 class _Ops(ctypes.Structure):
@@ -34,7 +36,7 @@ class _Ops(ctypes.Structure):
     ]
 
 
-class _Linear(ctypes.Structure):
+class _Part(ctypes.Structure):
     _fields_ = [
         ("N", _L),
         ("K", _I),
@@ -45,8 +47,11 @@ class _Linear(ctypes.Structure):
         ("planes", _P),
         ("scales", _P),
         ("mins", _P),
-        ("bias", _P),
     ]
+
+
+class _Linear(ctypes.Structure):
+    _fields_ = [("N", _L), ("num_parts", _I), ("part", _Part * MAX_PARTS), ("bias", _P)]
 
 
 class _Layer(ctypes.Structure):
@@ -96,7 +101,7 @@ class _Step(ctypes.Structure):
 
 
 class _Scratch(ctypes.Structure):
-    _fields_ = [(n, _P) for n in ("x", "r", "qkv", "attn", "gate_up", "act")]
+    _fields_ = [(n, _P) for n in ("x", "r", "qkv", "attn", "gate_up", "act", "part")]
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,10 +110,10 @@ class LayerWeights:
 
     input_norm: torch.Tensor  # [hidden] fp32
     post_norm: torch.Tensor
-    qkv: tuple[QuantizedWeight, torch.Tensor | None]
-    o: tuple[QuantizedWeight, torch.Tensor | None]
-    gate_up: tuple[QuantizedWeight, torch.Tensor | None]
-    down: tuple[QuantizedWeight, torch.Tensor | None]
+    qkv: tuple[QuantizedWeight | SplitWeight, torch.Tensor | None]
+    o: tuple[QuantizedWeight | SplitWeight, torch.Tensor | None]
+    gate_up: tuple[QuantizedWeight | SplitWeight, torch.Tensor | None]
+    down: tuple[QuantizedWeight | SplitWeight, torch.Tensor | None]
     kv_cache: tuple[torch.Tensor, torch.Tensor]  # [blocks, block_size, kv_heads, dim] views
 
 
@@ -118,7 +123,7 @@ class Stack:
 
     layers: ctypes.Array
     shape: _Shape
-    sizes: tuple[int, int, int, int]  # hidden, heads * dim, qkv, inter
+    sizes: tuple[int, int, int, int, int]  # hidden, heads * dim, qkv, inter, widest split part
     caches: tuple[torch.Tensor, torch.Tensor]  # the first layer's (every layer's share a layout)
     keep: tuple
 
@@ -142,12 +147,17 @@ class LayerLoop:
 
     @staticmethod
     def supports(weight, bias=None) -> bool:
-        """Whether the loop reads this linear: quantized, whole 16-channel strips, K in blocks
-        of 32, an fp32 bias or none."""
+        """Whether the loop reads this linear: quantized (or split in up to three quantized
+        parts), whole 16-channel strips, K in blocks of 32, an fp32 bias or none."""
+        parts = _parts(weight)
         return (
-            isinstance(weight, QuantizedWeight)
-            and weight.scales.shape[0] * 16 == weight.shape[0]
-            and weight.shape[1] % 32 == 0
+            0 < len(parts) <= MAX_PARTS
+            and all(
+                isinstance(p, QuantizedWeight)
+                and p.scales.shape[0] * 16 == p.shape[0]
+                and p.shape[1] % 32 == 0
+                for p in parts
+            )
             and (bias is None or bias.dtype == torch.float32)
         )
 
@@ -192,7 +202,14 @@ class LayerLoop:
             bs,
             nb * bs,
         )
-        sizes = (hidden, heads * dim, first.qkv[0].shape[0], inter)
+        split = [
+            p.shape[0]
+            for lw in layers
+            for w, _ in (lw.qkv, lw.o, lw.gate_up, lw.down)
+            if isinstance(w, SplitWeight)
+            for p in w.parts
+        ]
+        sizes = (hidden, heads * dim, first.qkv[0].shape[0], inter, max(split, default=0))
         return Stack(arr, shape, sizes, first.kv_cache, tuple(keep))
 
     def __call__(
@@ -207,11 +224,11 @@ class LayerLoop:
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """``embedded [T, hidden]`` fp32 through every layer: ``(x, residual)`` before the final
         norm (``residual`` is ``embedded``, updated in place)."""
-        hidden, qd, nqkv, inter = stack.sizes
+        hidden, qd, nqkv, inter, split = stack.sizes
         t = embedded.shape[0]
         r = embedded.contiguous()
         x, qkv, attn = torch.empty(t, hidden), torch.empty(t, nqkv), torch.empty(t, qd)
-        gate_up, act = torch.empty(t, 2 * inter), torch.empty(t, inter)
+        gate_up, act, part = torch.empty(t, 2 * inter), torch.empty(t, inter), torch.empty(t, split)
         q_view = qkv[:, :qd].view(t, stack.shape.heads, stack.shape.dim)
         launch = _launch(q_view, *stack.caches, block_tables, cu_seqlens_q, context_lens)
         tables, cu, ctx, units = launch.tensors
@@ -226,7 +243,7 @@ class LayerLoop:
             tables.shape[1],
             units.shape[0],
         )
-        scratch = _Scratch(*(a.data_ptr() for a in (x, r, qkv, attn, gate_up, act)))
+        scratch = _Scratch(*(a.data_ptr() for a in (x, r, qkv, attn, gate_up, act, part)))
         status = self._run(
             ctypes.byref(self._ops),
             stack.layers,
@@ -245,24 +262,30 @@ class LayerLoop:
         return x, r
 
 
-def _linear(weight: QuantizedWeight, bias: torch.Tensor | None, keep: list) -> _Linear:
+def _parts(weight) -> tuple:
+    return weight.parts if isinstance(weight, SplitWeight) else (weight,)
+
+
+def _linear(weight, bias: torch.Tensor | None, keep: list) -> _Linear:
     if bias is not None:
         bias = bias.contiguous()
         keep.append(bias)
-    n, k = weight.shape
+    parts = _parts(weight)
     ptr = lambda t: None if t is None else t.data_ptr()  # noqa: E731
-    return _Linear(
-        n,
-        k,
-        weight.bits,
-        weight.group,
-        weight.zero,
-        weight.codes.data_ptr(),
-        ptr(weight.planes),
-        weight.scales.data_ptr(),
-        ptr(weight.mins),
-        ptr(bias),
-    )
+    structs = [
+        _Part(
+            *p.shape,
+            p.bits,
+            p.group,
+            p.zero,
+            p.codes.data_ptr(),
+            ptr(p.planes),
+            p.scales.data_ptr(),
+            ptr(p.mins),
+        )
+        for p in parts
+    ]
+    return _Linear(weight.shape[0], len(parts), (_Part * MAX_PARTS)(*structs), ptr(bias))
 
 
 def load(quant, ops, attention) -> LayerLoop | None:

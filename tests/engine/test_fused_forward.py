@@ -1,5 +1,6 @@
 """The layer loop (``engine/fused_forward.py`` over ``kernels/cpu_layer_loop.py``): for tiny
-random-weight Llama (Q4_1, untied) and Qwen2 (Q8_0, q/k/v bias, tied) GGUF files it replaces the
+random-weight Llama (Q4_1, untied) and Qwen2 (a K-quant mix like a Q4_K_M file's: q/k in Q8_0 and
+v in Q6_K as one split projection, q/k/v bias, Q4_K gate/up, Q6_K down, tied) GGUF files it replaces the
 model's forward, and the hidden states, logprobs and greedy tokens equal the per-layer Python
 forward's bit for bit (same kernels, same order): prefill, chunked prefill, batched decode,
 prefix-cache hits. Models outside its shape (Qwen3's q/k norms, dense weights, the torch kernels)
@@ -14,15 +15,21 @@ from transformers import AutoModelForCausalLM, LlamaConfig, Qwen2Config
 
 from stencil import SamplingParams
 from stencil.engine.fused_forward import FusedForward, uninstall
+from stencil.kernels.quant_weight import SplitWeight
 from stencil.testing.gguf_writer import write_model_gguf
 from stencil.testing.tiny_models import make_llm, prefill_logits
 
 SHAPE = dict(hidden_size=256, intermediate_size=512, num_hidden_layers=2, num_attention_heads=4,
              num_key_value_heads=2, vocab_size=49152, max_position_embeddings=512,
              rms_norm_eps=1e-5, bos_token_id=1, eos_token_id=2)  # fmt: skip
-FILES = {  # name -> (config class, tied, GGML type of every matrix)
-    "llama-q4_1": (LlamaConfig, False, "Q4_1"),
-    "qwen2-q8_0": (Qwen2Config, True, "Q8_0"),
+MIX = {"v_proj": "Q6_K", "gate_proj": "Q4_K", "up_proj": "Q4_K", "down_proj": "Q6_K"}
+FILES = {  # name -> (config class, tied, GGML type of a matrix by its HF name)
+    "llama-q4_1": (LlamaConfig, False, lambda name: "Q4_1"),
+    "qwen2-mix": (
+        Qwen2Config,
+        True,
+        lambda name: next((q for part, q in MIX.items() if part in name), "Q8_0"),
+    ),
 }
 PROMPTS = [[1, 100, 2000, 300, 4000, 50, 6000, 70], [9, 8, 7, 6, 5], list(range(300, 345))]
 
@@ -41,7 +48,9 @@ def gguf_files(tmp_path_factory, gguf_tokenizer_fields):
         if tied:
             state.pop("lm_head.weight", None)
         out[name] = root / f"{name}.gguf"
-        write_model_gguf(out[name], config, state, lambda n, s, q=qtype: q, gguf_tokenizer_fields)
+        write_model_gguf(
+            out[name], config, state, lambda n, s, q=qtype: q(n), gguf_tokenizer_fields
+        )
     return out
 
 
@@ -53,11 +62,13 @@ def engines(path, **kw):
     return fused, plain
 
 
-@pytest.mark.parametrize("name", ["llama-q4_1", "qwen2-q8_0"])
+@pytest.mark.parametrize("name", ["llama-q4_1", "qwen2-mix"])
 def test_prefill_hidden_states_are_identical(name, gguf_files):
     fused, plain = engines(gguf_files[name])
     assert isinstance(fused.engine.runner.model.forward, FusedForward)
     assert not isinstance(plain.engine.runner.model.forward, FusedForward)
+    qkv = fused.engine.runner.model.layers[0].self_attn.qkv_proj.weight
+    assert isinstance(qkv, SplitWeight) == (name == "qwen2-mix")  # q/k Q8_0, v Q6_K
     for a, b in zip(prefill_logits(fused, PROMPTS), prefill_logits(plain, PROMPTS), strict=True):
         assert torch.equal(a, b)
 
@@ -69,7 +80,7 @@ CASES = {  # label -> engine settings
 }
 
 
-@pytest.mark.parametrize("name", ["llama-q4_1", "qwen2-q8_0"])
+@pytest.mark.parametrize("name", ["llama-q4_1", "qwen2-mix"])
 @pytest.mark.parametrize("case", list(CASES))
 def test_decoded_tokens_and_logprobs_are_identical(name, case, gguf_files):
     fused, plain = engines(gguf_files[name], **CASES[case])

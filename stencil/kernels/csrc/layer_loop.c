@@ -2,7 +2,10 @@
  * calls one by one (csrc/quant_linear_i8.c, csrc/layer_ops.c, csrc/paged_attention.c), reached
  * through function pointers, in the same order on the same buffers, so the result is the Python
  * forward's bit for bit without ~10 Python-to-C round trips per layer. fp32 activations and
- * cache, quantized weights (16-channel strips, no padding), full rotary, no sliding window.
+ * cache, quantized weights (16-channel strips, no padding), full rotary, no sliding window. A
+ * projection whose parts are stored in different formats (a Q4_K_M file's q/k in Q4_K, v in
+ * Q6_K) runs part by part into scratch, its columns copied into place and the bias added after,
+ * as cpu_linear.py runs a SplitWeight.
  *
  * Per layer, with x the hidden rows and r the residual (vLLM's layout):
  *   x = norm(r) (layer 0) | r += x, x = norm(r)
@@ -39,12 +42,20 @@ typedef struct {
     attention_fn attention;
 } Ops;
 
-typedef struct { /* one quantized weight [N, K] (quant_weight.py's layout) and its fp32 bias */
+typedef struct { /* one quantized weight [N, K] (quant_weight.py's layout) */
     int64_t N;
     int K, bits, G, zero;
     const void *codes;
     const uint32_t *planes;
     const uint16_t *scales, *mins;
+} Part;
+
+#define MAX_PARTS 3
+
+typedef struct { /* a projection [N, K]: 1 to MAX_PARTS parts stacked along N, an fp32 bias */
+    int64_t N;
+    int num_parts;
+    Part part[MAX_PARTS];
     const float *bias;
 } Linear;
 
@@ -70,13 +81,33 @@ typedef struct { /* one step: its tokens, their cache slots, the attention plan 
 
 typedef struct { /* fp32 scratch: x [T, hidden], r [T, hidden] (holds the embedding on entry), qkv
                   * [T, (heads + 2 kv_heads) dim], attention out [T, heads dim], g [T, 2 inter],
-                  * act [T, inter] */
-    float *x, *r, *qkv, *attn, *gate_up, *act;
+                  * act [T, inter], part [T, the widest part of a split projection] */
+    float *x, *r, *qkv, *attn, *gate_up, *act, *part;
 } Scratch;
 
-static int linear(const Ops *op, const Linear *w, const float *in, int64_t T, float *out, int nt) {
-    return op->qlinear(in, T, w->K, w->N, w->bits, w->G, w->zero, w->codes, w->planes, w->scales,
-                       w->mins, w->bias, out, nt);
+static int qlinear(const Ops *op, const Part *p, const float *in, int64_t T, const float *bias,
+                   float *out, int nt) {
+    return op->qlinear(in, T, p->K, p->N, p->bits, p->G, p->zero, p->codes, p->planes, p->scales,
+                       p->mins, bias, out, nt);
+}
+
+static int linear(const Ops *op, const Linear *w, const float *in, int64_t T, float *out,
+                  float *part, int nt) {
+    if (w->num_parts == 1) return qlinear(op, w->part, in, T, w->bias, out, nt);
+    int64_t col = 0;
+    for (int i = 0; i < w->num_parts; col += w->part[i++].N) {
+        const int64_t n = w->part[i].N;
+        if (qlinear(op, w->part + i, in, T, 0, part, nt)) return -1;
+        for (int64_t t = 0; t < T; t++) {
+            float *dst = out + t * w->N + col;
+            const float *src = part + t * n;
+            if (w->bias)
+                for (int64_t j = 0; j < n; j++) dst[j] = src[j] + w->bias[col + j];
+            else
+                for (int64_t j = 0; j < n; j++) dst[j] = src[j];
+        }
+    }
+    return 0;
 }
 
 /* Returns 0; -1 when a linear found no scratch memory; -2 a position outside the rotary table;
@@ -91,7 +122,7 @@ int layer_loop(const Ops *op, const Layer *layers, int num_layers, const Shape *
             op->rms_norm(b->x, H, 0, b->r, H, 0, L->input_norm, T, 1, (int)H, s->eps, 0, nt);
         else
             op->add_norm(b->x, H, b->r, H, L->input_norm, T, (int)H, s->eps, 0, nt);
-        if (linear(op, &L->qkv, b->x, T, b->qkv, nt)) return -1;
+        if (linear(op, &L->qkv, b->x, T, b->qkv, b->part, nt)) return -1;
         float *q = b->qkv, *k = b->qkv + qd, *v = b->qkv + qd + kvd;
         if (op->rotary(st->positions, T, q, nqkv, s->dim, s->heads, k, nqkv, s->dim, s->kv_heads,
                        s->cos_sin, s->max_pos, s->dim, 0, nt))
@@ -103,11 +134,11 @@ int layer_loop(const Ops *op, const Layer *layers, int num_layers, const Shape *
         op->attention(q, nqkv, L->k_cache, L->v_cache, 0, s->cb, s->cs, s->ch, st->tables,
                       st->width, st->cu, st->ctx, st->units, st->num_units, s->heads, s->kv_heads,
                       s->dim, (int)s->block_size, s->scale, 0, 0, b->attn, nt, 0.0f);
-        if (linear(op, &L->o, b->attn, T, b->x, nt)) return -1;
+        if (linear(op, &L->o, b->attn, T, b->x, b->part, nt)) return -1;
         op->add_norm(b->x, H, b->r, H, L->post_norm, T, (int)H, s->eps, 0, nt);
-        if (linear(op, &L->gate_up, b->x, T, b->gate_up, nt)) return -1;
+        if (linear(op, &L->gate_up, b->x, T, b->gate_up, b->part, nt)) return -1;
         op->silu(b->act, s->inter, b->gate_up, 2 * (int64_t)s->inter, T, s->inter, 0, nt);
-        if (linear(op, &L->down, b->act, T, b->x, nt)) return -1;
+        if (linear(op, &L->down, b->act, T, b->x, b->part, nt)) return -1;
     }
     return 0;
 }
