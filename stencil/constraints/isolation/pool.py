@@ -19,7 +19,9 @@ class CompileWorkerPool:
     budget (the worker is SIGKILLed past it) and an address-space budget of ``memory_bytes``
     beyond the worker's idle footprint. Workers start on first use (one at once, the others
     in the background); a killed one is replaced in the background at once, so the next
-    compile does not wait for a start. Thread-safe;
+    compile does not wait for a start. A starting worker is waited for while it lives (a
+    256k vocabulary on a loaded machine takes minutes), one that dies first is an error with
+    its exit status and stderr. Thread-safe;
     ``close()`` kills every worker (busy and starting ones included): no child is left."""
 
     def __init__(
@@ -28,7 +30,7 @@ class CompileWorkerPool:
         *,
         size: int = 2,
         memory_bytes: int = 1 << 30,
-        startup_timeout_s: float = 60.0,
+        slow_start_s: float = 60.0,
     ) -> None:
         if size < 1 or memory_bytes < 1:
             raise ValueError("a compile pool needs size >= 1 and memory_bytes >= 1")
@@ -42,7 +44,8 @@ class CompileWorkerPool:
             memory_bytes,
         )
         self.size = size
-        self.startup_timeout_s = startup_timeout_s
+        self.slow_start_s = slow_start_s
+        """A worker still starting after this is logged; the pool waits while it lives."""
         self._slots = threading.BoundedSemaphore(size)
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
@@ -149,7 +152,7 @@ class CompileWorkerPool:
         worker = self._launch()
         self.start()  # first use: the rest of the pool starts in the background
         try:
-            worker.handshake(self._init, self.startup_timeout_s)
+            worker.handshake(self._init, self.slow_start_s)
         except CompileWorkerError:
             self._checkin(worker)
             raise
@@ -189,7 +192,7 @@ class CompileWorkerPool:
         try:
             worker = self._launch()
             try:
-                worker.handshake(self._init, self.startup_timeout_s)
+                worker.handshake(self._init, self.slow_start_s)
             except CompileWorkerError:
                 pass  # not retried here: the next compile starts a worker itself
             self._checkin(worker)

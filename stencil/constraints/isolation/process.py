@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import socket
@@ -27,7 +28,11 @@ from .protocol import Ready, Reply, WorkerInit
 
 BOOTSTRAP = Path(__file__).with_name("bootstrap.py")
 _POLL_S = 0.01  # how often a waiting compile checks its cancel event and the worker's memory
+_START_POLL_S = 0.1  # how often a starting worker is checked for life
 _MEMORY_MARKERS = ("memory allocation of", "MemoryError", "out of memory", "Cannot allocate")
+
+
+logger = logging.getLogger(__name__)
 
 
 class WorkerGoneError(CompileWorkerError):
@@ -113,19 +118,31 @@ class WorkerProcess:
             pass
         self.dispose()
 
-    def handshake(self, init: WorkerInit, timeout_s: float) -> None:
+    def handshake(self, init: WorkerInit, slow_start_s: float) -> None:
         """Send the vocabulary and budget; wait until the worker is ready (it builds its
-        tokenizer and warms up: 0.3-1 s). Raises CompileWorkerError (the worker is killed)."""
+        tokenizer and warms up: 0.3-1 s idle, a minute and more for a 256k vocabulary on a
+        loaded machine) for as long as it lives, logging a start slower than
+        ``slow_start_s``. Raises CompileWorkerError with its exit status and stderr when it
+        dies first (or the pool's close() killed it)."""
+        start = time.monotonic()
+        slow = False
         try:
             self._conn.send(init)
-            if self._conn.poll(timeout_s):
-                self.ready = self._conn.recv()
-                return
+            while self.alive:
+                if self._conn.poll(_START_POLL_S):
+                    self.ready = self._conn.recv()
+                    return
+                if not slow and time.monotonic() - start >= slow_start_s:
+                    slow = True
+                    logger.warning(
+                        "a constraint compile worker (pid %d) is still starting after %g s;"
+                        " waiting while it runs",
+                        self.pid,
+                        slow_start_s,
+                    )
         except (EOFError, OSError):
             pass
-        detail = "stopped" if self._stopped.is_set() else self._stderr_tail()[-500:]
-        self.kill()
-        raise CompileWorkerError(f"a constraint compile worker did not start: {detail}")
+        raise self._start_error()
 
     # ---- internals ----------------------------------------------------------------------
 
@@ -169,6 +186,19 @@ class WorkerProcess:
         if any(marker in tail for marker in _MEMORY_MARKERS):
             return CompileMemoryError(self.memory_bytes)
         return CompileCrashError(f"the constraint compile crashed its worker ({_describe(code)})")
+
+    def _start_error(self) -> CompileWorkerError:
+        if self._stopped.is_set():
+            return CompileWorkerError("a constraint compile worker did not start: stopped")
+        try:  # its socket closed as it exited: reaped at once
+            status = f"it exited ({_describe(self._proc.wait(1.0))})"
+        except subprocess.TimeoutExpired:
+            status = "its connection broke"
+        tail = self._stderr_tail()[-500:]
+        self.kill()
+        return CompileWorkerError(
+            f"a constraint compile worker did not start: {status}" + (f": {tail}" if tail else "")
+        )
 
     def _stderr_tail(self, size: int = 4096) -> str:
         try:

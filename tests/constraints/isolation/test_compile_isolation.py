@@ -32,6 +32,8 @@ from stencil.constraints import (
     UnsupportedSchemaError,
     allocate_token_bitmask,
 )
+from stencil.constraints.isolation import CompileWorkerPool
+from stencil.constraints.limits import Limits
 from stencil.testing.pathological import pathological
 
 BUDGET_S = 1.0
@@ -188,6 +190,37 @@ def test_start_launches_the_workers_before_any_compile(smol_vocab):
         compiler.pool.start()  # a full pool starts nothing more
         assert compiler.compile(GOOD[2]).constraint.kind == "choice"
         assert compiler.pool.workers_started == 2
+
+
+# A worker's interpreter made slow to start, or to die at start, by a ``sitecustomize`` on its
+# PYTHONPATH (run before the worker's own code: the real process, nothing of the pool replaced)
+START_HOOKS = {
+    "slow": "import time\ntime.sleep(2.0)\n",
+    "dies": "import os, sys\nsys.stderr.write('cannot map the vocabulary\\n')\nos._exit(3)\n",
+}
+
+
+@pytest.mark.parametrize(
+    ("hook", "error"),
+    [("slow", None), ("dies", r"it exited \(exit code 3\): cannot map the vocabulary")],
+)
+def test_a_starting_worker_is_waited_for_while_it_lives(
+    smol_vocab, tmp_path, monkeypatch, caplog, hook: str, error: str | None
+):
+    (tmp_path / "sitecustomize.py").write_text(START_HOOKS[hook])
+    path = os.environ.get("PYTHONPATH")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), *([path] if path else [])]))
+    pool = CompileWorkerPool(smol_vocab, size=1, slow_start_s=0.5)
+    try:
+        if error is None:
+            translation, _, _ = pool.compile(GOOD[1], Limits(), timeout_s=30)
+            assert translation.grammar
+            assert "still starting after 0.5 s" in caplog.text  # slow, logged, not failed
+        else:
+            with pytest.raises(CompileWorkerError, match=error):
+                pool.compile(GOOD[1], Limits(), timeout_s=30)
+    finally:
+        pool.close()
 
 
 # ---- helpers ------------------------------------------------------------------------------
