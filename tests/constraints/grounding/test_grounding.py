@@ -127,6 +127,27 @@ def test_spans_are_accepted_and_inventions_refused(smol_compiler, smol_tokenizer
     assert accepts_text(compiled, smol_tokenizer, text) is ok
 
 
+FRONT_MATTER = "Ana Huamán¹, Peter Lindqvist²\n¹ Universidad Católica\n² Uppsala University (85 m²)"
+NAME = {"type": "object", "properties": {"v": {"type": "string", "x-grounded": True}}}
+
+
+@pytest.mark.parametrize(
+    ("value", "ok"),
+    [
+        ("Ana Huamán", True),  # a name without its footnote mark
+        ("Ana Huamán¹", True),  # or with it, as the document writes it
+        ("Peter Lindqvist", True),
+        ("Universidad Católica", True),
+        ("¹ Universidad Católica", False),  # a value never starts with a footnote mark
+        ("85 m²", True),
+        ("Huam", False),  # still never inside a word
+    ],
+)
+def test_a_footnote_mark_is_no_part_of_the_word_it_marks(smol_compiler, smol_tokenizer, value, ok):
+    compiled = smol_compiler.compile(Constraint.json_schema(NAME, source_text=FRONT_MATTER))
+    assert accepts_text(compiled, smol_tokenizer, json.dumps({"v": value}, ensure_ascii=False)) is ok
+
+
 def test_ground_strings_grounds_plain_and_pattern_strings(smol_compiler, smol_tokenizer):
     schema = {
         "type": "object",
