@@ -10,8 +10,7 @@ with the same threads, both warmed on a prompt outside the workload, runs altern
 The bandwidth limit is measured in the same run, between rounds: the read bandwidth of this
 process's threads (``torch.sum`` over 1 GiB of fp32, best of 5) divided by the bytes of weights one
 decoded token reads (every tensor of the file but the token embedding, which a step looks up;
-the output head is read whole, tied or not). Stencil keeps K-quant sub-block scales as fp16, so
-it reads a few percent more than the file; its resident bytes are printed beside.
+the output head is read whole, tied or not); Stencil's resident bytes are printed beside.
 ``decode``: chat prompts, ``--max-tokens`` greedy tokens each, EOS ignored, one request at a
 time (tok/s = output tokens / the client's wall time, prefill of the ~40-token prompt included).
 ``prefill``: a plain-text prompt of about ``--prefill-tokens`` tokens (the ``examples/``

@@ -47,6 +47,8 @@ class _Part(ctypes.Structure):
         ("planes", _P),
         ("scales", _P),
         ("mins", _P),
+        ("sup_s", _P),
+        ("sup_m", _P),
     ]
 
 
@@ -280,8 +282,7 @@ def _linear(weight, bias: torch.Tensor | None, keep: list) -> _Linear:
             p.zero,
             p.codes.data_ptr(),
             ptr(p.planes),
-            p.scales.data_ptr(),
-            ptr(p.mins),
+            *map(ptr, (p.scales, p.mins, p.super_scales, p.super_mins)),
         )
         for p in parts
     ]

@@ -42,10 +42,12 @@ _ARGTYPES = [
     _P,
     _P,
     _P,
+    _P,
+    _P,
     ctypes.c_int,
 ]
 _ARGTYPES_I8 = [_P, _I64, ctypes.c_int, _I64, ctypes.c_int, ctypes.c_int, ctypes.c_int]
-_ARGTYPES_I8 += [_P, _P, _P, _P, _P, _P, ctypes.c_int]
+_ARGTYPES_I8 += [_P, _P, _P, _P, _P, _P, _P, _P, ctypes.c_int]
 
 
 class CpuQuantLinear:
@@ -63,7 +65,7 @@ class CpuQuantLinear:
             self._i8.argtypes = _ARGTYPES_I8
             self._i8.restype = ctypes.c_int
             self._grouped.argtypes = [_P, _P, ctypes.c_int, ctypes.c_int, _I64, ctypes.c_int]
-            self._grouped.argtypes += [ctypes.c_int, ctypes.c_int, _P, _P, _P, _P, _P, _P]
+            self._grouped.argtypes += [ctypes.c_int, ctypes.c_int, _P, _P, _P, _P, _P, _P, _P, _P]
             self._grouped.argtypes += [ctypes.c_int, _P, _I64, ctypes.c_int, _P, _P, _P]
             self._grouped.restype = ctypes.c_int
         self._tables: dict[int, torch.Tensor] = {}
@@ -104,8 +106,7 @@ class CpuQuantLinear:
                 weight.zero,
                 weight.codes.data_ptr(),
                 _ptr(weight.planes),
-                weight.scales.data_ptr(),
-                _ptr(weight.mins),
+                *_scale_pointers(weight),
                 _ptr(bias),
                 out.data_ptr(),
                 torch.get_num_threads(),
@@ -135,8 +136,7 @@ class CpuQuantLinear:
                 weight.group,
                 weight.codes.data_ptr(),
                 _ptr(weight.planes),
-                weight.scales.data_ptr(),
-                _ptr(weight.mins),
+                *_scale_pointers(weight),
                 self._table(weight.zero).data_ptr(),
                 _ptr(bias),
                 out.data_ptr(),
@@ -152,11 +152,11 @@ class CpuQuantLinear:
             return True
         if not all(isinstance(w, QuantizedWeight) for w in weights):
             return False
-        first = weights[0]
-        key = (first.shape, first.bits, first.group, first.zero, first.mins is None)
-        same = first.shape[0] % 16 == 0 and all(
-            (w.shape, w.bits, w.group, w.zero, w.mins is None) == key for w in weights
-        )
+
+        def key(w: QuantizedWeight) -> tuple:
+            return w.shape, w.bits, w.group, w.zero, w.mins is None, w.super_scales is None
+
+        same = weights[0].shape[0] % 16 == 0 and all(key(w) == key(weights[0]) for w in weights)
         if same:  # kept with the weights, so that their ids stay theirs
             self._formats[(*map(id, weights),)] = tuple(weights)
         return same
@@ -198,7 +198,7 @@ class CpuQuantLinear:
                 first.bits,
                 first.group,
                 first.zero,
-                *(ctypes.addressof(p) for p in pointers[:5]),
+                *(ctypes.addressof(p) for p in pointers[:7]),
                 out.data_ptr(),
                 torch.get_num_threads(),
                 None if rows_c is None else rows_c.data_ptr(),
@@ -213,7 +213,8 @@ class CpuQuantLinear:
         return (out if combined is None else combined).to(x.dtype)
 
     def _pointers(self, weights, biases) -> tuple:
-        """ctypes arrays of the experts' codes, planes, scales, mins and biases (built once)."""
+        """ctypes arrays of the experts' codes, planes, scales, mins, super-block scales and
+        mins, and biases (built once)."""
         key = (*map(id, weights), *map(id, biases or ()))
         if key not in self._experts:
             arr = ctypes.c_void_p * len(weights)
@@ -225,8 +226,7 @@ class CpuQuantLinear:
             self._experts[key] = (
                 arr(*(w.codes.data_ptr() for w in weights)),
                 arr(*(_ptr(w.planes) for w in weights)),
-                arr(*(w.scales.data_ptr() for w in weights)),
-                arr(*(_ptr(w.mins) for w in weights)),
+                *(arr(*p) for p in zip(*map(_scale_pointers, weights), strict=True)),
                 arr(*(_ptr(b) for b in bias)),
                 weights,
                 bias,  # kept alive with the pointers
@@ -241,6 +241,11 @@ class CpuQuantLinear:
 
 def _ptr(t: torch.Tensor | None) -> int | None:
     return None if t is None else t.data_ptr()
+
+
+def _scale_pointers(w: QuantizedWeight) -> tuple:
+    """The kernels' scales, mins, super-block scales and mins arguments."""
+    return tuple(map(_ptr, (w.scales, w.mins, w.super_scales, w.super_mins)))
 
 
 def load(int8_activations: bool = True) -> CpuQuantLinear | None:

@@ -2,6 +2,10 @@
 
 ``value[n, k] = (code[n, k] - zero) * scale[n, k // group] + min[n, k // group]``
 
+The K-quants keep theirs as the file does: an int8 per group times an fp16 per 256 weights
+(``super_scales``, ``super_mins``), a product exact in fp32, so the values are the file's and the
+scales cost a byte a group.
+
 The codes are stored once, at load, in the packed layout the C kernel reads
 (``csrc/quant_linear.c``): strips of 16 output channels, k pairs lane-major; 8-bit codes as int8,
 4-6 bit codes as a nibble plane plus their bits above 4 (``_high_bits``). That covers GGUF's Q8_0,
@@ -19,6 +23,7 @@ import torch
 STRIP = 16
 BITS = (4, 5, 6, 8)
 GROUPS = (16, 32)
+SUPER = 256  # weights per super-block scale
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,21 +36,36 @@ class QuantizedWeight:
     zero: int
     codes: torch.Tensor  # bits 8: int8 [S, K/2, 32]; else uint8 nibbles [S, K/4, 32]
     planes: torch.Tensor | None  # bits 5, 6: ``_high_bits``, int32 [S, K/2, bits - 4]
-    scales: torch.Tensor  # fp16 [S, K/group, 16]
-    mins: torch.Tensor | None  # fp16 [S, K/group, 16]
+    scales: torch.Tensor  # fp16 [S, K/group, 16]; int8 with super_scales
+    mins: torch.Tensor | None  # the same as scales, with super_mins
+    super_scales: torch.Tensor | None = None  # fp16 [S, K/256, 16]
+    super_mins: torch.Tensor | None = None
 
     @property
     def nbytes(self) -> int:
-        parts = (self.codes, self.planes, self.scales, self.mins)
+        parts = (
+            self.codes,
+            self.planes,
+            self.scales,
+            self.mins,
+            self.super_scales,
+            self.super_mins,
+        )
         return sum(t.numel() * t.element_size() for t in parts if t is not None)
 
     def rows(self, ids: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
         """Rows ``ids`` ([T] int) dequantized: ``[T, K]``."""
         strip, lane = ids // STRIP, ids % STRIP
-        scales = self.scales[strip, :, lane].float().repeat_interleave(self.group, dim=1)
-        out = (self.codes_of(ids) - self.zero).float() * scales  # [T, K]
+
+        def per_k(groups: torch.Tensor, supers: torch.Tensor | None) -> torch.Tensor:
+            out = groups[strip, :, lane].float()  # [T, K/group]
+            if supers is not None:
+                out *= supers[strip, :, lane].float().repeat_interleave(SUPER // self.group, 1)
+            return out.repeat_interleave(self.group, dim=1)
+
+        out = (self.codes_of(ids) - self.zero).float() * per_k(self.scales, self.super_scales)
         if self.mins is not None:
-            out += self.mins[strip, :, lane].float().repeat_interleave(self.group, dim=1)
+            out += per_k(self.mins, self.super_mins)
         return out.to(dtype)
 
     def codes_of(self, ids: torch.Tensor) -> torch.Tensor:
@@ -72,13 +92,24 @@ class QuantizedWeight:
 
 
 def pack(
-    codes: np.ndarray, scales: np.ndarray, mins: np.ndarray | None, bits: int, group: int, zero: int
+    codes: np.ndarray,
+    scales: np.ndarray,
+    mins: np.ndarray | None,
+    bits: int,
+    group: int,
+    zero: int,
+    super_scales: np.ndarray | None = None,
+    super_mins: np.ndarray | None = None,
 ) -> QuantizedWeight:
     """``codes`` [N, K] (int8 for 8 bits, else uint8 in 0..2**bits-1), ``scales``/``mins``
-    [N, K/group] (cast to fp16) -> the packed weight."""
+    [N, K/group] (cast to fp16) -> the packed weight. With ``super_scales`` (and ``super_mins``,
+    [N, K/256] fp16 values) each scale (min) must be its super-block's value times an int8,
+    which is what is kept."""
     n, k = codes.shape
     if bits not in BITS or group not in GROUPS or k % 32 or scales.shape != (n, k // group):
         raise ValueError(f"cannot pack {bits}-bit codes of shape {codes.shape}, group {group}")
+    if super_scales is not None and (k % SUPER or super_scales.shape != (n, k // SUPER)):
+        raise ValueError(f"super-block scales of shape {super_scales.shape} for {codes.shape}")
     pad = -n % STRIP
     if pad:
         codes = np.pad(codes, ((0, pad), (0, 0)), constant_values=zero if bits < 8 else 0)
@@ -92,16 +123,28 @@ def pack(
         packed = (quad[:, :, 0] & 15) | ((quad[:, :, 1] & 15) << 4)  # [S, K/4, 32]
         if bits > 4:
             planes = torch.from_numpy(_high_bits(vec, bits))
+    kept = [(scales, super_scales), (mins, super_mins if mins is not None else None)]
+    if super_scales is not None:
+        kept = [(_sub_scales(a, s, group), s) for a, s in kept]
+    (sc, sup_sc), (mn, sup_mn) = [
+        (None if a is None else _strips(a, pad), None if s is None else _strips(s, pad))
+        for a, s in kept
+    ]
     return QuantizedWeight(
-        (n, k),
-        bits,
-        group,
-        zero,
-        torch.from_numpy(np.ascontiguousarray(packed)),
-        planes,
-        _strips(scales, pad),
-        None if mins is None else _strips(mins, pad),
-    )
+        (n, k), bits, group, zero, torch.from_numpy(np.ascontiguousarray(packed)), planes,
+        sc, mn, sup_sc, sup_mn,
+    )  # fmt: skip
+
+
+def _sub_scales(a: np.ndarray | None, supers: np.ndarray | None, group: int) -> np.ndarray | None:
+    """``a`` [N, K/group] as int8 multiples of ``supers`` [N, K/256] (exact, or ValueError)."""
+    if a is None:
+        return None
+    per = np.repeat(supers.astype(np.float16).astype(np.float32), SUPER // group, axis=1)
+    sub = np.rint(np.divide(a, per, out=np.zeros_like(a, np.float32), where=per != 0))
+    if not (-128 <= sub).all() or not (sub <= 127).all() or not np.array_equal(sub * per, a):
+        raise ValueError("scales that are not an int8 times their super-block scale")
+    return sub.astype(np.int8)
 
 
 def _lane_major(codes: np.ndarray, s: int, k: int) -> np.ndarray:
@@ -130,7 +173,8 @@ def _high_bits(vec: np.ndarray, bits: int) -> np.ndarray:
 
 
 def _strips(a: np.ndarray, pad: int) -> torch.Tensor:
-    a = np.pad(a.astype(np.float16), ((0, pad), (0, 0)))  # [N, G]
+    """[N, G] -> [S, G, 16] (int8 kept, else fp16)."""
+    a = np.pad(a if a.dtype == np.int8 else a.astype(np.float16), ((0, pad), (0, 0)))
     return torch.from_numpy(
         np.ascontiguousarray(a.reshape(-1, STRIP, a.shape[1]).transpose(0, 2, 1))
     )
@@ -138,12 +182,12 @@ def _strips(a: np.ndarray, pad: int) -> torch.Tensor:
 
 def concat(parts: list[QuantizedWeight]) -> QuantizedWeight | None:
     """The row-wise concatenation of ``parts`` (None when their formats differ or a part is padded)."""
+
+    def key(p: QuantizedWeight) -> tuple:
+        return p.bits, p.group, p.zero, p.mins is None, p.super_scales is None, p.shape[1]
+
     first = parts[0]
-    key = (first.bits, first.group, first.zero, first.mins is None, first.shape[1])
-    if any(
-        (p.bits, p.group, p.zero, p.mins is None, p.shape[1]) != key or p.shape[0] % STRIP
-        for p in parts
-    ):
+    if any(key(p) != key(first) or p.shape[0] % STRIP for p in parts):
         return None
 
     def cat(ts):
@@ -158,6 +202,8 @@ def concat(parts: list[QuantizedWeight]) -> QuantizedWeight | None:
         cat([p.planes for p in parts]),
         cat([p.scales for p in parts]),
         cat([p.mins for p in parts]),
+        cat([p.super_scales for p in parts]),
+        cat([p.super_mins for p in parts]),
     )
 
 

@@ -17,7 +17,7 @@ from stencil.engine.errors import ConfigError
 from stencil.engine.models.gguf import gguf_model_dir, read_gguf_tensors
 from stencil.engine.models.gguf_quants import SUPPORTED, decode
 from stencil.engine.models.quantized import dequantize_codes, weight_bytes
-from stencil.kernels.quant_weight import is_quantized
+from stencil.kernels.quant_weight import is_quantized, pack
 from stencil.testing.gguf_encode import encode
 from stencil.testing.gguf_writer import Encoded, write_model_gguf
 from stencil.testing.tiny_models import hf_greedy, make_llm, prefill_logits
@@ -105,14 +105,12 @@ def test_block_decoding_matches_gguf_dequantize(qtype):
     w = np.random.default_rng(3).standard_normal((48, 512)).astype(np.float32)
     raw = encode(w, qtype)
     want = gguf.quants.dequantize(raw, gguf.GGMLQuantizationType[qtype]).reshape(w.shape)
-    got = dequantize_codes(decode(raw, qtype, w.shape))
-    if qtype.endswith("_K"):
-        # d * sc and dmin * m stored as fp16 (half an ulp: 2^-11 relative): |error| <=
-        # 2^-11 * (max code * scale + |min|) <= 2^-11 * 3 * max |w| of the sub-block
-        bound = 3 * 2.0**-11 * np.abs(want).max()
-        assert np.abs(got - want).max() <= bound
-    else:
-        np.testing.assert_array_equal(got, want)
+    codes = decode(raw, qtype, w.shape)
+    np.testing.assert_array_equal(dequantize_codes(codes), want)
+    # the values the kernels read: the file's, the K-quants' sub-block scales included
+    packed = pack(codes.codes, codes.scales, codes.mins, codes.bits, codes.group, codes.zero,
+                  codes.super_scales, codes.super_mins)  # fmt: skip
+    np.testing.assert_array_equal(packed.dequantize().numpy(), want)
     # the encoders give valid blocks: MXFP4's e2m1 codes under a power-of-two block scale round
     # coarser than the integer formats (RMS ~0.11 of a unit normal)
     assert np.sqrt(((want - w) ** 2).mean()) < (0.15 if qtype == "MXFP4" else 0.1)

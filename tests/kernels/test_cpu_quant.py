@@ -15,33 +15,55 @@ from stencil.kernels.quant_weight import SplitWeight, concat, pack
 KERNEL = cpu_quant.load()  # int8 activations where the CPU has AVX512-VNNI
 BF16_KERNEL = cpu_quant.load(int8_activations=False)
 INT8 = KERNEL is not None and KERNEL.int8_activations
-# bits, group, zero code, with mins: Q8_0 / int8, Q4_0, Q4_1 / Q4_K / int4, Q5_0, Q5_1 / Q5_K, Q6_K
+# bits, group, zero code, with mins, super-block scales: Q8_0 / int8, Q4_0, Q4_1 / int4, Q5_0,
+# Q5_1, Q6_K as fp16 products, then the K-quants as stored (int8 times an fp16 per 256): Q4_K,
+# Q5_K, Q6_K
 FORMATS = [
-    (8, 32, 0, False),
-    (4, 32, 8, False),
-    (4, 32, 0, True),
-    (5, 32, 16, False),
-    (5, 32, 0, True),
-    (6, 16, 32, False),
+    (8, 32, 0, False, False),
+    (4, 32, 8, False, False),
+    (4, 32, 0, True, False),
+    (5, 32, 16, False, False),
+    (5, 32, 0, True, False),
+    (6, 16, 32, False, False),
+    (4, 32, 0, True, True),
+    (5, 32, 0, True, True),
+    (6, 16, 32, False, True),
 ]
 
 
-def random_weight(bits, group, zero, with_min, n, k, seed=0):
+def cases(shapes):
+    """(format, *shape) for every format whose blocks fit the shape's K."""
+    return [(f, *shape) for f in FORMATS for shape in shapes if not f[4] or shape[1] % 256 == 0]
+
+
+def random_weight(bits, group, zero, with_min, supers, n, k, seed=0):
     rng = np.random.default_rng(seed)
     lo, hi = (-128, 127) if bits == 8 else (0, 2**bits - 1)
     codes = rng.integers(lo, hi + 1, size=(n, k)).astype(np.int8 if bits == 8 else np.uint8)
-    scales = (rng.random((n, k // group)) * 0.1).astype(np.float32)
-    mins = (rng.standard_normal((n, k // group)) * 0.1).astype(np.float32) if with_min else None
-    value = (codes.astype(np.float32) - zero) * np.repeat(
-        scales.astype(np.float16).astype(np.float32), group, 1
-    )
+    if supers:  # fp16 values per 256 (one of them 0) times int8 (6-bit for mins, and for Q4/5_K)
+        sup = [(rng.random((n, k // 256)) * 0.01).astype(np.float16) for _ in range(2)]
+        sup[0][0, 0] = 0
+        sup = [a.astype(np.float32) for a in sup]
+        sub_lo = -128 if bits == 6 else 0
+        per = [np.repeat(a, 256 // group, 1) for a in sup]
+        scales = per[0] * rng.integers(sub_lo, 64, size=(n, k // group)).astype(np.float32)
+        mins = -per[1] * rng.integers(0, 64, size=(n, k // group)).astype(np.float32)
+        mins = mins if with_min else None
+        kept = scales, mins
+    else:
+        scales = (rng.random((n, k // group)) * 0.1).astype(np.float32)
+        mins = (rng.standard_normal((n, k // group)) * 0.1).astype(np.float32) if with_min else None
+        kept = [
+            None if a is None else a.astype(np.float16).astype(np.float32) for a in (scales, mins)
+        ]
+    value = (codes.astype(np.float32) - zero) * np.repeat(kept[0], group, 1)
     if with_min:
-        value += np.repeat(mins.astype(np.float16).astype(np.float32), group, 1)
-    return pack(codes, scales, mins, bits, group, zero), torch.from_numpy(value)
+        value += np.repeat(kept[1], group, 1)
+    args = (sup[0], -sup[1] if with_min else None) if supers else ()
+    return pack(codes, scales, mins, bits, group, zero, *args), torch.from_numpy(value)
 
 
-@pytest.mark.parametrize("fmt", FORMATS)
-@pytest.mark.parametrize(("n", "k"), [(48, 64), (40, 96), (64, 512)])
+@pytest.mark.parametrize(("fmt", "n", "k"), cases([(48, 64), (40, 96), (64, 512)]))
 def test_packed_rows_dequantize_exactly(fmt, n, k):
     w, value = random_weight(*fmt, n, k)
     torch.testing.assert_close(w.dequantize(), value, rtol=0, atol=0)
@@ -53,8 +75,7 @@ SHAPES = [(48, 64, 1), (40, 96, 13), (64, 512, 70), (16, 32, 0)]
 
 
 @pytest.mark.skipif(KERNEL is None, reason="no C compiler or no AVX512-BF16")
-@pytest.mark.parametrize("fmt", FORMATS)
-@pytest.mark.parametrize(("n", "k", "rows"), SHAPES)
+@pytest.mark.parametrize(("fmt", "n", "k", "rows"), cases(SHAPES))
 def test_bf16_kernel_matches_twin(fmt, n, k, rows):
     w, value = random_weight(*fmt, n, k, seed=rows)
     gen = torch.Generator().manual_seed(n * k + rows)
@@ -71,8 +92,7 @@ def test_bf16_kernel_matches_twin(fmt, n, k, rows):
 
 
 @pytest.mark.skipif(not INT8, reason="no C compiler or no AVX512-VNNI")
-@pytest.mark.parametrize("fmt", FORMATS)
-@pytest.mark.parametrize(("n", "k", "rows"), [*SHAPES, (32, 1024, 8)])
+@pytest.mark.parametrize(("fmt", "n", "k", "rows"), cases([*SHAPES, (32, 1024, 8)]))
 def test_int8_kernel_matches_twin_and_fp32(fmt, n, k, rows):
     w, value = random_weight(*fmt, n, k, seed=rows)
     gen = torch.Generator().manual_seed(n * k + rows)  # the same draws whatever ran before
@@ -100,8 +120,8 @@ def test_int8_kernel_matches_twin_and_fp32(fmt, n, k, rows):
 
 @pytest.mark.skipif(KERNEL is None, reason="no C compiler or no AVX512-BF16")
 def test_bf16_input_and_split_weight():
-    a, va = random_weight(4, 32, 0, True, 32, 64, seed=1)
-    b, vb = random_weight(6, 16, 32, False, 16, 64, seed=2)
+    a, va = random_weight(4, 32, 0, True, False, 32, 64, seed=1)
+    b, vb = random_weight(6, 16, 32, False, False, 16, 64, seed=2)
     assert concat([a, b]) is None  # formats differ
     both = concat([a, a])
     torch.testing.assert_close(both.dequantize(), torch.cat([va, va]), rtol=0, atol=0)
@@ -117,7 +137,7 @@ def test_bf16_input_and_split_weight():
 
 
 @pytest.mark.skipif(not INT8, reason="no C compiler or no AVX512-VNNI")
-@pytest.mark.parametrize("fmt", [FORMATS[0], FORMATS[2], FORMATS[5]])
+@pytest.mark.parametrize("fmt", [FORMATS[0], FORMATS[2], FORMATS[5], FORMATS[6]])
 @pytest.mark.parametrize("counts", [[3, 0, 0, 70, 1, 0], [0, 0, 0, 0, 0, 2], [0] * 6])
 @pytest.mark.parametrize("with_bias", [False, True])
 def test_grouped_experts_match_one_call_per_expert(fmt, counts, with_bias):
@@ -135,7 +155,7 @@ def test_grouped_experts_match_one_call_per_expert(fmt, counts, with_bias):
 
 
 @pytest.mark.skipif(not INT8, reason="no C compiler or no AVX512-VNNI")
-@pytest.mark.parametrize("fmt", [FORMATS[0], FORMATS[5]])
+@pytest.mark.parametrize("fmt", [FORMATS[0], FORMATS[8]])
 @pytest.mark.parametrize(("tokens", "top"), [(1, 2), (7, 3), (40, 2)])
 def test_grouped_gather_and_combine_in_the_call(fmt, tokens, top):
     """The MoE call with the gather of its rows (``rows``) and the weighted sum back into each

@@ -174,15 +174,11 @@ def _unpermute(data, heads: int):
 
     if not isinstance(data, Codes):
         return unpermute_rotary(data, heads)
-    mins = None if data.mins is None else unpermute_rotary(data.mins, heads)
-    return Codes(
-        unpermute_rotary(data.codes, heads),
-        unpermute_rotary(data.scales, heads),
-        mins,
-        data.bits,
-        data.group,
-        data.zero,
+    rows = (data.codes, data.scales, data.mins, data.super_scales, data.super_mins)
+    codes, scales, mins, super_scales, super_mins = (
+        None if a is None else unpermute_rotary(a, heads) for a in rows
     )
+    return Codes(codes, scales, mins, data.bits, data.group, data.zero, super_scales, super_mins)
 
 
 def hf_tensor_name(gguf_name: str, arch: str = "llama") -> str | None:

@@ -3,8 +3,8 @@
 Block layouts are ggml's (``ggml-quants.c``, ``dequantize_row_*``); every decoding is checked
 against ``gguf.quants.dequantize`` in ``tests/engine/test_gguf_quants.py``. Q8_0, Q4_0, Q4_1, Q5_0
 and Q5_1 map exactly (fp16 scale and min per 32). The K-quants' per-sub-block scale is ``d * sc``
-(fp16 times a 6-bit integer), stored as fp16: the only rounding beyond the file (relative <= 2^-11
-of one sub-block's scale and min).
+(an fp16 super-block scale times a 6-8 bit integer), exact in fp32, and kept as the file keeps it:
+``super_scales`` (``d``, and ``super_mins``, ``-dmin``) per 256 weights, the integers in ``pack``.
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ class Codes:
     bits: int
     group: int
     zero: int
+    super_scales: np.ndarray | None = None  # [N, K / 256] float32: scales = super * an integer
+    super_mins: np.ndarray | None = None
 
 
 SUPPORTED = ("Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K", "MXFP4")
@@ -112,19 +114,20 @@ def _scale_min_k4(q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return sc.astype(np.float32), mn.astype(np.float32)
 
 
-def _k_scales(x: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+def _k_codes(codes: np.ndarray, x: np.ndarray, bits: int) -> Codes:
+    """Q4_K / Q5_K: ``codes`` [N, K] and the blocks ``x`` (d, dmin, the packed 6-bit scales)."""
+    n = codes.shape[0]
     sc, mn = _scale_min_k4(x[..., 4:16])  # [N, blocks, 8]
-    scales = _f16(x, 0)[..., None] * sc
-    mins = -(_f16(x, 2)[..., None] * mn)
-    return scales.reshape(n, -1), mins.reshape(n, -1)
+    d, neg_dmin = _f16(x, 0), -_f16(x, 2)
+    scales, mins = d[..., None] * sc, neg_dmin[..., None] * mn
+    return Codes(codes, scales.reshape(n, -1), mins.reshape(n, -1), bits, 32, 0, d, neg_dmin)
 
 
 def _q4_k(b, n, k):
     x = _blocks(b, n, 144)
     qs = x[..., 16:].reshape(n, -1, 4, 32)  # [N, blocks, 64-chunk, 32]
     codes = np.stack((qs & 15, qs >> 4), axis=3)  # [N, blocks, chunk, 2 sub-blocks, 32]
-    scales, mins = _k_scales(x, n)
-    return Codes(codes.reshape(n, k), scales, mins, 4, 32, 0)
+    return _k_codes(codes.reshape(n, k), x, 4)
 
 
 def _q5_k(b, n, k):
@@ -134,8 +137,7 @@ def _q5_k(b, n, k):
     codes = np.stack((qs & 15, qs >> 4), axis=3)  # [N, blocks, chunk, 2, 32]
     shift = (2 * np.arange(4)[:, None] + np.arange(2)[None, :]).astype(np.uint8)  # [chunk, 2]
     codes = codes | (((qh >> shift[..., None]) & 1) << 4)
-    scales, mins = _k_scales(x, n)
-    return Codes(codes.reshape(n, k), scales, mins, 5, 32, 0)
+    return _k_codes(codes.reshape(n, k), x, 5)
 
 
 def _q6_k(b, n, k):
@@ -149,5 +151,6 @@ def _q6_k(b, n, k):
     ) & 3  # [.., nibble, l-half, 32]
     codes = low | (high << 4)  # element order: half, nibble (+64), l-half (+32), l
     sc = np.ascontiguousarray(x[..., 192:208]).view(np.int8).astype(np.float32)  # [N, blocks, 16]
-    scales = _f16(x, 208)[..., None] * sc
-    return Codes(codes.reshape(n, k), scales.reshape(n, -1), None, 6, 16, 32)
+    d = _f16(x, 208)
+    scales = d[..., None] * sc
+    return Codes(codes.reshape(n, k), scales.reshape(n, -1), None, 6, 16, 32, d)

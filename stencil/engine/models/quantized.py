@@ -39,10 +39,15 @@ def quantize_dense(w: np.ndarray, bits: int) -> Codes:
 
 
 def dequantize_codes(c: Codes) -> np.ndarray:
-    scales = np.repeat(c.scales.astype(np.float16).astype(np.float32), c.group, axis=1)
-    out = (c.codes.astype(np.float32) - c.zero) * scales
+    """The values ``pack(c)`` holds: scales and mins as fp16 (exact with super-block scales)."""
+
+    def kept(a: np.ndarray) -> np.ndarray:
+        a = a if c.super_scales is not None else a.astype(np.float16).astype(np.float32)
+        return np.repeat(a, c.group, axis=1)
+
+    out = (c.codes.astype(np.float32) - c.zero) * kept(c.scales)
     if c.mins is not None:
-        out += np.repeat(c.mins.astype(np.float16).astype(np.float32), c.group, axis=1)
+        out += kept(c.mins)
     return out
 
 
@@ -106,7 +111,10 @@ def _place(
         arrays = [dequantize_codes(p) if isinstance(p, Codes) else p for p in parts]
         dense[target] = arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
         return
-    packed = [pack(p.codes, p.scales, p.mins, p.bits, p.group, p.zero) for p in parts]
+    packed = [
+        pack(p.codes, p.scales, p.mins, p.bits, p.group, p.zero, p.super_scales, p.super_mins)
+        for p in parts
+    ]
     weight: QuantizedWeight | SplitWeight | None = packed[0] if len(packed) == 1 else concat(packed)
     if weight is None:
         weight = SplitWeight(tuple(packed))

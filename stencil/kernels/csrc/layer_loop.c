@@ -15,8 +15,8 @@
 #include <stdint.h>
 
 typedef int (*qlinear_fn)(const float *, int64_t, int, int64_t, int, int, int, const void *,
-                          const uint32_t *, const uint16_t *, const uint16_t *, const float *,
-                          float *, int);
+                          const uint32_t *, const void *, const void *, const uint16_t *,
+                          const uint16_t *, const float *, float *, int);
 typedef void (*rms_norm_fn)(void *, int64_t, int64_t, const void *, int64_t, int64_t,
                             const void *, int64_t, int64_t, int, float, int, int);
 typedef void (*add_norm_fn)(void *, int64_t, void *, int64_t, const void *, int64_t, int, float,
@@ -47,7 +47,8 @@ typedef struct { /* one quantized weight [N, K] (quant_weight.py's layout) */
     int K, bits, G, zero;
     const void *codes;
     const uint32_t *planes;
-    const uint16_t *scales, *mins;
+    const void *scales, *mins;     /* fp16, or int8 with super-block scales */
+    const uint16_t *sup_s, *sup_m; /* the K-quants' super-block scales and mins, or NULL */
 } Part;
 
 #define MAX_PARTS 3
@@ -88,7 +89,7 @@ typedef struct { /* fp32 scratch: x [T, hidden], r [T, hidden] (holds the embedd
 static int qlinear(const Ops *op, const Part *p, const float *in, int64_t T, const float *bias,
                    float *out, int nt) {
     return op->qlinear(in, T, p->K, p->N, p->bits, p->G, p->zero, p->codes, p->planes, p->scales,
-                       p->mins, bias, out, nt);
+                       p->mins, p->sup_s, p->sup_m, bias, out, nt);
 }
 
 static int linear(const Ops *op, const Linear *w, const float *in, int64_t T, float *out,

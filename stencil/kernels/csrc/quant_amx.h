@@ -136,11 +136,9 @@ static void rows_chunk_amx(const QW *w, int64_t s, int q0, int nq, const __m512i
     const int G = w->G, n_groups = nq * 4 / G, g0 = q0 * 4 / G;
     const int groups = w->K / G, blocks = w->K / BLOCK;
     for (int j = 0; j < n_groups; j++) {
-        const int64_t off = (s * groups + g0 + j) * 16;
-        sc[j] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(w->scales + off)));
-        mn[j] = w->has_min
-                    ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(w->mins + off)))
-                    : _mm512_setzero_ps();
+        sc[j] = group_scales(w->scales, w->sup_s, w->K, G, s, g0 + j);
+        mn[j] = w->has_min ? group_scales(w->mins, w->sup_m, w->K, G, s, g0 + j)
+                           : _mm512_setzero_ps();
     }
     for (int r0 = 0; r0 < rows; r0 += AMX_ROWS) {
         const int R = rows - r0 < AMX_ROWS ? rows - r0 : AMX_ROWS;

@@ -40,12 +40,15 @@ int qlinear_available(void) {
 }
 
 #ifdef HAVE_KERNEL
+#include "quant_scales.h"
+
 typedef struct {
     int K, bits, G, has_min;
     const int8_t *codes8;
     const uint8_t *nibbles;
     const uint32_t *planes;
-    const uint16_t *scales, *mins;
+    const void *scales, *mins;    /* fp16, or int8 with super-block scales (quant_scales.h) */
+    const uint16_t *sup_s, *sup_m; /* the super-block scales and mins, or NULL */
     __m512i tlo, thi;
 } QW;
 
@@ -100,7 +103,7 @@ static inline __attribute__((always_inline)) void rows_chunk(
     const int RB, const QW *w, int64_t s, int v0, int nv, const __m512i *buf, const uint16_t *x,
     const float *xsum, int64_t gsum, float *acc) {
     const int CH = RB <= 4 ? 2 : 1; /* independent dot chains per row */
-    const int gv = w->G / 2, groups = w->K / w->G;
+    const int gv = w->G / 2;
     __m512 a[8];
     for (int r = 0; r < RB; r++) a[r] = _mm512_loadu_ps(acc + 16 * r);
     for (int g0 = 0; g0 < nv; g0 += gv) {
@@ -115,14 +118,13 @@ static inline __attribute__((always_inline)) void rows_chunk(
                 for (int r = 0; r < RB; r++)
                     part[r][c] = _mm512_dpbf16_ps(part[r][c], bcast_pair(x + r * (int64_t)w->K + k), wv);
             }
-        const int64_t off = (s * groups + g) * 16;
-        const __m512 sc = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(w->scales + off)));
+        const __m512 sc = group_scales(w->scales, w->sup_s, w->K, w->G, s, g);
         for (int r = 0; r < RB; r++) {
             __m512 p = CH == 2 ? _mm512_add_ps(part[r][0], part[r][1]) : part[r][0];
             a[r] = _mm512_fmadd_ps(p, sc, a[r]);
         }
         if (w->has_min) {
-            const __m512 mn = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(w->mins + off)));
+            const __m512 mn = group_scales(w->mins, w->sup_m, w->K, w->G, s, g);
             for (int r = 0; r < RB; r++)
                 a[r] = _mm512_fmadd_ps(_mm512_set1_ps(xsum[r * gsum + g]), mn, a[r]);
         }
@@ -159,11 +161,12 @@ static void strip_tile(const QW *w, int64_t s, const uint16_t *x, const float *x
 /* x: bf16 [M, K]; xsum: fp32 [M, K / G] (sums of the bf16 x per group; NULL without mins);
  * out: fp32 [M, N] with N = 16 * strips. */
 void qlinear(const uint16_t *x, const float *xsum, int64_t M, int K, int64_t N, int bits, int G,
-             const void *codes, const uint32_t *planes, const uint16_t *scales, const uint16_t *mins,
-             const uint16_t *table, const float *bias, float *out, int nthreads) {
+             const void *codes, const uint32_t *planes, const void *scales, const void *mins,
+             const uint16_t *sup_s, const uint16_t *sup_m, const uint16_t *table,
+             const float *bias, float *out, int nthreads) {
 #ifdef HAVE_KERNEL
-    QW w = {K, bits, G, mins != 0, (const int8_t *)codes, (const uint8_t *)codes, planes, scales, mins,
-            _mm512_loadu_si512(table), _mm512_loadu_si512(table + 32)};
+    QW w = {K, bits, G, mins != 0, (const int8_t *)codes, (const uint8_t *)codes, planes, scales,
+            mins, sup_s, sup_m, _mm512_loadu_si512(table), _mm512_loadu_si512(table + 32)};
     const int64_t strips = N / 16, tiles = (M + ROW_TILE - 1) / ROW_TILE;
 #pragma omp parallel for num_threads(nthreads) schedule(static) collapse(2)
     for (int64_t t = 0; t < tiles; t++)
@@ -175,6 +178,6 @@ void qlinear(const uint16_t *x, const float *xsum, int64_t M, int K, int64_t N, 
         }
 #else
     (void)x; (void)xsum; (void)M; (void)K; (void)N; (void)bits; (void)G; (void)codes; (void)planes;
-    (void)scales; (void)mins; (void)table; (void)bias; (void)out; (void)nthreads;
+    (void)scales; (void)mins; (void)sup_s; (void)sup_m; (void)table; (void)bias; (void)out; (void)nthreads;
 #endif
 }

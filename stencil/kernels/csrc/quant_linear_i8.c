@@ -40,11 +40,14 @@ int qlinear_i8_available(void) {
 }
 
 #ifdef HAVE_KERNEL
+#include "quant_scales.h"
+
 typedef struct {
     int K, bits, G, Z, has_min;
     const uint8_t *codes; /* int8 codes or nibbles */
     const uint32_t *planes;
-    const uint16_t *scales, *mins;
+    const void *scales, *mins;    /* fp16, or int8 with super-block scales (quant_scales.h) */
+    const uint16_t *sup_s, *sup_m; /* the super-block scales and mins, or NULL */
 } QW;
 
 /* Row x [K] -> q [K] int8, d [K / 32] (the scale of each block) and per group of G (sq its sum of
@@ -113,10 +116,15 @@ static inline __attribute__((always_inline)) void expand_nibbles(const uint8_t *
  * Without it the rows' dot products wait on memory: 2.5 ms vs 0.8 ms from cache for a 9728x896
  * Q8_0 weight at 16 rows on one core. */
 static void expand(const QW *w, int64_t s, int q0, int nq, __m512i *buf) {
-    const int64_t scale_row = (int64_t)(w->K / w->G) * 32; /* fp16 bytes per strip */
-    const int64_t scale_off = s * scale_row + (int64_t)(q0 + AHEAD * CHUNK_Q) * 4 / w->G * 32;
-    prefetch((const char *)w->scales + scale_off, (int64_t)nq * 4 / w->G * 32);
-    if (w->has_min) prefetch((const char *)w->mins + scale_off, (int64_t)nq * 4 / w->G * 32);
+    const int gb = w->sup_s ? 16 : 32; /* bytes of a group's 16 scales */
+    const int64_t scale_off = (s * (w->K / w->G) + (int64_t)(q0 + AHEAD * CHUNK_Q) * 4 / w->G) * gb;
+    prefetch((const char *)w->scales + scale_off, (int64_t)nq * 4 / w->G * gb);
+    if (w->has_min) prefetch((const char *)w->mins + scale_off, (int64_t)nq * 4 / w->G * gb);
+    if (w->sup_s) { /* a chunk is one super-block */
+        const int64_t super_off = (s * (w->K / SUPER) + q0 / CHUNK_Q + AHEAD) * 32;
+        prefetch((const char *)w->sup_s + super_off, 32);
+        if (w->sup_m) prefetch((const char *)w->sup_m + super_off, 32);
+    }
     if (w->bits == 8) { /* pair vectors 2q, 2q + 1: word n = channel n's (k0, k1), (k2, k3) */
         const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9,
                                              24, 8, 23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17,
@@ -166,13 +174,12 @@ static inline __attribute__((always_inline)) void rows_chunk(
             const int k = 4 * (q0 + g0 + v);
             for (int r = 0; r < RB; r++) dpbusd_bcast(&part[r], wv, q + r * (int64_t)w->K + k);
         }
-        const int64_t off = (s * groups + g) * 16;
-        const __m512 sc = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(w->scales + off)));
+        const __m512 sc = group_scales(w->scales, w->sup_s, w->K, G, s, g);
         for (int r = 0; r < RB; r++)
             a[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(part[r]),
                                    _mm512_mul_ps(sc, _mm512_set1_ps(d[r * blocks + b])), a[r]);
         if (w->has_min) {
-            const __m512 mn = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(w->mins + off)));
+            const __m512 mn = group_scales(w->mins, w->sup_m, w->K, G, s, g);
             for (int r = 0; r < RB; r++)
                 a[r] = _mm512_fmadd_ps(_mm512_set1_ps(ds[r * groups + g]), mn, a[r]);
         }
@@ -244,11 +251,12 @@ static void release_tiles(int amx) {
 /* x: fp32 [M, K] (K a multiple of 32); out: fp32 [M, N] with N = 16 * strips; zero: the code of
  * value 0 as stored (8-bit codes are signed). Returns 0, or -1 when scratch memory is short. */
 int qlinear_i8(const float *x, int64_t M, int K, int64_t N, int bits, int G, int zero,
-               const void *codes, const uint32_t *planes, const uint16_t *scales,
-               const uint16_t *mins, const float *bias, float *out, int nthreads) {
+               const void *codes, const uint32_t *planes, const void *scales, const void *mins,
+               const uint16_t *sup_s, const uint16_t *sup_m, const float *bias, float *out,
+               int nthreads) {
 #ifdef HAVE_KERNEL
     const QW w = {K, bits, G, bits == 8 ? zero + 128 : zero, mins != 0, (const uint8_t *)codes,
-                  planes, scales, mins};
+                  planes, scales, mins, sup_s, sup_m};
     const int64_t strips = N / 16, tiles = (M + ROW_TILE - 1) / ROW_TILE;
     const int64_t blocks = K / BLOCK, groups = K / G;
     int8_t *q = malloc(M * K + 64);
@@ -282,7 +290,7 @@ int qlinear_i8(const float *x, int64_t M, int K, int64_t N, int bits, int G, int
     return 0;
 #else
     (void)x; (void)M; (void)K; (void)N; (void)bits; (void)G; (void)zero; (void)codes; (void)planes;
-    (void)scales; (void)mins; (void)bias; (void)out; (void)nthreads;
+    (void)scales; (void)mins; (void)sup_s; (void)sup_m; (void)bias; (void)out; (void)nthreads;
     return -1;
 #endif
 }
@@ -308,7 +316,8 @@ __attribute__((optimize("fp-contract=off"))) static void combine_row(
  * top assignments, in order (pos ascending: index_add_'s order), written to combined [T, N]. */
 int qlinear_i8_grouped(const float *x, const int64_t *offsets, int E, int K, int64_t N, int bits,
                        int G, int zero, const void *const *codes, const uint32_t *const *planes,
-                       const uint16_t *const *scales, const uint16_t *const *mins,
+                       const void *const *scales, const void *const *mins,
+                       const uint16_t *const *sup_s, const uint16_t *const *sup_m,
                        const float *const *bias, float *out, int nthreads, const int64_t *rows,
                        int64_t T, int top, const int64_t *pos, const float *w, float *combined) {
 #ifdef HAVE_KERNEL
@@ -347,8 +356,8 @@ int qlinear_i8_grouped(const float *x, const int64_t *offsets, int E, int K, int
             const int64_t t = (u - first[e]) / strips, s = (u - first[e]) % strips;
             const int64_t m0 = offsets[e] + t * ROW_TILE, end = offsets[e + 1];
             const int rows = end - m0 < ROW_TILE ? (int)(end - m0) : ROW_TILE;
-            const QW w = {K, bits, G, Z, mins[e] != 0,
-                          (const uint8_t *)codes[e], planes[e], scales[e], mins[e]};
+            const QW w = {K, bits, G, Z, mins[e] != 0, (const uint8_t *)codes[e], planes[e],
+                          scales[e], mins[e], sup_s[e], sup_m[e]};
             strip_tile(&w, s, q + m0 * K, d + m0 * blocks, zs + m0 * groups,
                            ds + m0 * groups, rows, bias[e],
                        out + m0 * N, N, amx && rows >= AMX_MIN, &config);
@@ -364,8 +373,8 @@ int qlinear_i8_grouped(const float *x, const int64_t *offsets, int E, int K, int
     return 0;
 #else
     (void)x; (void)offsets; (void)E; (void)K; (void)N; (void)bits; (void)G; (void)zero;
-    (void)codes; (void)planes; (void)scales; (void)mins; (void)bias; (void)out; (void)nthreads;
-    (void)rows; (void)T; (void)top; (void)pos; (void)w; (void)combined;
+    (void)codes; (void)planes; (void)scales; (void)mins; (void)sup_s; (void)sup_m; (void)bias;
+    (void)out; (void)nthreads; (void)rows; (void)T; (void)top; (void)pos; (void)w; (void)combined;
     return -1;
 #endif
 }
