@@ -253,6 +253,8 @@ class LLMEngine:
             with torch.inference_mode():
                 start = time.perf_counter()
                 logits, seqs = self.runner.execute(sched)
+                if self.drafter is not None:
+                    self.drafter.cost.observe(sched.num_tokens, time.perf_counter() - start)
                 logits, seqs, drafting = split_rows(logits, seqs)
                 self.guided.apply(logits, seqs, self.runner.ops, time.perf_counter() - start)
                 rows = self.sampler(logits, seqs)
@@ -270,7 +272,8 @@ class LLMEngine:
                 self.output.append(seq, row.token, row.logprobs)
         with torch.inference_mode():
             for seq, seq_logits in drafting:
-                self.verifier.verify(seq, seq_logits)
+                drafted = len(seq.spec_token_ids)
+                self.drafter.cost.observe_drafts(drafted, self.verifier.verify(seq, seq_logits))
         return {s.seq.request_id for s in sched.scheduled}
 
     def _admit_compiled(self) -> set[str]:

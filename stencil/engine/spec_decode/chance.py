@@ -4,7 +4,8 @@ A draft row costs forward time whether or not it is accepted (~0.8 ms on the emb
 quantized, 2 threads), and an accepted one saves a step (~3.4 ms more than a row): fitted to the
 grounded set's step and row counts and times, docs/engine.md. So a proposed token pays where the
 chance that it and every draft before it are accepted is above ~1 / (1 + STEP_ROWS)
-(``MIN_CHANCE``). A run of f forced tokens costs nothing when the drafts before it are right
+(``MIN_CHANCE``). ``STEP_ROWS`` is the prior: the engine measures its model's own
+(``step_cost.py``). A run of f forced tokens costs nothing when the drafts before it are right
 (those rows are computed in the next step anyway) and f wasted rows when they are wrong, and it
 buys the sampled token after it: it pays where the chain's chance is above f / (STEP_ROWS + f)
 (``forced_run_pays``). ``STEP_ROWS`` 3 did best of 6.5, 4.2 and 3 by that cost on the grounded
@@ -47,6 +48,7 @@ def ngram_chance(n: int, guided: bool) -> tuple[float, float]:
     return (_NGRAM_GUIDED if guided else _NGRAM_FREE).get(n, _NGRAM_LONG[guided])
 
 
-def forced_run_pays(chance: float, length: int) -> bool:
-    """Whether ``length`` forced tokens after drafts whose chain's chance is ``chance`` pay."""
-    return chance * (STEP_ROWS + length) >= length
+def forced_run_pays(chance: float, length: int, step_rows: float = STEP_ROWS) -> bool:
+    """Whether ``length`` forced tokens after drafts whose chain's chance is ``chance`` pay
+    (``step_rows``: what a step costs beyond its rows, ``step_cost.py``)."""
+    return chance * (step_rows + length) >= length

@@ -28,13 +28,14 @@ class SpeculativeConfig:
     (draft_model): the draft model's path (a safetensors directory or a GGUF file) and
     ``quantization`` its weights' (as ``EngineConfig.quantization``); ``disable_by_batch_size``:
     no drafts while more sequences than this run (verifying k + 1 rows per sequence then costs
-    more than it saves; measured in docs/engine.md)."""
+    more than it saves); None: the batch size where that happens for this model and machine,
+    from its measured step cost and acceptance (``step_cost.py``)."""
 
     method: str = "ngram"
     num_speculative_tokens: int = 5
     prompt_lookup_max: int | None = None
     prompt_lookup_min: int | None = None
-    disable_by_batch_size: int = 8
+    disable_by_batch_size: int | None = None
     model: str | None = None
     quantization: str | None = None
 
@@ -53,8 +54,9 @@ class SpeculativeConfig:
             self._ngram_defaults()
         else:
             self._check_draft_model()
-        for name in ("num_speculative_tokens", "disable_by_batch_size"):
-            _positive_int(name, getattr(self, name))
+        _positive_int("num_speculative_tokens", self.num_speculative_tokens)
+        if self.disable_by_batch_size is not None:
+            _positive_int("disable_by_batch_size", self.disable_by_batch_size)
 
     def _ngram_defaults(self) -> None:
         if self.prompt_lookup_max is None:

@@ -26,7 +26,6 @@ from stencil.engine.spec_decode.chance import (
     FORCED_TEXT,
     KEY,
     KEY_AFTER_VALUE,
-    MIN_CHANCE,
     TEXT,
     Guess,
     forced_run_pays,
@@ -38,6 +37,7 @@ from stencil.engine.spec_decode.ngram_proposer import NgramProposer
 from stencil.engine.spec_decode.proposer import Proposal, Proposer
 from stencil.engine.spec_decode.spacing import STRUCTURE, Spaced, Spacing, compact
 from stencil.engine.spec_decode.spelling import Spelling
+from stencil.engine.spec_decode.step_cost import StepCost
 from stencil.engine.spec_decode.text_proposer import TextProposer
 from stencil.engine.spec_decode.text_tokens import TextTokens
 
@@ -81,13 +81,19 @@ class Drafter:
         self.spacing = Spacing()
         self._text_tokens = TextTokens(tokenizer)  # forced text -> its tokens
         self._sources: dict[int, _Sources] = {}  # seq_id -> its sources, while it runs
+        self.cost = StepCost()  # the engine reports its forwards and verifications
+        self.step_rows = self.cost.step_rows()  # as of this step's propose
+        self.min_chance = 1 / (1 + self.step_rows)
 
     def propose(self, running: list[Sequence], waiting: Iterable[Sequence] = ()) -> None:
         """Set every running sequence's drafts (none while the batch is too large), and those
         of the waiting ones the batch has room for: drafts computed in the step that computes
         the rest of their prompt (the scheduler drops them where it does not)."""
-        off = len(running) > self.config.disable_by_batch_size
-        room = self.config.disable_by_batch_size - len(running)
+        self.step_rows = self.cost.step_rows()
+        self.min_chance = 1 / (1 + self.step_rows)
+        limit = self.config.disable_by_batch_size or self.cost.max_batch()
+        off = len(running) > limit
+        room = limit - len(running)
         room = 0 if self.draft_model is not None else room
         for i, seq in enumerate(waiting):
             seq.spec_token_ids = self.drafts(seq) if i < room and _admissible(seq) else []
@@ -139,7 +145,7 @@ class Drafter:
         if guess is None:
             return []
         chance, p, n = 1.0, guess.first, 0
-        while n < len(guess.tokens) and chance * p >= MIN_CHANCE:
+        while n < len(guess.tokens) and chance * p >= self.min_chance:
             chance, p, n = chance * p, guess.rest, n + 1
         return guess.tokens[:n]
 
@@ -148,17 +154,17 @@ class Drafter:
     ) -> None:
         """Proposals the matcher accepts, each followed by the tokens it then forces; a forced
         run, or a proposal the matcher refuses, makes the next proposal come from the longer
-        context. Drafting stops where the chain's chance falls below ``MIN_CHANCE``."""
+        context. Drafting stops where the chain's chance falls below ``min_chance``."""
         proposed = 0
         last, spelled, spaced = seq.token_ids[-1], sources.spelled, sources.spaced
         chance = self._force(matcher, drafts, room, 1.0, last, spelled, spaced)  # the last step's
-        while proposed < k and len(drafts) < room and chance >= MIN_CHANCE:
+        while proposed < k and len(drafts) < room and chance >= self.min_chance:
             guess = self._fit(seq, matcher, seq.token_ids + drafts, k - proposed, chance)
             if guess is None:
                 return
             p = guess.first
             for i, token in enumerate(guess.tokens):  # the first is accepted already
-                if i and (proposed >= k or chance * p < MIN_CHANCE):
+                if i and (proposed >= k or chance * p < self.min_chance):
                     return  # the chain is not worth more rows
                 if i and (len(drafts) >= room or not matcher.accept_token(token)):
                     break  # refused: propose again from here
@@ -178,7 +184,7 @@ class Drafter:
         for guess in self._candidates(seq, matcher, context, k):
             if (
                 guess.tokens
-                and chance * guess.first >= MIN_CHANCE
+                and chance * guess.first >= self.min_chance
                 and matcher.accept_token(guess.tokens[0])
             ):
                 return guess
@@ -314,7 +320,7 @@ class Drafter:
                 n += 1
             if n < len(forced):
                 break
-        if len(drafts) > start and not forced_run_pays(chance, len(drafts) - start):
+        if len(drafts) > start and not forced_run_pays(chance, len(drafts) - start, self.step_rows):
             matcher.rollback(len(drafts) - start)
             del drafts[start:]
             return 0.0  # not worth its rows: the drafts end before it

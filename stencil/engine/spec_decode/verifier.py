@@ -46,8 +46,9 @@ class Verifier:
         self.metrics = metrics
         self.ops = ops
 
-    def verify(self, seq: Sequence, logits: torch.Tensor) -> None:
-        """Accept ``seq``'s drafts that the target agrees with; ``logits [k + 1, vocab]``."""
+    def verify(self, seq: Sequence, logits: torch.Tensor) -> int:
+        """Accept ``seq``'s drafts that the target agrees with (how many: returned); ``logits
+        [k + 1, vocab]``."""
         drafts, seq.spec_token_ids = seq.spec_token_ids, []
         base = seq.num_tokens
         try:
@@ -61,6 +62,7 @@ class Verifier:
         self.metrics.spec_decode_num_accepted_tokens_total += valid
         self.bm.commit(seq)
         self.bm.release_after(seq, seq.num_tokens)
+        return valid
 
     def _walk(self, seq: Sequence, logits: torch.Tensor, drafts: list[int]) -> None:
         i = 0
