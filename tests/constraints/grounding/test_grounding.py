@@ -145,7 +145,9 @@ NAME = {"type": "object", "properties": {"v": {"type": "string", "x-grounded": T
 )
 def test_a_footnote_mark_is_no_part_of_the_word_it_marks(smol_compiler, smol_tokenizer, value, ok):
     compiled = smol_compiler.compile(Constraint.json_schema(NAME, source_text=FRONT_MATTER))
-    assert accepts_text(compiled, smol_tokenizer, json.dumps({"v": value}, ensure_ascii=False)) is ok
+    assert (
+        accepts_text(compiled, smol_tokenizer, json.dumps({"v": value}, ensure_ascii=False)) is ok
+    )
 
 
 def test_ground_strings_grounds_plain_and_pattern_strings(smol_compiler, smol_tokenizer):
