@@ -57,8 +57,22 @@ def test_dense_logits_match_transformers(arch, backend, dense_models, dense_hf):
         assert diff < ATOL, f"{arch}: prompt of {len(p)} tokens, max abs diff {diff:.2e}"
 
 
-@pytest.mark.parametrize("mode", list(MODES))
-@pytest.mark.parametrize("arch", list(DENSE_BUILDERS))
+# every regime on the families with sliding-window layers; chunked prefill on the others, whose
+# greedy run under preemption and prefix hits is the F32 GGUF test's (and without a window the
+# sliding pool's regime is the chunked one): the rest in -m slow
+SLIDING = ("gemma3", "gemma2-softcap", "smollm3-nope")
+
+
+@pytest.mark.parametrize(
+    ("arch", "mode"),
+    [
+        (a, m)
+        if a in SLIDING or m == "prefix-chunked"
+        else pytest.param(a, m, marks=pytest.mark.slow)
+        for a in DENSE_BUILDERS
+        for m in MODES
+    ],
+)
 def test_dense_greedy_matches_transformers(arch, mode, dense_models, dense_hf):
     llm = make_llm(dense_models[arch], **{"block_size": 4, "num_kv_blocks": 256, **MODES[mode]})
     params = SamplingParams(temperature=0, max_tokens=GEN, ignore_eos=True)

@@ -80,8 +80,14 @@ CASES = {  # label -> engine settings
 }
 
 
-@pytest.mark.parametrize("name", ["llama-q4_1", "qwen2-mix"])
-@pytest.mark.parametrize("case", list(CASES))
+# every engine setting on the Q4_1 file, the K-quant mix (split q/k + v) with batched decode (its
+# other settings take the same fused path: -m slow)
+@pytest.mark.parametrize(
+    ("name", "case"),
+    [("llama-q4_1", c) for c in CASES]
+    + [("qwen2-mix", "batched decode")]
+    + [pytest.param("qwen2-mix", c, marks=pytest.mark.slow) for c in list(CASES)[1:]],
+)
 def test_decoded_tokens_and_logprobs_are_identical(name, case, gguf_files):
     fused, plain = engines(gguf_files[name], **CASES[case])
     params = SamplingParams(temperature=0, max_tokens=24, ignore_eos=True, logprobs=3)

@@ -116,8 +116,13 @@ def test_block_decoding_matches_gguf_dequantize(qtype):
     assert np.sqrt(((want - w) ** 2).mean()) < (0.15 if qtype == "MXFP4" else 0.1)
 
 
-@pytest.mark.parametrize("arch", ["llama", "qwen2"])
-@pytest.mark.parametrize("backend", ["auto", "torch"])
+# both files hold every type: the reference (torch) kernels on one of them in the default run,
+# the C kernel (the default backend) on both; the other pair in -m slow
+@pytest.mark.parametrize(
+    ("arch", "backend"),
+    [("llama", "auto"), ("qwen2", "auto"), ("llama", "torch"),
+     pytest.param("qwen2", "torch", marks=pytest.mark.slow)],
+)  # fmt: skip
 def test_logits_and_greedy_match_the_dequantized_forward(arch, backend, gguf_models):
     path, hf = gguf_models[arch]
     llm = make_llm(path, block_size=4, num_kv_blocks=64, attention_backend=backend)

@@ -138,8 +138,21 @@ MODES = {
 }
 
 
-@pytest.mark.parametrize("mode", list(MODES))
-@pytest.mark.parametrize("arch", ARCHS)
+# the scheduling regimes are the same code for every architecture: all of them on Llama and on
+# the sliding-window Mistral (its window meets preemption and prefix hits), the regime that holds
+# them all (preemption, prefix hits, chunked prefill) on the others; the rest in -m slow
+EVERY_MODE = ("llama-tied", "mistral-swa8")
+ALL_IN_ONE = "preempt-prefix-chunked"
+
+
+@pytest.mark.parametrize(
+    ("arch", "mode"),
+    [
+        (a, m) if a in EVERY_MODE or m == ALL_IN_ONE else pytest.param(a, m, marks=pytest.mark.slow)
+        for a in ARCHS
+        for m in MODES
+    ],
+)
 def test_greedy_matches_transformers_generate(arch, mode, tiny_models, hf_refs):
     kw = {"block_size": 4, "num_kv_blocks": 256, **MODES[mode]}
     llm = make_llm(tiny_models[arch], **kw)
@@ -167,7 +180,7 @@ def test_greedy_matches_transformers_generate(arch, mode, tiny_models, hf_refs):
 
 @pytest.mark.parametrize("arch", EXTRA_ARCHS)
 def test_greedy_matches_transformers_generate_extra_variants(arch, tiny_models, hf_refs):
-    kw = {"block_size": 4, **MODES["preempt-prefix-chunked"]}
+    kw = {"block_size": 4, **MODES[ALL_IN_ONE]}
     llm = make_llm(tiny_models[arch], **kw)
     params = SamplingParams(temperature=0, max_tokens=GEN, ignore_eos=True)
     outs = llm.generate(PROMPTS, params, use_tqdm=False)
