@@ -76,7 +76,8 @@ def test_bad_speculative_config_exits_2(command, capsys, tmp_path):
     assert "speculative_config.num_speculative_tokens" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("method", ["ngram", "draft_model"])
+# the flag's path is one for both methods: the draft model in the default run, n-gram in -m slow
+@pytest.mark.parametrize("method", [pytest.param("ngram", marks=pytest.mark.slow), "draft_model"])
 def test_generate_with_speculative_config(capsys, method):
     from stencil.engine.models.default_model import default_model_file
 
