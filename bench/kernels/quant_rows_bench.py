@@ -121,7 +121,10 @@ def packed_at(rev: str, weights: list[QuantizedWeight]) -> list:
         n = w.shape[0]
         codes = w.codes_of(torch.arange(n)).numpy().astype(np.int8 if w.bits == 8 else np.uint8)
         scales, mins = strips(w.scales, w.super_scales, w), strips(w.mins, w.super_mins, w)
-        out.append(old.pack(codes, scales, mins, w.bits, w.group, w.zero))
+        supers = ()  # where that revision keeps super-block scales, these
+        if hasattr(old, "SUPER") and w.super_scales is not None:
+            supers = (strips(w.super_scales, None, w), strips(w.super_mins, None, w))
+        out.append(old.pack(codes, scales, mins, w.bits, w.group, w.zero, *supers))
     return out
 
 
@@ -136,7 +139,7 @@ def step_calls(weights, rows: int, threads: int, gen) -> tuple[list[tuple], list
         x = xs.setdefault(k, torch.randn(rows, k, generator=gen))
         out = outs.setdefault(n, torch.empty(rows, n))
         tensors = (w.codes, w.planes, w.scales, w.mins)  # and super-block scales where kept
-        tensors += (w.super_scales, w.super_mins) if layout([w]) else ()
+        tensors += (w.super_scales, w.super_mins) if hasattr(w, "super_scales") else ()
         ptrs = [None if t is None else t.data_ptr() for t in tensors]
         calls.append(
             (
@@ -157,8 +160,9 @@ def step_calls(weights, rows: int, threads: int, gen) -> tuple[list[tuple], list
     return calls, pairs
 
 
-def layout(weights) -> bool:
-    return all(hasattr(w, "super_scales") for w in weights)
+def layout(weights) -> list[bool]:
+    """Which weights keep super-block scales (a revision before them: none)."""
+    return [getattr(w, "super_scales", None) is not None for w in weights]
 
 
 def close(a: torch.Tensor, b: torch.Tensor) -> bool:

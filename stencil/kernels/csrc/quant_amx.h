@@ -12,7 +12,8 @@
  * store ~15 of them), so AMX only wins from 9 rows (AMX_MIN), where the 8 vpdpbusd per row and
  * group it saves outweigh them; the fp32 combine (cvt, mul, 2 fma per row and group, on the same
  * vector port as vpdpbusd here) is then most of the time. Pairing two groups per tile (A rows
- * zero-padded to 2G k) did not lower that threshold.
+ * zero-padded to 2G k) did not lower that threshold. Groups of 16 (Q6_K: a store per 16 k) never
+ * win and stay on VNNI (use_amx in csrc/quant_linear_i8.c).
  *
  * Linux hands out the tile data state on request: amx_ready() asks once per process
  * (arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)) and is 0 where the kernel refuses. Each

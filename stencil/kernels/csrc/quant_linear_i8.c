@@ -229,12 +229,15 @@ static void strip_tile(const QW *w, int64_t s, const int8_t *q, const float *d, 
     for (int r = 0; r < rows; r++) memcpy(out + r * N + 16 * s, acc + 16 * r, 64);
 }
 
-/* Whether a call of M rows may run tiles on AMX (each thread then releases its tiles at the end). */
-static int use_amx(int64_t M) {
+/* Whether a call of M rows in groups of G may run tiles on AMX (each thread then releases its
+ * tiles at the end): not for groups of 16 (Q6_K), where a tile's store per 16 k costs more than
+ * the vpdpbusd it saves (measured by quant_rows_bench --against, 1 thread: 0.5-0.9x at 9-64 rows
+ * on the 1.5B's Q6_K head, 1.3-1.6x for its Q4_K linears at 32-64 rows). */
+static int use_amx(int64_t M, int G) {
 #ifdef HAVE_AMX
-    return M >= AMX_MIN && amx_ready();
+    return M >= AMX_MIN && G >= 32 && amx_ready();
 #else
-    (void)M;
+    (void)M, (void)G;
     return 0;
 #endif
 }
@@ -267,7 +270,7 @@ int qlinear_i8(const float *x, int64_t M, int K, int64_t N, int bits, int G, int
         free(q); free(d); free(zs); free(ds);
         return -1;
     }
-    const int amx = use_amx(M);
+    const int amx = use_amx(M, G);
 #pragma omp parallel num_threads(nthreads)
     {
         int config = 0;
@@ -337,7 +340,7 @@ int qlinear_i8_grouped(const float *x, const int64_t *offsets, int E, int K, int
         const int64_t rows = offsets[e + 1] - offsets[e];
         first[e + 1] = first[e] + (rows + ROW_TILE - 1) / ROW_TILE * strips;
     }
-    const int amx = use_amx(M);
+    const int amx = use_amx(M, G);
 #pragma omp parallel num_threads(nthreads)
     {
         int config = 0;
