@@ -36,12 +36,14 @@ from .stated import date_spans
 
 # an email address and a code with digits (words joined by - / . , : with a digit: a date,
 # 1,580.00, INV-2024-0193, a phone number) are one unit each (a span holds all of it or none),
-# then words, then single characters; a superscript or subscript digit is a unit of its own,
-# not part of the word it marks (``Huamán¹``: a name and its affiliation's footnote mark)
+# then words, then single characters; words without a digit before a code join it by - . ,
+# only (``doi.org/10.1007/s44295`` and ``doi:10.1007/s44295``: a DOI is a unit of its own);
+# a superscript or subscript digit is a unit of its own, not part of the word it marks
+# (``Huamán¹``: a name and its affiliation's footnote mark)
 _SCRIPT_DIGITS = "\u00b9\u00b2\u00b3\u2070\u2074\u2075\u2076\u2077\u2078\u2079"
 _SCRIPT = rf"[{_SCRIPT_DIGITS}\u2080-\u2089]"
 _W = rf"(?:(?!{_SCRIPT})\w)"
-_CODE = rf"(?:{_W}+[\-/.,:])*{_W}*\d{_W}*(?:[\-/.,:]{_W}+)*"
+_CODE = rf"(?:{_W}+[\-.,])*{_W}*\d{_W}*(?:[\-/.,:]{_W}+)*"
 _CHUNK = re.compile(rf"{EMAIL}|{_CODE}|{_W}+|{_SCRIPT}|\s|[^\w\s]")
 _ESCAPED = re.compile(r'["\\\x00-\x1f]')  # what JSON writes as an escape
 # the separators a value never starts with (they close or follow something: a footnote mark

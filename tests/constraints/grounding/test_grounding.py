@@ -127,7 +127,11 @@ def test_spans_are_accepted_and_inventions_refused(smol_compiler, smol_tokenizer
     assert accepts_text(compiled, smol_tokenizer, text) is ok
 
 
-FRONT_MATTER = "Ana Huamán¹, Peter Lindqvist²\n¹ Universidad Católica\n² Uppsala University (85 m²)"
+FRONT_MATTER = (
+    "Ana Huamán¹, Peter Lindqvist²\n¹ Universidad Católica\n² Uppsala University (85 m²)\n"
+    "https://doi.org/10.18653/v1/2025.cllrl-1.11 · doi:10.1007/s44295-026-00127-3\n"
+    "Invoice INV-2024-0193 of 12/03/2024"
+)
 NAME = {"type": "object", "properties": {"v": {"type": "string", "x-grounded": True}}}
 
 
@@ -141,13 +145,18 @@ NAME = {"type": "object", "properties": {"v": {"type": "string", "x-grounded": T
         ("¹ Universidad Católica", False),  # a value never starts with a footnote mark
         ("85 m²", True),
         ("Huam", False),  # still never inside a word
+        ("10.18653/v1/2025.cllrl-1.11", True),  # a DOI apart from the URL it is in
+        ("https://doi.org/10.18653/v1/2025.cllrl-1.11", True),
+        ("10.1007/s44295-026-00127-3", True),  # apart from its doi: prefix
+        ("v1/2025.cllrl-1.11", False),  # never inside a code with digits
+        ("2024-0193", False),
+        ("03/2024", False),
     ],
 )
-def test_a_footnote_mark_is_no_part_of_the_word_it_marks(smol_compiler, smol_tokenizer, value, ok):
+def test_the_units_a_grounded_value_is_made_of(smol_compiler, smol_tokenizer, value, ok):
     compiled = smol_compiler.compile(Constraint.json_schema(NAME, source_text=FRONT_MATTER))
-    assert (
-        accepts_text(compiled, smol_tokenizer, json.dumps({"v": value}, ensure_ascii=False)) is ok
-    )
+    text = json.dumps({"v": value}, ensure_ascii=False)
+    assert accepts_text(compiled, smol_tokenizer, text) is ok
 
 
 def test_ground_strings_grounds_plain_and_pattern_strings(smol_compiler, smol_tokenizer):
