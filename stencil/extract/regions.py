@@ -12,18 +12,23 @@ and array items come from distinct regions (lines) of the document.
   often as the document states them: a repeat the document does not repeat is left out.
 - A string that starts with a label and its colon (``Kunde: Café Morgenrot``) loses the label;
   one with no letter or digit (a lone ``-``) is no value: left out where optional.
+- A string that ends with another field's value after a separator (a venue ``Harbor Park,
+  Providence`` beside the city ``Providence``) loses it: each field holds its own part.
 - Two top-level fields with the same value where the document states it once: the first (in the
   schema's order, or the required one) keeps it, the other is left out when it is optional.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from stencil.constraints import DocumentIndex, date_spans, number_runs, numbers_in, without_label
 
 _TABLE_ROWS = 2
 _TAIL = " \t€£$¥₹%*ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+_SEPARATOR_END = re.compile(r"\s*[,;|·–—/-]\s*$")
+_FREE_KEYS = ("enum", "const", "format", "pattern")
 
 
 def check_record(schema: dict[str, Any], data: dict[str, Any], document: str) -> dict[str, Any]:
@@ -46,7 +51,7 @@ def check_record(schema: dict[str, Any], data: dict[str, Any], document: str) ->
                 out[key] = items
             elif len(items) >= low or key not in required:
                 out.pop(key)
-    return _once(out, props, required, index)
+    return _once(_without_sibling_tails(out, props), props, required, index)
 
 
 def _worded(value: Any) -> bool:
@@ -142,6 +147,28 @@ def _on_line(value: Any, text: str, numbers: set[float]) -> bool:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value) in numbers
     return True
+
+
+def _without_sibling_tails(data: dict[str, Any], props: dict) -> dict[str, Any]:
+    """Each plain string that ends with a separator and another plain string field's value,
+    without that part."""
+    strings = {
+        k: v
+        for k, v in data.items()
+        if isinstance(v, str) and isinstance(props.get(k), dict)
+        and not any(f in props[k] for f in _FREE_KEYS)
+    }  # fmt: skip
+    out = dict(data)
+    for key, value in strings.items():
+        for other, tail in strings.items():
+            if other == key or not tail or len(tail) >= len(value) or not value.endswith(tail):
+                continue
+            head = value[: -len(tail)]
+            cut = _SEPARATOR_END.search(head)
+            if cut and _worded(head[: cut.start()]):
+                out[key] = head[: cut.start()]
+                break
+    return out
 
 
 def _once(

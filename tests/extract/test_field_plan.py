@@ -115,6 +115,26 @@ def test_a_value_loses_a_label_it_starts_with(value, kept):
 
 
 @pytest.mark.parametrize(
+    ("venue", "city", "kept"),
+    [
+        ("Harbor Park, Providence", "Providence", "Harbor Park"),
+        ("Salle Rameau – Lyon", "Lyon", "Salle Rameau"),
+        ("Harbor Park Providence", "Providence", "Harbor Park Providence"),  # no separator
+        ("Harbor Park, Providence", "Boston", "Harbor Park, Providence"),  # not the city's
+        ("Providence", "Providence", "Providence"),  # the same value: not a part of it
+        ("Old Providence", "Providence", "Old Providence"),
+    ],
+)
+def test_a_value_loses_a_sibling_value_it_ends_with(venue, city, kept):
+    schema = {
+        "type": "object",
+        "properties": {"venue": {"type": "string"}, "city": {"type": "string"}},
+    }
+    doc = f"Meet at {venue}. See you in {city}!"
+    assert check_record(schema, {"venue": venue, "city": city}, doc)["venue"] == kept
+
+
+@pytest.mark.parametrize(
     ("items", "kept"),
     [
         ([{"description": "Cloud hosting (Feb)", "quantity": 2, "amount": 1200.0}], 1),
