@@ -108,3 +108,42 @@ def test_unpermute_inverts_llama_cpp_permute():
 )
 def test_tensor_names(name, hf):
     assert hf_tensor_name(name) == hf
+
+
+CONFIG_FIELDS = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
+                 "num_attention_heads", "num_key_value_heads", "max_position_embeddings",
+                 "rms_norm_eps", "rope_parameters", "bos_token_id", "eos_token_id")  # fmt: skip
+
+
+def test_a_qwen2_config_built_here_is_transformers_own(tmp_path, gguf_tokenizer_fields):
+    """Qwen2's config comes from the header (``gguf_arch.PLAIN_CONFIGS``) instead of transformers'
+    reader of the whole file: the same fields."""
+    from transformers import AutoConfig
+
+    from stencil.engine.models.gguf import gguf_model_dir
+    from stencil.testing.gguf_writer import write_model_gguf
+
+    config = Qwen2Config(**{**TINY, "vocab_size": 49152}, rope_theta=1e6, rms_norm_eps=1e-6)
+    state = {k: v.numpy() for k, v in Qwen2ForCausalLM(config).state_dict().items()}
+    path = tmp_path / "qwen2.gguf"
+    write_model_gguf(path, config, state, lambda n, s: "F32", gguf_tokenizer_fields)
+    ours = AutoConfig.from_pretrained(gguf_model_dir(path))
+    theirs = AutoConfig.from_pretrained(str(tmp_path), gguf_file=path.name)
+    assert ours.model_type == theirs.model_type == "qwen2"
+    for field in CONFIG_FIELDS:
+        assert getattr(ours, field) == getattr(theirs, field), field
+
+
+@pytest.mark.parametrize(
+    ("arch", "meta", "built"),
+    [
+        ("qwen2", {}, True),
+        ("qwen2", {"qwen2.rope.scaling.type": "yarn"}, False),  # transformers' reader
+        ("gemma3", {"gemma3.rope.scaling.type": "linear"}, True),
+        ("llama", {}, False),
+    ],
+)
+def test_which_configs_are_built_here(arch, meta, built):
+    from stencil.engine.models.gguf_arch import builds_config
+
+    assert builds_config(arch, meta) is built

@@ -22,6 +22,7 @@ from stencil.engine.models.gguf_arch import (
     GLOBAL_NAMES,
     OWN_CONFIGS,
     PERMUTED_ARCHS,
+    builds_config,
     hf_config,
     layer_names,
     to_hf_convention,
@@ -223,7 +224,7 @@ def _write_metadata(gguf_path: Path, out: Path):
     tensors = read_tensors(gguf_path)
     names = {t.name for t in tensors}
     arch = str(meta["general.architecture"])
-    if arch in OWN_CONFIGS:
+    if builds_config(arch, meta):
         config = _own_config(gguf_path, meta, tensors, arch)
     elif arch == "gpt-oss":  # transformers' GGUF config reader fails on its rope scaling
         embd = next(t for t in tensors if t.name == "token_embd.weight")
