@@ -211,6 +211,16 @@ class _NoSpan(ConstraintError):
     """No span of the source fits a grounded string (its pattern matches none)."""
 
 
+def _longest(regexes: list[str], high: int | None) -> int | None:
+    """The longest text ``high`` and every regex admit (None: unbounded): a pattern such as
+    ``^[A-Z]{3}$`` bounds the spans ``_some_span_matches`` must try, so its answer is exact."""
+    widths = [re._parser.parse(r.replace("\\/", "/")).getwidth()[1] for r in regexes]
+    bounded = [w for w in widths if w < re._constants.MAXREPEAT]
+    if high is not None:
+        bounded.append(high)
+    return min(bounded, default=None)
+
+
 def _some_span_matches(
     chunks: list[str], regexes: list[str], low: int, high: int | None, *, in_words: bool = False
 ) -> bool:
@@ -340,7 +350,8 @@ class _LarkWriter:
         body = f"%regex {spec} & /{_START}{_CHAR}*/ & /{_CHAR}*{_END}/"
         regexes = [SPAN_FORMATS[fmt]] if fmt else []
         regexes += [_lark_pattern(pattern)] if pattern else []
-        if not _some_span_matches(chunks, regexes, low, high, in_words=bool(fmt)):
+        longest = _longest(regexes, high)  # checked exactly where a pattern bounds the length
+        if not _some_span_matches(chunks, regexes, low, longest, in_words=bool(fmt)):
             raise _NoSpan(f"no span of the source text is {_wanted(fmt, pattern, low, high)}")
         body += "".join(f" & /{r}/" for r in regexes)
         if low > 1 or high is not None:

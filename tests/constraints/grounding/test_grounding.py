@@ -424,20 +424,27 @@ def test_a_pattern_no_span_matches_leaves_out_an_optional_property(smol_compiler
         translate(Constraint.json_schema({**schema, "required": ["code"]}, source_text=doc))
 
 
-@pytest.mark.parametrize("fmt", ["email", "uri", "uuid", "ipv4"])
-def test_a_format_no_span_holds_leaves_out_an_optional_property(smol_compiler, smol_tokenizer, fmt):
-    """A document stating no value of a format: the optional property is left out, so no walk
-    opens it and meets a dead end (llguidance finds an empty span lexeme only once inside it)."""
+@pytest.mark.parametrize(
+    "kind",
+    [{"format": f} for f in ("email", "uri", "uuid", "ipv4")]
+    + [{"pattern": "^[A-Z]{2}[0-9]{2}$"}, {"pattern": "^[0-9]{5}$"}],  # no span bounded so
+)
+def test_a_format_no_span_holds_leaves_out_an_optional_property(
+    smol_compiler, smol_tokenizer, kind
+):
+    """A document stating no value of a format (or of a pattern bounding its length): the optional
+    property is left out, so no walk opens it and meets a dead end (llguidance finds an empty
+    span lexeme only once inside it: "NoExtensionBias")."""
     schema = {
         "type": "object",
-        "properties": {"v": {"type": "string", "format": fmt}},
+        "properties": {"v": {"type": "string", **kind}},
         "additionalProperties": False,
     }
     doc = "Revue de sociologie, vol. 66, 2025 - DOI : 10.3917/rfs.662.0245 (Paris)"
     constraint = Constraint.json_schema(schema, source_text=doc, ground_strings=True)
     compiled = smol_compiler.compile(constraint)
     assert accepts_text(compiled, smol_tokenizer, "{}")
-    rng = random.Random(fmt)
+    rng = random.Random(str(kind))
     assert all(random_walk(compiled, rng)[1] for _ in range(8))
     with pytest.raises(ConstraintError, match="cannot be filled"):
         translate(
