@@ -20,7 +20,7 @@ import torch
 
 from stencil.kernels.cpu_attention import FLAGS, CpuPagedAttention, _fits, _launch
 from stencil.kernels.cpu_layer_ops import CpuLayerOps
-from stencil.kernels.cpu_quant import CpuQuantLinear
+from stencil.kernels.cpu_quant import CpuQuantLinear, _ptr, _scale_pointers
 from stencil.kernels.quant_weight import QuantizedWeight, SplitWeight
 from stencil.paths import load_library
 
@@ -273,7 +273,6 @@ def _linear(weight, bias: torch.Tensor | None, keep: list) -> _Linear:
         bias = bias.contiguous()
         keep.append(bias)
     parts = _parts(weight)
-    ptr = lambda t: None if t is None else t.data_ptr()  # noqa: E731
     structs = [
         _Part(
             *p.shape,
@@ -281,12 +280,12 @@ def _linear(weight, bias: torch.Tensor | None, keep: list) -> _Linear:
             p.group,
             p.zero,
             p.codes.data_ptr(),
-            ptr(p.planes),
-            *map(ptr, (p.scales, p.mins, p.super_scales, p.super_mins)),
+            _ptr(p.planes),
+            *_scale_pointers(p),
         )
         for p in parts
     ]
-    return _Linear(weight.shape[0], len(parts), (_Part * MAX_PARTS)(*structs), ptr(bias))
+    return _Linear(weight.shape[0], len(parts), (_Part * MAX_PARTS)(*structs), _ptr(bias))
 
 
 def load(quant, ops, attention) -> LayerLoop | None:

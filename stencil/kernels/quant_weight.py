@@ -123,13 +123,14 @@ def pack(
         packed = (quad[:, :, 0] & 15) | ((quad[:, :, 1] & 15) << 4)  # [S, K/4, 32]
         if bits > 4:
             planes = torch.from_numpy(_high_bits(vec, bits))
-    kept = [(scales, super_scales), (mins, super_mins if mins is not None else None)]
+    if mins is None:
+        super_mins = None
     if super_scales is not None:
-        kept = [(_sub_scales(a, s, group), s) for a, s in kept]
-    (sc, sup_sc), (mn, sup_mn) = [
-        (None if a is None else _strips(a, pad), None if s is None else _strips(s, pad))
-        for a, s in kept
-    ]
+        scales = _sub_scales(scales, super_scales, group)
+        mins = _sub_scales(mins, super_mins, group)
+    sc, mn, sup_sc, sup_mn = (
+        None if a is None else _strips(a, pad) for a in (scales, mins, super_scales, super_mins)
+    )
     return QuantizedWeight(
         (n, k), bits, group, zero, torch.from_numpy(np.ascontiguousarray(packed)), planes,
         sc, mn, sup_sc, sup_mn,

@@ -83,14 +83,12 @@ class Drafter:
         self._sources: dict[int, _Sources] = {}  # seq_id -> its sources, while it runs
         self.cost = StepCost()  # the engine reports its forwards and verifications
         self.step_rows = self.cost.step_rows()  # as of this step's propose
-        self.min_chance = 1 / (1 + self.step_rows)
 
     def propose(self, running: list[Sequence], waiting: Iterable[Sequence] = ()) -> None:
         """Set every running sequence's drafts (none while the batch is too large), and those
         of the waiting ones the batch has room for: drafts computed in the step that computes
         the rest of their prompt (the scheduler drops them where it does not)."""
         self.step_rows = self.cost.step_rows()
-        self.min_chance = 1 / (1 + self.step_rows)
         limit = self.config.disable_by_batch_size or self.cost.max_batch()
         off = len(running) > limit
         room = limit - len(running)
@@ -108,6 +106,11 @@ class Drafter:
             return
         for seq in running:
             seq.spec_token_ids = [] if off or not _eligible(seq) else self.drafts(seq)
+
+    @property
+    def min_chance(self) -> float:
+        """A chain of drafts pays while its chance of acceptance is above this."""
+        return 1 / (1 + self.step_rows)
 
     def release(self, seq: Sequence) -> None:
         """``seq`` finished, was aborted or preempted: free what the draft model holds for it;
