@@ -25,6 +25,7 @@ from stencil.extract.prompt import (
     prompt_ids,
 )
 from stencil.extract.records import Job, Outcome
+from stencil.extract.span_ends import TOP_LOGPROBS, close_at_separator, is_top_string
 from stencil.extract.windows import Window
 
 
@@ -151,7 +152,7 @@ class EngineExtractor:
                 for out in self.engine.step():
                     if out.finished and (held := inflight.pop(out.request_id, None)) is not None:
                         doc, part = held
-                        doc.finish(part, out)
+                        doc.finish(part, out, self.engine.tokenizer.decode)
                         if (done := self._advance(doc, part, inflight)) is not None:
                             docs -= 1
                             yield done
@@ -192,6 +193,8 @@ class EngineExtractor:
                 if request is not None:
                     rid, ids, schema, penalty = request
                     params = replace(self.params, frequency_penalty=penalty, proposer=part.proposer)
+                    if self.per_field and _cuttable(schema):
+                        params = replace(params, logprobs=TOP_LOGPROBS)
                     if self.spec.per_document:
                         constraint = self.spec.constraint(part.window.text, schema)
                         params = replace(params, constraint=constraint)
@@ -253,10 +256,16 @@ class _Doc:
     finish_reason: str | None = "stop"
     error: str | None = None
 
-    def finish(self, part: _Part, out: Any) -> None:
-        """Take one finished request's answer."""
+    def finish(self, part: _Part, out: Any, decode: Any) -> None:
+        """Take one finished request's answer (a string's closed at a separator where the
+        model's odds say so: ``span_ends``)."""
         completion = out.outputs[0]
-        part.answers[out.request_id.rpartition(":")[2]] = completion.text
+        key = out.request_id.rpartition(":")[2]
+        text = completion.text
+        if completion.logprobs and completion.finish_reason == "stop":
+            ids, lps = completion.token_ids, completion.logprobs
+            text = close_at_separator(key, ids, lps, decode) or text
+        part.answers[key] = text
         self.prompt_tokens += len(out.prompt_token_ids)
         self.completion_tokens += len(completion.token_ids)
         if completion.finish_reason != "stop":
@@ -278,3 +287,9 @@ class _Doc:
             return Outcome(self.job.key, error=self.error, **counts)
         parts = [(p.window, p.schema, p.answers) for p in self.parts]
         return self.spec.outcome(self.job.key, parts, counts)
+
+
+def _cuttable(schema: dict[str, Any]) -> bool:
+    """Whether a field question's answer is a top-level string ``span_ends`` may close early."""
+    props = schema.get("properties") or {}
+    return len(props) == 1 and all(isinstance(v, dict) and is_top_string(v) for v in props.values())
