@@ -29,8 +29,9 @@ CLOSE_RATIO = 0.1
 TOP_LOGPROBS = 8
 """Alternatives asked per position (the constraint's mask leaves the close among them when
 it is likely)."""
-_SEPARATOR = re.compile(r"\s*[,;:(\[/|–—·•]|\s+-(?:\s|$)|\s*\n")
-"""A token that starts with one: the value's text goes on past a natural end."""
+_SEPARATOR = re.compile(r"\s*[,;:(\[|–—·•]|\s+-(?:\s|$)|\s*\n")
+"""A token that starts with one: the value's text goes on past a natural end (not `/`, which
+joins the parts of a path, a DOI or `Verkäuferin / Verkäufer`)."""
 
 
 def is_top_string(sub: dict[str, Any]) -> bool:
