@@ -57,16 +57,19 @@ def close_at_separator(
     if not logprobs:
         return None
     opening = re.compile(r"\s*\{\s*" + re.escape(json.dumps(key)) + r'\s*:\s*"')
-    for i, position in enumerate(logprobs[: len(token_ids)]):
+    whole = decode(token_ids)
+    for at, position in zip(_sampled_at(token_ids, logprobs), logprobs, strict=False):
         chosen = position.chosen
         if not _SEPARATOR.match(chosen.token) or chosen.token.startswith('"'):
             continue
         close = sum(math.exp(t.logprob) for t in position.top if t.token.startswith('"'))
         if close < ratio * math.exp(chosen.logprob):
             continue
-        head = decode(token_ids[:i])
+        head = decode(token_ids[:at])
         opened = opening.match(head)
-        if opened is None or opened.end() == len(head):
+        if opened is None or opened.end() == len(head) or not whole.startswith(head):
+            continue
+        if not whole[len(head) :].startswith(chosen.token):
             continue
         answer = head + '"}'
         try:
@@ -76,3 +79,18 @@ def close_at_separator(
         if isinstance(value, dict) and isinstance(value.get(key), str) and value[key].strip():
             return answer
     return None
+
+
+def _sampled_at(token_ids: Sequence[int], logprobs: Sequence[Any]) -> list[int]:
+    """The index in ``token_ids`` of each ``logprobs`` entry's token: the engine appends
+    jump-forward tokens (forced by the constraint) without logprobs, so the two lists drift
+    apart; each entry is matched to the next output token with its id."""
+    out, p = [], 0
+    for position in logprobs:
+        while p < len(token_ids) and token_ids[p] != position.chosen.token_id:
+            p += 1
+        if p == len(token_ids):
+            break
+        out.append(p)
+        p += 1
+    return out

@@ -69,6 +69,17 @@ def test_a_string_closes_at_a_separator_the_model_would_close_at(
     assert (p_close >= CLOSE_RATIO * p_sep) or not expect_cut
 
 
+@pytest.mark.parametrize("forced", [(0, 1, 2), (1, 3), (4,)])
+def test_jump_forward_tokens_without_logprobs_keep_the_cut_in_place(tokenizer, forced):
+    """Tokens the constraint forces (jump-forward) come without logprobs: the cut still falls
+    at the separator."""
+    answer = '{"city": "Porto, Portugal"}'
+    ids, lps = _logprobs(tokenizer, answer, "Porto", 0.40, 0.55)
+    sampled = [lp for i, lp in enumerate(lps) if i not in forced]
+    closed = close_at_separator("city", ids, sampled, tokenizer.decode)
+    assert json.loads(closed) == {"city": "Porto"}
+
+
 def test_no_odds_no_cut(tokenizer):
     ids = tokenizer('{"city": "Porto, Portugal"}', add_special_tokens=False).input_ids
     assert close_at_separator("city", ids, None, tokenizer.decode) is None
