@@ -12,6 +12,7 @@ Greedy paths part where two tokens are nearly tied (activations rounded to int8 
 from __future__ import annotations
 
 import argparse
+import gc
 
 import torch
 
@@ -46,11 +47,17 @@ def main() -> None:
     tok = AutoTokenizer.from_pretrained(str(meta))
     prompts = [prompt_ids(tok, p) for p in PROMPTS]
     ours = stencil_runs(path, prompts, args.max_tokens)
+    gc.collect()  # Stencil's model gone before transformers' is built
     config = AutoConfig.from_pretrained(str(meta))
-    hf = AutoModelForCausalLM.from_config(config).float().eval()
+    with torch.device("meta"):  # no random init beside the file's weights: half the peak memory
+        hf = AutoModelForCausalLM.from_config(config, torch_dtype=torch.float32).eval()
     weights = {k: torch.from_numpy(v) for k, v in read_gguf_tensors(path, config).items()}
-    hf.load_state_dict(weights, strict=False)
+    hf.load_state_dict(weights, strict=False, assign=True)
     hf.tie_weights()
+    rotary = hf.model.rotary_emb  # its buffers are computed at init, not loaded
+    hf.model.rotary_emb = type(rotary)(config=config)
+    left = [n for n, t in [*hf.named_parameters(), *hf.named_buffers()] if t.is_meta]
+    assert not left, f"not in the file: {left}"
     rows = []
     for text, ids, (tokens, first) in zip(PROMPTS, prompts, ours, strict=True):
         x = torch.tensor([ids])
