@@ -33,6 +33,25 @@ def stencil_runs(
     return [(list(o.outputs[0].token_ids), o.outputs[0].logprobs[0]) for o in outs]
 
 
+def transformers_model(auto, config, weights: dict[str, torch.Tensor]) -> torch.nn.Module:
+    """transformers' model of ``config`` holding ``weights``: built on the meta device and given
+    the file's tensors (no random init beside them: half the peak memory, 13 GB for the 1.5B
+    otherwise), its rotary tables recomputed; built whole where other buffers are not in the
+    file."""
+    with torch.device("meta"):
+        hf = auto.from_config(config, dtype=torch.float32).eval()
+    hf.load_state_dict(weights, strict=False, assign=True)
+    hf.tie_weights()
+    rotary = getattr(hf.model, "rotary_emb", None)  # computed at init, not loaded
+    if rotary is not None:
+        hf.model.rotary_emb = type(rotary)(config=rotary.config)
+    if any(t.is_meta for t in [*hf.parameters(), *hf.buffers()]):
+        hf = auto.from_config(config, dtype=torch.float32).eval()
+        hf.load_state_dict(weights, strict=False)
+        hf.tie_weights()
+    return hf
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default="qwen2.5-coder-1.5b", choices=sorted(REAL_MODELS))
@@ -49,15 +68,8 @@ def main() -> None:
     ours = stencil_runs(path, prompts, args.max_tokens)
     gc.collect()  # Stencil's model gone before transformers' is built
     config = AutoConfig.from_pretrained(str(meta))
-    with torch.device("meta"):  # no random init beside the file's weights: half the peak memory
-        hf = AutoModelForCausalLM.from_config(config, torch_dtype=torch.float32).eval()
     weights = {k: torch.from_numpy(v) for k, v in read_gguf_tensors(path, config).items()}
-    hf.load_state_dict(weights, strict=False, assign=True)
-    hf.tie_weights()
-    rotary = hf.model.rotary_emb  # its buffers are computed at init, not loaded
-    hf.model.rotary_emb = type(rotary)(config=config)
-    left = [n for n, t in [*hf.named_parameters(), *hf.named_buffers()] if t.is_meta]
-    assert not left, f"not in the file: {left}"
+    hf = transformers_model(AutoModelForCausalLM, config, weights)
     rows = []
     for text, ids, (tokens, first) in zip(PROMPTS, prompts, ours, strict=True):
         x = torch.tensor([ids])
