@@ -6,7 +6,7 @@ Also what each Ray worker actor runs (``stencil.extract.ray_backend``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -130,9 +130,9 @@ class EngineExtractor:
 
     def run(self, jobs: Iterable[Job]) -> Iterator[Outcome]:
         """Yield one Outcome per job, in completion order; at most ``window`` documents in the
-        engine, each window of a document with one request at a time (a field's question goes
-        in when the one before it has its answer, and finds the window's blocks in the prefix
-        cache)."""
+        engine. A window's first question goes in alone; once its prompt is computed (its first
+        token out) the window's blocks are in the prefix cache, and every question
+        ``FieldPlan.ready`` hands out goes in at once, beside the others in the batch."""
         pending = iter(jobs)
         inflight: dict[str, tuple[_Doc, _Part]] = {}  # request id in the engine -> its window
         docs = 0
@@ -150,12 +150,18 @@ class EngineExtractor:
                 if not inflight:
                     return
                 for out in self.engine.step():
-                    if out.finished and (held := inflight.pop(out.request_id, None)) is not None:
-                        doc, part = held
+                    if (held := inflight.get(out.request_id)) is None:
+                        continue
+                    doc, part = held
+                    if out.finished:
+                        del inflight[out.request_id]
                         doc.finish(part, out, self.engine.tokenizer.decode)
-                        if (done := self._advance(doc, part, inflight)) is not None:
-                            docs -= 1
-                            yield done
+                    elif part.primed:
+                        continue
+                    part.primed = True
+                    if (done := self._advance(doc, part, inflight)) is not None:
+                        docs -= 1
+                        yield done
         finally:
             for rid in inflight:
                 self.engine.abort_request(rid)
@@ -173,9 +179,9 @@ class EngineExtractor:
             rid = f"extract-{job.key}:{i}"
             part = _Part(window, schema, DocumentIndex(window.text))
             if self.per_field:
-                part.requests = self._field_parts(rid, job.path, part, prompt.messages)
+                part.asks = self._field_asks(rid, job.path, part, prompt.messages)
             else:
-                part.requests = iter([(rid, self._prompt_ids(prompt.messages), schema, 0.0)])
+                part.queue = [(rid, self._prompt_ids(prompt.messages), schema, 0.0)]
             doc.parts.append(part)
         done = None
         for part in list(doc.parts):
@@ -185,13 +191,11 @@ class EngineExtractor:
     def _advance(
         self, doc: _Doc, part: _Part, inflight: dict[str, tuple[_Doc, _Part]]
     ) -> Outcome | None:
-        """Queue the window's next request; the document's Outcome when none of its windows has
-        a request left."""
+        """Queue the window's requests that can go now; the document's Outcome when none of
+        its windows has a request left."""
         if doc.error is None:
             try:
-                request = next(part.requests, None)
-                if request is not None:
-                    rid, ids, schema, penalty = request
+                for rid, ids, schema, penalty in part.ready():
                     params = replace(self.params, frequency_penalty=penalty, proposer=part.proposer)
                     if self.per_field and _cuttable(schema):
                         params = replace(params, logprobs=TOP_LOGPROBS)
@@ -200,28 +204,40 @@ class EngineExtractor:
                         params = replace(params, constraint=constraint)
                     self.engine.add_request(rid, ids, params)
                     inflight[rid] = (doc, part)
-                    return None
+                    part.flying += 1
             except (ValueError, RequestError, ConstraintError) as e:
                 doc.error = str(e)
+        if part.flying and doc.error is None:
+            return None
         part.done = True
         if any(not p.done for p in doc.parts) or any(d is doc for d, _ in inflight.values()):
             return None
         return doc.outcome()
 
-    def _field_parts(
+    def _field_asks(
         self, rid: str, filename: str, part: _Part, prompt: list[dict]
-    ) -> Iterator[tuple]:
-        """One question per field, (request id, prompt ids, answer schema, frequency penalty),
-        each narrowed to what the window states for it and the answers before it left
-        (``field_plan``)."""
+    ) -> Callable[[dict[str, str]], list[tuple]]:
+        """The window's questions that can go, given its answers so far: (request id, prompt
+        ids, answer schema, frequency penalty), each narrowed to what the window states for it
+        and the answers before it left (``field_plan``)."""
         text = part.window.text
         prefix = self.spec.field_prefix(prompt, filename, text)
         plan = FieldPlan(
             part.schema, text, self.spec.ground_numbers, self.spec.ground_dates, part.index
         )
-        for q in plan.questions(part.answers):
-            messages = questions.field_messages(prefix, q)
-            yield f"{rid}:{q.key}", self._prompt_ids(messages), q.schema, q.frequency_penalty
+
+        def asks(answers: dict[str, str]) -> list[tuple]:
+            return [
+                (
+                    f"{rid}:{q.key}",
+                    self._prompt_ids(questions.field_messages(prefix, q)),
+                    q.schema,
+                    q.frequency_penalty,
+                )
+                for q in plan.ready(answers)
+            ]
+
+        return asks
 
 
 @dataclass(slots=True)
@@ -233,14 +249,30 @@ class _Part:
     """The window's schema (``merge.window_schema``, narrowed to what it states)."""
     index: DocumentIndex
     """What the window states: its questions' plan and its requests' drafts read it."""
-    requests: Iterator[tuple] = field(default_factory=lambda: iter(()))
+    asks: Callable[[dict[str, str]], list[tuple]] = lambda answers: []
+    """The questions that can go given the answers so far (``FieldPlan.ready``)."""
+    queue: list[tuple] = field(default_factory=list)
+    """Requests ready but not sent: all but the first until the window is primed."""
     answers: dict[str, str] = field(default_factory=dict)
+    flying: int = 0
+    primed: bool = False
+    """Whether the window's prompt is computed (a request of it has written a token)."""
     done: bool = False
     proposer: DocumentProposer = field(init=False)
     """Drafts from the window for speculative decoding, lent on each of its requests."""
 
     def __post_init__(self) -> None:
         self.proposer = DocumentProposer(self.index)
+
+    def ready(self) -> list[tuple]:
+        """The requests to send now: the first alone (it leaves the window's prompt in the
+        prefix cache), then all that are ready."""
+        self.queue += self.asks(self.answers)
+        if self.flying and not self.primed:
+            return []
+        n = len(self.queue) if self.primed else 1
+        out, self.queue = self.queue[:n], self.queue[n:]
+        return out
 
 
 @dataclass(slots=True)
@@ -266,6 +298,7 @@ class _Doc:
             ids, lps = completion.token_ids, completion.logprobs
             text = close_at_separator(key, ids, lps, decode) or text
         part.answers[key] = text
+        part.flying -= 1
         self.prompt_tokens += len(out.prompt_token_ids)
         self.completion_tokens += len(completion.token_ids)
         if completion.finish_reason != "stop":

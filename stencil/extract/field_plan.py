@@ -5,7 +5,9 @@ Order: required fields first, arrays last, else the schema's. Every field is ask
 grounding leaves it nothing to copy. Each field's schema is narrowed by ``ValuePool`` (the
 numbers and dates the answers before it left: a due date is not the issue date again, a total
 not a line amount, unless the document states the value twice); an optional field with none
-left is not asked.
+left is not asked. Only those fields wait for the answers before them: a field with no free
+number or date in it is asked at once, beside the others (``FieldPlan.ready``), and gets the
+question it would get after them.
 
 The document's labels (``DocumentIndex.labels``, the lexicon's words) assist, never decide:
 where the document prints a label of the field's kind (``Total``, ``Gesamtbetrag``, ``Bill to:``,
@@ -35,8 +37,7 @@ _HINT_CHARS = 60
 
 
 class FieldPlan:
-    """One document's questions; ``questions(answers)`` yields the next one after the answer
-    to the one before it is in ``answers`` (field -> raw answer text)."""
+    """One document's questions, handed out by ``ready(answers)`` as they can be asked."""
 
     def __init__(
         self,
@@ -50,22 +51,60 @@ class FieldPlan:
         self.document = document
         self.index = DocumentIndex(document) if index is None else index
         self.pool = ValuePool(self.index, numbers, dates)
+        self.required = set(schema.get("required", ()))
+        self.props = schema.get("properties", {})
+        self.claimed = frozenset(claimed_kinds(self.props))
+        self.order = sorted(
+            self.props, key=lambda k: (_is_array(self.props[k]), k not in self.required)
+        )
+        self.asked: set[str] = set()
+        self.unasked: set[str] = set()  # left nothing to answer with
+        self.settled = 0  # the leading fields in ``order`` whose answers the pool has taken
 
-    def questions(self, answers: dict[str, str]) -> Iterator[FieldQuestion]:
-        required = set(self.schema.get("required", ()))
-        props = self.schema.get("properties", {})
-        claimed = frozenset(claimed_kinds(props))
-        for key in sorted(props, key=lambda k: (_is_array(props[k]), k not in required)):
-            sub = self.pool.narrow(props[key], key in required)
+    def ready(self, answers: dict[str, str]) -> list[FieldQuestion]:
+        """The questions that can go now, given the answers so far (field -> raw answer text):
+        every field not asked yet that the pool does not narrow, and the next field it does
+        once every field before it is answered. Answered in any order, the questions are
+        those asked one after another, in ``order``, would get."""
+        out = []
+        for i, key in enumerate(self.order):
+            self._settle(answers)
+            if key in self.asked or (self.pool.depends(self.props[key]) and i != self.settled):
+                continue
+            self.asked.add(key)
+            sub = self.pool.narrow(self.props[key], key in self.required)
             if sub is None:
+                self.unasked.add(key)
                 continue
             hints = self.hints(key, sub)
-            yield field_question(
-                key, sub, key in required, hints, described=props[key], claimed=claimed
+            out.append(
+                field_question(
+                    key,
+                    sub,
+                    key in self.required,
+                    hints,
+                    described=self.props[key],
+                    claimed=self.claimed,
+                )
             )
+        return out
+
+    def questions(self, answers: dict[str, str]) -> Iterator[FieldQuestion]:
+        """The questions one after another: the next once the answer to the one before it is
+        in ``answers``."""
+        while ready := self.ready(answers):
+            yield from ready
+
+    def _settle(self, answers: dict[str, str]) -> None:
+        """Take the answers of the leading answered fields into the pool, in order."""
+        while self.settled < len(self.order):
+            key = self.order[self.settled]
+            if key not in self.unasked and key not in answers:
+                return
             answer = _loads(answers.get(key, ""))
             if isinstance(answer, dict) and key in answer:
                 self.pool.take(answer[key])
+            self.settled += 1
 
     def hints(self, key: str, sub: dict[str, Any]) -> tuple[str, ...]:
         """The document's lines where a label of the field's kind stands (else where a line

@@ -22,6 +22,18 @@ class ValuePool:
         narrowed = self._narrow(sub)
         return sub if narrowed is None and required else narrowed
 
+    def depends(self, sub: Any) -> bool:
+        """Whether ``narrow`` reads the pool for ``sub``: a free number or date in it."""
+        if not isinstance(sub, dict) or "enum" in sub or "const" in sub:
+            return False
+        if sub.get("type") == "array":
+            return self.depends(sub.get("items"))
+        if sub.get("type") == "object" and isinstance(sub.get("properties"), dict):
+            return any(self.depends(p) for p in sub["properties"].values())
+        if sub.get("type") in ("number", "integer"):
+            return self.numbers is not None
+        return sub.get("format") == "date" and self.dates is not None
+
     def _narrow(self, sub: dict[str, Any]) -> dict[str, Any] | None:
         if "enum" in sub or "const" in sub:
             return sub

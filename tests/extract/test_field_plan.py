@@ -4,6 +4,8 @@ of real ones (not the evaluation corpus's)."""
 
 from __future__ import annotations
 
+import random
+
 import pytest
 from test_extract_fixtures import INVOICE_DE
 
@@ -191,3 +193,35 @@ def test_a_question_keeps_the_kinds_its_siblings_claim():
     doc = "kwame.asante@icloud.com\nKWAME ASANTE, Toronto"
     asked = {q.key: q.schema for q in FieldPlan(schema, doc, True, True).questions({})}
     assert asked["name"]["x-claimed"] == ["email"]
+
+
+def test_ready_hands_out_the_questions_asked_one_after_another():
+    """Questions handed out together by ``ready`` and answered in any order get the schemas
+    they get asked one after another: a field the pool does not narrow goes at once, a number
+    or date only after every answer before it (the due date then cannot be the issue date)."""
+    answers = {
+        "invoice_number": '{"invoice_number": "INV-2025-118"}',
+        "issue_date": '{"issue_date": "2025-03-14"}',
+        "due_date": '{"due_date": "2025-04-13"}',
+        "seller": '{"seller": "ACME CLOUD SERVICES LTD."}',
+        "buyer": '{"buyer": "Globex Corporation"}',
+        "total": '{"total": 1896.0}',
+        "currency": '{"currency": "GBP"}',
+    }
+    one_by_one = {}
+    given: dict[str, str] = {}
+    for q in FieldPlan(INVOICE, EN, numbers=True, dates=True).questions(given):
+        one_by_one[q.key] = q
+        given[q.key] = answers.get(q.key, "{}")
+    assert "2025-03-14" not in one_by_one["due_date"].schema["properties"]["due_date"]["enum"]
+    for seed in range(12):
+        rng = random.Random(seed)
+        plan = FieldPlan(INVOICE, EN, numbers=True, dates=True)
+        pending, got, asked = plan.ready({}), {}, {}
+        assert len(pending) > 1 and "due_date" not in {q.key for q in pending}
+        while pending:
+            q = pending.pop(rng.randrange(len(pending)))
+            asked[q.key] = q
+            got[q.key] = answers.get(q.key, "{}")
+            pending += plan.ready(got)
+        assert asked == one_by_one
