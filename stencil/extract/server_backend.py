@@ -1,7 +1,7 @@
 """The ``--server URL`` backend: the same extraction against any OpenAI-compatible server
 (``stencil serve``, vLLM, OpenAI) through ``response_format`` json_schema, ``concurrency``
-documents in flight (field by field: each document's questions one after another, so the
-server's prefix cache holds the document for the next one).
+documents in flight (field by field: each document's first question alone, so the server's
+prefix cache holds the document, then each batch ``FieldPlan.ready`` hands out at once).
 
 The server's tokenizer is unknown here, so documents are cut by a character estimate, and only
 when the server says its context length (``max_model_len`` on ``/v1/models``, as Stencil and
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 from collections.abc import Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any
@@ -20,6 +21,7 @@ from stencil.extract import questions, reading
 from stencil.extract.engine_backend import ExtractSpec
 from stencil.extract.field_plan import FieldPlan
 from stencil.extract.prompt import CharTokenCounter, Prompt, PromptBuilder
+from stencil.extract.questions import FieldQuestion
 from stencil.extract.records import Job, Outcome
 
 _NAME = re.compile(r"[^a-zA-Z0-9_-]")
@@ -44,6 +46,7 @@ class ServerExtractor:
         )
         self.spec = spec
         self.concurrency = max(1, concurrency)
+        self._counting = threading.Lock()
         card = self._model_card(model)
         self.model = model or card.get("id") or "default"
         counter = CharTokenCounter()
@@ -141,17 +144,25 @@ class ServerExtractor:
     def _answers(
         self, job: Job, prompt: Prompt, schema: dict, counts: dict[str, Any]
     ) -> dict[str, str]:
-        """One window's answers: field -> answer text (``field_plan``'s questions one after
-        another), or the whole record's answer."""
+        """One window's answers: field -> answer text (the first question alone, then what
+        ``FieldPlan.ready`` hands out, each batch at once), or the whole record's answer."""
         text = prompt.document
         if not self.spec.per_field:
             return {"": self._ask(prompt.messages, text, schema, counts)}
         prefix = self.spec.field_prefix(prompt.messages, job.path, text)
         plan = FieldPlan(schema, text, self.spec.ground_numbers, self.spec.ground_dates)
-        answers: dict[str, str] = {}
-        for q in plan.questions(answers):
+
+        def ask(q: FieldQuestion) -> str:
             messages = questions.field_messages(prefix, q)
-            answers[q.key] = self._ask(messages, text, q.schema, counts, q.frequency_penalty)
+            return self._ask(messages, text, q.schema, counts, q.frequency_penalty)
+
+        answers: dict[str, str] = {}
+        with ThreadPoolExecutor(thread_name_prefix="extract-field") as pool:
+            while ready := plan.ready(answers):
+                if not answers:
+                    answers[ready[0].key] = ask(ready[0])
+                    ready = ready[1:]
+                answers.update(zip([q.key for q in ready], pool.map(ask, ready), strict=True))
         return answers
 
     def _ask(
@@ -168,9 +179,10 @@ class ServerExtractor:
             **self._constraint(document, schema),
         )
         choice = response.choices[0]
-        if response.usage:
-            counts["prompt_tokens"] += response.usage.prompt_tokens
-            counts["completion_tokens"] += response.usage.completion_tokens
-        if choice.finish_reason != "stop":
-            counts["finish_reason"] = choice.finish_reason
+        with self._counting:  # a document's questions may answer at once
+            if response.usage:
+                counts["prompt_tokens"] += response.usage.prompt_tokens
+                counts["completion_tokens"] += response.usage.completion_tokens
+            if choice.finish_reason != "stop":
+                counts["finish_reason"] = choice.finish_reason
         return choice.message.content or ""
