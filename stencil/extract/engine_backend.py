@@ -17,6 +17,7 @@ from stencil.extract import questions, reading
 from stencil.extract.document_proposer import DocumentProposer
 from stencil.extract.field_plan import FieldPlan
 from stencil.extract.merge import Grounding
+from stencil.extract.not_stated import leave_absent, not_stated_answers
 from stencil.extract.prompt import (
     SAFETY_TOKENS,
     HFTokenCounter,
@@ -197,8 +198,9 @@ class EngineExtractor:
             try:
                 for rid, ids, schema, penalty in part.ready():
                     params = replace(self.params, frequency_penalty=penalty, proposer=part.proposer)
-                    if self.per_field and _cuttable(schema):
+                    if self.per_field and _weighed(rid.rpartition(":")[2], schema):
                         params = replace(params, logprobs=TOP_LOGPROBS)
+                    part.schemas[rid] = schema
                     if self.spec.per_document:
                         constraint = self.spec.constraint(part.window.text, schema)
                         params = replace(params, constraint=constraint)
@@ -254,6 +256,8 @@ class _Part:
     queue: list[tuple] = field(default_factory=list)
     """Requests ready but not sent: all but the first until the window is primed."""
     answers: dict[str, str] = field(default_factory=dict)
+    schemas: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Each request's answer schema, by request id."""
     flying: int = 0
     primed: bool = False
     """Whether the window's prompt is computed (a request of it has written a token)."""
@@ -289,14 +293,19 @@ class _Doc:
     error: str | None = None
 
     def finish(self, part: _Part, out: Any, decode: Any) -> None:
-        """Take one finished request's answer (a string's closed at a separator where the
-        model's odds say so: ``span_ends``)."""
+        """Take one finished request's answer, reread where the model's odds say so: a field
+        left out (``not_stated``), a string closed at a separator (``span_ends``)."""
         completion = out.outputs[0]
         key = out.request_id.rpartition(":")[2]
+        schema = part.schemas.pop(out.request_id, {})
         text = completion.text
         if completion.logprobs and completion.finish_reason == "stop":
             ids, lps = completion.token_ids, completion.logprobs
-            text = close_at_separator(key, ids, lps, decode) or text
+            text = (
+                leave_absent(key, schema, ids, lps, decode)
+                or (_cuttable(schema) and close_at_separator(key, ids, lps, decode))
+                or text
+            )
         part.answers[key] = text
         part.flying -= 1
         self.prompt_tokens += len(out.prompt_token_ids)
@@ -320,6 +329,11 @@ class _Doc:
             return Outcome(self.job.key, error=self.error, **counts)
         parts = [(p.window, p.schema, p.answers) for p in self.parts]
         return self.spec.outcome(self.job.key, parts, counts)
+
+
+def _weighed(key: str, schema: dict[str, Any]) -> bool:
+    """Whether a field question's answer is reread by the model's odds (its logprobs asked)."""
+    return _cuttable(schema) or bool(not_stated_answers(key, schema))
 
 
 def _cuttable(schema: dict[str, Any]) -> bool:

@@ -58,7 +58,7 @@ def close_at_separator(
         return None
     opening = re.compile(r"\s*\{\s*" + re.escape(json.dumps(key)) + r'\s*:\s*"')
     whole = decode(token_ids)
-    for at, position in zip(_sampled_at(token_ids, logprobs), logprobs, strict=False):
+    for at, position in zip(sampled_at(token_ids, logprobs), logprobs, strict=False):
         chosen = position.chosen
         if not _SEPARATOR.match(chosen.token) or chosen.token.startswith('"'):
             continue
@@ -81,7 +81,7 @@ def close_at_separator(
     return None
 
 
-def _sampled_at(token_ids: Sequence[int], logprobs: Sequence[Any]) -> list[int]:
+def sampled_at(token_ids: Sequence[int], logprobs: Sequence[Any]) -> list[int]:
     """The index in ``token_ids`` of each ``logprobs`` entry's token: the engine appends
     jump-forward tokens (forced by the constraint) without logprobs, so the two lists drift
     apart; each entry is matched to the next output token with its id."""
