@@ -10,6 +10,9 @@ Where the CPU has AVX512-VNNI the rows are instead rounded to int8 per block of 
 each, llama.cpp's Q8 activations) and dotted against the codes as bytes (``csrc/quant_linear_i8.c``):
 half the instructions per multiply-add and no conversion of the codes, at the cost of rounding the
 activations to 8 bits (``reference.int8_rows`` is that rounding; see docs/engine.md for the error).
+Where the CPU has neither AVX512-BF16 nor AVX512-VNNI but AVX2, FMA and F16C (AMD before Zen 4,
+Intel client parts) the same int8 kernel runs on 256-bit ``vpmaddubsw`` (``csrc/quant_linear_avx2.c``:
+the same ABI and the same output bits).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from stencil.paths import load_library
 
 SOURCE = Path(__file__).parent / "csrc" / "quant_linear.c"
 SOURCE_I8 = Path(__file__).parent / "csrc" / "quant_linear_i8.c"
+SOURCE_AVX2 = Path(__file__).parent / "csrc" / "quant_linear_avx2.c"
 FLAGS = ["-O3", "-march=native", "-std=gnu11", "-fopenmp", "-shared", "-fPIC"]
 _P = ctypes.c_void_p
 _I64 = ctypes.c_int64
@@ -52,13 +56,23 @@ _ARGTYPES_I8 += [_P, _P, _P, _P, _P, _P, _P, _P, ctypes.c_int]
 
 class CpuQuantLinear:
     """``(x, weight: QuantizedWeight, bias) -> x @ weight.T + bias`` in x's dtype; x is rounded to
-    int8 per block of 32 (``i8``, the VNNI kernel) or else to bf16 for the dot products
-    (accumulation, scales and output stay fp32)."""
+    int8 per block of 32 (``i8``: the VNNI or AVX2 kernel, ``i8_source`` its C file) or else to
+    bf16 for the dot products (``library``; accumulation, scales and output stay fp32). One of
+    the two libraries at least."""
 
-    def __init__(self, library: ctypes.CDLL, i8: ctypes.CDLL | None = None) -> None:
-        self._kernel = library.qlinear
-        self._kernel.argtypes = _ARGTYPES
-        self._kernel.restype = None
+    def __init__(
+        self,
+        library: ctypes.CDLL | None,
+        i8: ctypes.CDLL | None = None,
+        i8_source: Path = SOURCE_I8,
+    ) -> None:
+        if library is None and i8 is None:
+            raise ValueError("CpuQuantLinear needs the bf16 or the int8 kernel")
+        self._kernel = None if library is None else library.qlinear
+        if self._kernel is not None:
+            self._kernel.argtypes = _ARGTYPES
+            self._kernel.restype = None
+        self.i8_source = i8_source if i8 is not None else None
         self._i8 = None if i8 is None else i8.qlinear_i8
         self._grouped = None if i8 is None else i8.qlinear_i8_grouped
         if self._i8 is not None:
@@ -249,14 +263,26 @@ def _scale_pointers(w: QuantizedWeight) -> tuple:
 
 
 def load(int8_activations: bool = True) -> CpuQuantLinear | None:
-    """The compiled kernel, or None where it cannot be built or the CPU lacks AVX512-BF16; with
-    the int8-activation (VNNI) kernel where ``int8_activations`` and the CPU has AVX512-VNNI."""
+    """The compiled kernels: the int8-activation VNNI kernel where ``int8_activations`` and the
+    CPU has AVX512-VNNI, else the bf16 one (AVX512-BF16), else (``int8_activations``) the AVX2
+    int8 kernel; None where none of them can be built or runs on this CPU (the pure-torch path).
+    """
     library = load_library(
-        SOURCE, FLAGS, "using the pure-torch path", ("qlinear_available", "AVX512-BF16")
+        SOURCE, FLAGS, "no bf16-activation kernel", ("qlinear_available", "AVX512-BF16")
     )
-    if library is None:
-        return None
-    i8 = int8_activations and load_library(
-        SOURCE_I8, FLAGS, "using bf16 activations", ("qlinear_i8_available", "AVX512-VNNI")
+    if not int8_activations:
+        return None if library is None else CpuQuantLinear(library)
+    instead = "using bf16 activations" if library is not None else "trying AVX2"
+    i8 = load_library(SOURCE_I8, FLAGS, instead, ("qlinear_i8_available", "AVX512-VNNI"))
+    if i8 is not None:
+        return CpuQuantLinear(library, i8, SOURCE_I8)
+    return CpuQuantLinear(library) if library is not None else load_avx2()
+
+
+def load_avx2() -> CpuQuantLinear | None:
+    """The AVX2 int8-activation kernel alone (any CPU with AVX2, FMA and F16C, AVX-512 ones too:
+    the tests compare it with the VNNI kernel there), or None."""
+    avx2 = load_library(
+        SOURCE_AVX2, FLAGS, "using the pure-torch path", ("qlinear_i8_available", "AVX2+FMA+F16C")
     )
-    return CpuQuantLinear(library, i8 or None)
+    return None if avx2 is None else CpuQuantLinear(None, avx2, SOURCE_AVX2)

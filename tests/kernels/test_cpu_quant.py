@@ -12,9 +12,10 @@ import torch
 from stencil.kernels import cpu_quant, reference
 from stencil.kernels.quant_weight import SplitWeight, concat, pack
 
-KERNEL = cpu_quant.load()  # int8 activations where the CPU has AVX512-VNNI
+KERNEL = cpu_quant.load()  # int8 activations where the CPU has AVX512-VNNI, or AVX2 only
 BF16_KERNEL = cpu_quant.load(int8_activations=False)
 INT8 = KERNEL is not None and KERNEL.int8_activations
+AVX2_KERNEL = cpu_quant.load_avx2()  # on AVX-512 CPUs too
 # bits, group, zero code, with mins, super-block scales: Q8_0 / int8, Q4_0, Q4_1 / int4, Q5_0,
 # Q5_1, Q6_K as fp16 products, then the K-quants as stored (int8 times an fp16 per 256): Q4_K,
 # Q5_K, Q6_K
@@ -74,7 +75,7 @@ def test_packed_rows_dequantize_exactly(fmt, n, k):
 SHAPES = [(48, 64, 1), (40, 96, 13), (64, 512, 70), (16, 32, 0)]
 
 
-@pytest.mark.skipif(KERNEL is None, reason="no C compiler or no AVX512-BF16")
+@pytest.mark.skipif(BF16_KERNEL is None, reason="no C compiler or no AVX512-BF16")
 @pytest.mark.parametrize(("fmt", "n", "k", "rows"), cases(SHAPES))
 def test_bf16_kernel_matches_twin(fmt, n, k, rows):
     w, value = random_weight(*fmt, n, k, seed=rows)
@@ -91,7 +92,7 @@ def test_bf16_kernel_matches_twin(fmt, n, k, rows):
     assert ((got.double() - twin.double()).abs() <= 2 * bound).all()
 
 
-@pytest.mark.skipif(not INT8, reason="no C compiler or no AVX512-VNNI")
+@pytest.mark.skipif(not INT8, reason="no C compiler, or neither AVX512-VNNI nor AVX2")
 @pytest.mark.parametrize(("fmt", "n", "k", "rows"), cases([*SHAPES, (32, 1024, 8)]))
 def test_int8_kernel_matches_twin_and_fp32(fmt, n, k, rows):
     w, value = random_weight(*fmt, n, k, seed=rows)
@@ -118,7 +119,7 @@ def test_int8_kernel_matches_twin_and_fp32(fmt, n, k, rows):
     assert rows == 0 or (xq - x).abs().max() > 0  # the rounding is real (the bound is not vacuous)
 
 
-@pytest.mark.skipif(KERNEL is None, reason="no C compiler or no AVX512-BF16")
+@pytest.mark.skipif(KERNEL is None, reason="no C compiler, or neither AVX-512 nor AVX2")
 def test_bf16_input_and_split_weight():
     a, va = random_weight(4, 32, 0, True, False, 32, 64, seed=1)
     b, vb = random_weight(6, 16, 32, False, False, 16, 64, seed=2)
@@ -136,7 +137,7 @@ def test_bf16_input_and_split_weight():
     torch.testing.assert_close(got.float(), want, rtol=2e-2, atol=5e-2)
 
 
-@pytest.mark.skipif(not INT8, reason="no C compiler or no AVX512-VNNI")
+@pytest.mark.skipif(not INT8, reason="no C compiler, or neither AVX512-VNNI nor AVX2")
 @pytest.mark.parametrize("fmt", [FORMATS[0], FORMATS[2], FORMATS[5], FORMATS[6]])
 @pytest.mark.parametrize("counts", [[3, 0, 0, 70, 1, 0], [0, 0, 0, 0, 0, 2], [0] * 6])
 @pytest.mark.parametrize("with_bias", [False, True])
@@ -154,7 +155,7 @@ def test_grouped_experts_match_one_call_per_expert(fmt, counts, with_bias):
         torch.testing.assert_close(got, want, rtol=0, atol=0)
 
 
-@pytest.mark.skipif(not INT8, reason="no C compiler or no AVX512-VNNI")
+@pytest.mark.skipif(not INT8, reason="no C compiler, or neither AVX512-VNNI nor AVX2")
 @pytest.mark.parametrize("fmt", [FORMATS[0], FORMATS[8]])
 @pytest.mark.parametrize(("tokens", "top"), [(1, 2), (7, 3), (40, 2)])
 def test_grouped_gather_and_combine_in_the_call(fmt, tokens, top):
@@ -179,7 +180,7 @@ def test_grouped_gather_and_combine_in_the_call(fmt, tokens, top):
     torch.testing.assert_close(got, want, rtol=0, atol=0)
 
 
-@pytest.mark.skipif(not INT8, reason="no C compiler or no AVX512-VNNI")
+@pytest.mark.skipif(not INT8, reason="no C compiler, or neither AVX512-VNNI nor AVX2")
 @pytest.mark.parametrize("fmt", FORMATS)
 @pytest.mark.parametrize("threads", [1, 2])
 def test_int8_rows_do_not_depend_on_the_rows_beside_them(fmt, threads):
@@ -199,3 +200,54 @@ def test_int8_rows_do_not_depend_on_the_rows_beside_them(fmt, threads):
             assert torch.equal(parts, whole), sizes
     finally:
         torch.set_num_threads(before)
+
+
+@pytest.mark.skipif(AVX2_KERNEL is None, reason="no C compiler or no AVX2, FMA and F16C")
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("rows", [1, 4, 16, 64])
+def test_avx2_kernel_matches_reference(fmt, rows):
+    """The AVX2 int8 kernel (``csrc/quant_linear_avx2.c``) against the reference on the rounded
+    rows, with a bias and an odd N (a padded strip), over 3 chunks of 256 k; where the CPU also
+    runs the VNNI kernel, equal to it bit for bit (the same sums in the same order)."""
+    n, k = 37, 768
+    w, value = random_weight(*fmt, n, k, seed=rows)
+    gen = torch.Generator().manual_seed(rows)
+    x, bias = torch.randn(rows, k, generator=gen), torch.randn(n, generator=gen)
+    x[:, :32] *= 50
+    got = AVX2_KERNEL(x, w, bias)
+    assert got.shape == (rows, n) and got.dtype == torch.float32
+    xq = reference.int8_rows(x)
+    want = torch.nn.functional.linear(xq.double(), value.double(), bias.double())
+    scale = want.abs().max().item()
+    torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-6 * max(1.0, scale))
+    twin = reference.quant_linear(xq, w, bias)
+    torch.testing.assert_close(got, twin, rtol=1e-5, atol=1e-5 * max(1.0, scale))
+    no_bias = AVX2_KERNEL(x, w)
+    torch.testing.assert_close(no_bias.double(), want - bias.double(), rtol=1e-5, atol=1e-5 * scale)
+    if INT8 and KERNEL.i8_source != AVX2_KERNEL.i8_source:
+        assert torch.equal(KERNEL(x, w, bias), got)
+
+
+@pytest.mark.skipif(AVX2_KERNEL is None, reason="no C compiler or no AVX2, FMA and F16C")
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_avx2_kernel_extreme_codes_do_not_overflow(fmt):
+    """Every code at its largest (and 8-bit ones at -128 too) against rows at +-127 after
+    rounding: the int16 pair sums the kernel adds before widening are at their largest."""
+    bits, group, zero, with_min, supers = fmt
+    n, k = 16, 512
+    for code in (-128, 127) if bits == 8 else (2**bits - 1,):
+        codes = torch.full((n, k), code, dtype=torch.int32)
+        dtype = np.int8 if bits == 8 else np.uint8
+        scales = np.full((n, k // group), 2**-7, np.float32)  # super-block scales times 1 and 2
+        mins = np.full((n, k // group), -(2**-6), np.float32) if with_min else None
+        sup = (np.full((n, k // 256), 2**-7, np.float32),) if supers else ()
+        if supers:
+            sup += (np.full((n, k // 256), -(2**-7), np.float32) if with_min else None,)
+        w = pack(codes.numpy().astype(dtype), scales, mins, bits, group, zero, *sup)
+        value = w.dequantize()
+        for sign in (1.0, -1.0):
+            x = torch.full((3, k), sign)
+            x[1] *= torch.arange(k) % 2 * 2 - 1.0  # alternating signs
+            got = AVX2_KERNEL(x, w)
+            want = torch.nn.functional.linear(reference.int8_rows(x).double(), value.double())
+            torch.testing.assert_close(got.double(), want, rtol=1e-6, atol=1e-4)
