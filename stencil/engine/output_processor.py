@@ -17,7 +17,7 @@ from stencil.engine.closing import (
 )
 from stencil.engine.detokenizer import Detokenizer, find_stop
 from stencil.engine.metrics import EngineMetrics
-from stencil.engine.outputs import PositionLogprobs
+from stencil.engine.outputs import Logprob, PositionLogprobs
 from stencil.engine.sequence import Sequence
 
 logger = logging.getLogger(__name__)
@@ -84,13 +84,18 @@ class OutputProcessor:
         seq.finish("stop")
 
     def _jump_forward(self, seq: Sequence) -> None:
-        """Append the tokens the constraint forces next, without sampling them."""
+        """Append the tokens the constraint forces next, without sampling them. With logprobs
+        asked, each gets its entry: logprob 0 (probability 1 under the constraint's mask), the
+        only alternative itself, so the entries cover the output's text as sampled ones do."""
         while not seq.is_finished:
             forced = seq.matcher.jump_forward_tokens()[: seq.max_len - seq.num_tokens]
             if not forced:
                 return
             for t in forced:
                 self.metrics.jump_forward_tokens_total += 1
+                if seq.logprobs is not None:
+                    sure = Logprob(t, self.tokenizer.decode([t]), 0.0)
+                    seq.logprobs.append(PositionLogprobs(sure, [sure]))
                 self._push(seq, t)
                 if seq.is_finished:
                     return

@@ -17,7 +17,7 @@ from stencil.extract import questions, reading
 from stencil.extract.document_proposer import DocumentProposer
 from stencil.extract.field_plan import FieldPlan
 from stencil.extract.merge import Grounding
-from stencil.extract.not_stated import leave_absent, not_stated_answers
+from stencil.extract.odds import reread, weighed
 from stencil.extract.prompt import (
     SAFETY_TOKENS,
     HFTokenCounter,
@@ -26,7 +26,7 @@ from stencil.extract.prompt import (
     prompt_ids,
 )
 from stencil.extract.records import Job, Outcome
-from stencil.extract.span_ends import TOP_LOGPROBS, close_at_separator, is_top_string
+from stencil.extract.span_ends import TOP_LOGPROBS
 from stencil.extract.windows import Window
 
 
@@ -198,7 +198,7 @@ class EngineExtractor:
             try:
                 for rid, ids, schema, penalty in part.ready():
                     params = replace(self.params, frequency_penalty=penalty, proposer=part.proposer)
-                    if self.per_field and _weighed(rid.rpartition(":")[2], schema):
+                    if self.per_field and weighed(rid.rpartition(":")[2], schema):
                         params = replace(params, logprobs=TOP_LOGPROBS)
                     part.schemas[rid] = schema
                     if self.spec.per_document:
@@ -299,13 +299,8 @@ class _Doc:
         key = out.request_id.rpartition(":")[2]
         schema = part.schemas.pop(out.request_id, {})
         text = completion.text
-        if completion.logprobs and completion.finish_reason == "stop":
-            ids, lps = completion.token_ids, completion.logprobs
-            text = (
-                leave_absent(key, schema, ids, lps, decode)
-                or (_cuttable(schema) and close_at_separator(key, ids, lps, decode))
-                or text
-            )
+        if completion.finish_reason == "stop":
+            text = reread(key, schema, text, completion.token_ids, completion.logprobs, decode)
         part.answers[key] = text
         part.flying -= 1
         self.prompt_tokens += len(out.prompt_token_ids)
@@ -329,14 +324,3 @@ class _Doc:
             return Outcome(self.job.key, error=self.error, **counts)
         parts = [(p.window, p.schema, p.answers) for p in self.parts]
         return self.spec.outcome(self.job.key, parts, counts)
-
-
-def _weighed(key: str, schema: dict[str, Any]) -> bool:
-    """Whether a field question's answer is reread by the model's odds (its logprobs asked)."""
-    return _cuttable(schema) or bool(not_stated_answers(key, schema))
-
-
-def _cuttable(schema: dict[str, Any]) -> bool:
-    """Whether a field question's answer is a top-level string ``span_ends`` may close early."""
-    props = schema.get("properties") or {}
-    return len(props) == 1 and all(isinstance(v, dict) and is_top_string(v) for v in props.values())

@@ -20,9 +20,11 @@ from typing import Any
 from stencil.extract import questions, reading
 from stencil.extract.engine_backend import ExtractSpec
 from stencil.extract.field_plan import FieldPlan
+from stencil.extract.odds import api_tokens, reread, weighed
 from stencil.extract.prompt import CharTokenCounter, Prompt, PromptBuilder
 from stencil.extract.questions import FieldQuestion
 from stencil.extract.records import Job, Outcome
+from stencil.extract.span_ends import TOP_LOGPROBS
 
 _NAME = re.compile(r"[^a-zA-Z0-9_-]")
 _CHAT_OVERHEAD_TOKENS = 32
@@ -47,6 +49,8 @@ class ServerExtractor:
         self.spec = spec
         self.concurrency = max(1, concurrency)
         self._counting = threading.Lock()
+        self._logprobs = True
+        """Whether to ask logprobs for weighed questions (False once the server refused them)."""
         card = self._model_card(model)
         self.model = model or card.get("id") or "default"
         counter = CharTokenCounter()
@@ -154,7 +158,7 @@ class ServerExtractor:
 
         def ask(q: FieldQuestion) -> str:
             messages = questions.field_messages(prefix, q)
-            return self._ask(messages, text, q.schema, counts, q.frequency_penalty)
+            return self._ask(messages, text, q.schema, counts, q.frequency_penalty, q.key)
 
         answers: dict[str, str] = {}
         with ThreadPoolExecutor(thread_name_prefix="extract-field") as pool:
@@ -166,11 +170,22 @@ class ServerExtractor:
         return answers
 
     def _ask(
-        self, messages: list[dict], document: str, schema: dict, counts: dict, penalty: float = 0.0
+        self,
+        messages: list[dict],
+        document: str,
+        schema: dict,
+        counts: dict,
+        penalty: float = 0.0,
+        key: str | None = None,
     ) -> str:
-        """One request's answer text (``schema``: the record's or a field question's); its
-        tokens and finish reason added to ``counts``."""
-        response = self.client.chat.completions.create(
+        """One request's answer text (``schema``: the record's or field ``key``'s question's);
+        its tokens and finish reason added to ``counts``. A field question that ``weighed``
+        picks asks the top logprobs and its answer is reread by them as the engine backend
+        does (``odds.reread``); a server that refuses logprobs or returns none leaves the
+        answer as it is."""
+        from openai import BadRequestError
+
+        request: dict[str, Any] = dict(
             model=self.model,
             messages=messages,
             max_tokens=self.spec.max_tokens,
@@ -178,6 +193,17 @@ class ServerExtractor:
             frequency_penalty=penalty,
             **self._constraint(document, schema),
         )
+        weigh = key is not None and self._logprobs and weighed(key, schema)
+        try:
+            if weigh:
+                request.update(logprobs=True, top_logprobs=TOP_LOGPROBS)
+            response = self.client.chat.completions.create(**request)
+        except BadRequestError:
+            if not weigh:
+                raise
+            del request["logprobs"], request["top_logprobs"]
+            response = self.client.chat.completions.create(**request)  # its error is its own
+            self._logprobs = weigh = False  # the server refuses logprobs: not asked again
         choice = response.choices[0]
         with self._counting:  # a document's questions may answer at once
             if response.usage:
@@ -185,4 +211,9 @@ class ServerExtractor:
                 counts["completion_tokens"] += response.usage.completion_tokens
             if choice.finish_reason != "stop":
                 counts["finish_reason"] = choice.finish_reason
-        return choice.message.content or ""
+        text = choice.message.content or ""
+        if weigh and key is not None and choice.finish_reason == "stop" and choice.logprobs:
+            tokens = api_tokens(text, choice.logprobs.content)
+            if tokens is not None:
+                text = reread(key, schema, text, *tokens)
+        return text

@@ -82,9 +82,10 @@ def close_at_separator(
 
 
 def sampled_at(token_ids: Sequence[int], logprobs: Sequence[Any]) -> list[int]:
-    """The index in ``token_ids`` of each ``logprobs`` entry's token: the engine appends
-    jump-forward tokens (forced by the constraint) without logprobs, so the two lists drift
-    apart; each entry is matched to the next output token with its id."""
+    """The index in ``token_ids`` of each ``logprobs`` entry's token: the engine gives each
+    jump-forward token (forced by the constraint) an entry of its own, but a path that closes
+    the answer near ``max_tokens`` comes without, so the two lists may drift apart; each entry
+    is matched to the next output token with its id."""
     out, p = [], 0
     for position in logprobs:
         while p < len(token_ids) and token_ids[p] != position.chosen.token_id:

@@ -307,6 +307,16 @@ def test_jump_forward_skips_forced_tokens(tiny_llm):
     assert out[0].outputs[0].finish_reason == "stop", text
     jsonschema.validate(json.loads(text), schema)
     assert tiny_llm.get_metrics()["jump_forward_tokens_total"] > before
+    params = SamplingParams(
+        temperature=0, max_tokens=80, constraint=Constraint.json_schema(schema), logprobs=3
+    )
+    before = tiny_llm.get_metrics()["jump_forward_tokens_total"]
+    (c,) = tiny_llm.generate([[7, 8]], params, use_tqdm=False)[0].outputs
+    forced = tiny_llm.get_metrics()["jump_forward_tokens_total"] - before
+    # logprobs name every token, a forced one with logprob 0, its only alternative itself
+    assert c.text == text and [p.chosen.token_id for p in c.logprobs] == c.token_ids
+    sure = [p for p in c.logprobs if [t.token_id for t in p.top] == [p.chosen.token_id]]
+    assert forced > 0 and len(sure) >= forced and all(p.chosen.logprob == 0 for p in sure)
 
 
 def test_length_inside_structure_reports_length(tiny_llm):
