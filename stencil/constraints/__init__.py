@@ -28,6 +28,7 @@ from .grounding.document_index import DocumentIndex, Label, number_runs, without
 from .grounding.lexicon import LEXICON, Lexicon
 from .grounding.stated import (
     currencies_in,
+    currencies_named,
     date_mentions,
     date_spans,
     dates_in,
@@ -71,6 +72,7 @@ __all__ = [
     "allocate_token_bitmask",
     "bitmask_to_bool",
     "currencies_in",
+    "currencies_named",
     "date_mentions",
     "date_spans",
     "dates_in",

@@ -13,7 +13,7 @@ are not asked: an optional free number, date or currency field when the document
 number, date or currency, or nothing its ``pattern`` allows (a required one is asked; a value
 the document does not state then makes the record an error: ``merge``). A
 currency field (a three-letter code, or an enum of them) only takes the currencies the document
-states by code or sign (``stated.currencies_in``).
+states by code, sign or name (``stated.currencies_in``, ``currencies_named``).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from stencil.constraints import (
     LEXICON,
     claimed_kinds,
     currencies_in,
+    currencies_named,
     dates_in,
     numbers_in,
     readings_in,
@@ -154,7 +155,8 @@ def _narrowed(key: str, sub: dict[str, Any], document: str) -> dict[str, Any] | 
     if "enum" in sub or "const" in sub:
         return sub
     if is_currency(key, sub):
-        codes = currencies_in(document)
+        signed = currencies_in(document)
+        codes = signed + sorted(currencies_named(document) - set(signed))
         return (
             {**{k: v for k, v in sub.items() if k != "pattern"}, "enum": codes} if codes else None
         )
@@ -167,12 +169,13 @@ def _narrowed(key: str, sub: dict[str, Any], document: str) -> dict[str, Any] | 
     return sub
 
 
-def _stated_currencies(sub: dict[str, Any], document: str) -> dict[str, Any]:
-    """A currency enum narrowed to the codes the document states (a ``$`` stands for every
-    dollar in the enum); the whole enum where it states none of them."""
-    stated = set(currencies_in(document))
+def _stated_currencies(sub: dict[str, Any], document: str) -> dict[str, Any] | None:
+    """A currency enum narrowed to the codes the document states by code, sign (a ``$``
+    stands for every dollar in the enum) or name (``euros``, ``dollars``); None where it
+    states none of them (not asked where optional: a free event has no currency)."""
+    stated = set(currencies_in(document)) | currencies_named(document)
     kept = [c for c in sub["enum"] if c in stated or ("$" in document and c in LEXICON.dollars)]
-    return {**sub, "enum": kept} if kept else sub
+    return {**sub, "enum": kept} if kept else None
 
 
 def states_match(document: str, sub: dict[str, Any]) -> bool:

@@ -38,12 +38,23 @@ def test_narrowed_schema_keeps_what_the_document_states():
     [
         ("Kaltmiete: 740,00 €", ["EUR"]),
         ("Rent $1,200 a month (CAD)", ["USD", "CAD"]),
-        ("Price: 35 dollars", ["EUR", "USD", "GBP", "CAD"]),  # no code or sign: the whole enum
+        ("Price: 35 dollars", ["USD", "CAD"]),  # by name
+        ("Eintritt: 12 Euro", ["EUR"]),
     ],
 )
 def test_a_currency_enum_takes_the_currencies_the_document_states(doc, enum):
     schema = {"properties": {"currency": {"type": "string", "enum": ["EUR", "USD", "GBP", "CAD"]}}}
     assert narrow_schema(schema, doc)["properties"]["currency"]["enum"] == enum
+
+
+def test_a_currency_the_document_never_states_is_not_asked_unless_required():
+    """A free event (``Eintritt frei``) states no currency: an optional currency is left out,
+    a required one asked with its whole enum."""
+    sub = {"type": "string", "enum": ["EUR", "USD"]}
+    doc = "Vortrag am 12. März, 19 Uhr. Eintritt frei."
+    assert "currency" not in narrow_schema({"properties": {"currency": sub}}, doc)["properties"]
+    required = {"properties": {"currency": sub}, "required": ["currency"]}
+    assert narrow_schema(required, doc)["properties"]["currency"] == sub
 
 
 @pytest.mark.parametrize(

@@ -30,7 +30,9 @@ class Lexicon:
     """a currency sign -> its ISO 4217 code."""
     currency_codes: frozenset[str]
     dollars: frozenset[str]
-    """the codes a bare ``$`` may stand for."""
+    """the codes a bare ``$`` (or the word ``dollars``) may stand for."""
+    currency_names: Mapping[str, str]
+    """a currency's name in words (lower case) -> its ISO 4217 code."""
 
     def concepts_for(self, name: str, description: str = "") -> tuple[str, ...] | None:
         """The concepts a field asks for: by the words of its name (``billingAddress``,
@@ -81,6 +83,7 @@ def load_lexicon(path: Path = _FILE) -> Lexicon:
         currency_signs=MappingProxyType(dict(data["currencies"]["signs"])),
         currency_codes=frozenset(data["currencies"]["codes"]),
         dollars=frozenset(data["currencies"]["dollars"]),
+        currency_names=MappingProxyType(dict(data["currencies"]["names"])),
     )
 
 

@@ -198,6 +198,14 @@ def currencies_in(source: str) -> list[str]:
     return list(dict.fromkeys(code for _, code in sorted(found)))
 
 
+def currencies_named(source: str) -> set[str]:
+    """The ISO 4217 codes of the currencies a text names in words (``euros``, ``Franken``;
+    ``dollars``: every code a bare ``$`` may stand for)."""
+    words = set(re.findall(r"\w+", source.lower()))
+    named = {code for name, code in LEXICON.currency_names.items() if name in words}
+    return named | (set(LEXICON.dollars) if words & {"dollar", "dollars"} else set())
+
+
 def _iso(parts: dict) -> str | None:
     if parts.get("num") is not None:
         month = int(parts["num"])
