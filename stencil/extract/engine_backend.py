@@ -17,7 +17,7 @@ from stencil.extract import questions, reading
 from stencil.extract.document_proposer import DocumentProposer
 from stencil.extract.field_plan import FieldPlan
 from stencil.extract.merge import Grounding
-from stencil.extract.odds import reread, weighed
+from stencil.extract.odds import cuttable, reread
 from stencil.extract.prompt import (
     SAFETY_TOKENS,
     HFTokenCounter,
@@ -198,7 +198,7 @@ class EngineExtractor:
             try:
                 for rid, ids, schema, penalty in part.ready():
                     params = replace(self.params, frequency_penalty=penalty, proposer=part.proposer)
-                    if self.per_field and weighed(rid.rpartition(":")[2], schema):
+                    if self.per_field and cuttable(schema):
                         params = replace(params, logprobs=TOP_LOGPROBS)
                     part.schemas[rid] = schema
                     if self.spec.per_document:
@@ -293,8 +293,8 @@ class _Doc:
     error: str | None = None
 
     def finish(self, part: _Part, out: Any, decode: Any) -> None:
-        """Take one finished request's answer, reread where the model's odds say so: a field
-        left out (``not_stated``), a string closed at a separator (``span_ends``)."""
+        """Take one finished request's answer, reread where the model's odds say so: a string
+        closed at a separator (``span_ends``)."""
         completion = out.outputs[0]
         key = out.request_id.rpartition(":")[2]
         schema = part.schemas.pop(out.request_id, {})

@@ -1,6 +1,5 @@
-"""A field question's answer reread by the model's odds, the same way for every backend: left
-out where "not stated" is near (``not_stated``), a string closed at a separator where closing
-is near (``span_ends``).
+"""A field question's answer reread by the model's odds, the same way for every backend: a
+string closed at a separator where closing is near (``span_ends``).
 
 The in-process engine hands over token ids, per-position logprobs and its tokenizer's decode;
 an OpenAI-compatible server (``--server``) hands over ``choice.logprobs.content``, per position
@@ -15,17 +14,12 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from stencil.engine.outputs import Logprob, PositionLogprobs
-from stencil.extract.not_stated import leave_absent, not_stated_answers
 from stencil.extract.span_ends import close_at_separator, is_top_string
 
 
-def weighed(key: str, schema: dict[str, Any]) -> bool:
-    """Whether a field question's answer is reread by the model's odds (its logprobs asked)."""
-    return cuttable(schema) or bool(not_stated_answers(key, schema))
-
-
 def cuttable(schema: dict[str, Any]) -> bool:
-    """Whether a field question's answer is a top-level string ``span_ends`` may close early."""
+    """Whether a field question's answer is a top-level string ``span_ends`` may close early
+    (its question asks for logprobs)."""
     props = schema.get("properties") or {}
     return len(props) == 1 and all(isinstance(v, dict) and is_top_string(v) for v in props.values())
 
@@ -39,15 +33,11 @@ def reread(
     decode: Callable[[Sequence[int]], str],
 ) -> str:
     """The answer ``text`` to field ``key`` (its question's answer ``schema``) as the model's
-    odds read it: the not-stated answer, else the string closed at a separator, else as it is
-    (also where ``logprobs`` is empty or None)."""
-    if not logprobs:
+    odds read it: the string closed at a separator, else as it is (also where ``logprobs`` is
+    empty or None)."""
+    if not logprobs or not cuttable(schema):
         return text
-    return (
-        leave_absent(key, schema, token_ids, logprobs, decode)
-        or (cuttable(schema) and close_at_separator(key, token_ids, logprobs, decode))
-        or text
-    )
+    return close_at_separator(key, token_ids, logprobs, decode) or text
 
 
 def api_tokens(

@@ -20,7 +20,7 @@ from typing import Any
 from stencil.extract import questions, reading
 from stencil.extract.engine_backend import ExtractSpec
 from stencil.extract.field_plan import FieldPlan
-from stencil.extract.odds import api_tokens, reread, weighed
+from stencil.extract.odds import api_tokens, cuttable, reread
 from stencil.extract.prompt import CharTokenCounter, Prompt, PromptBuilder
 from stencil.extract.questions import FieldQuestion
 from stencil.extract.records import Job, Outcome
@@ -50,7 +50,7 @@ class ServerExtractor:
         self.concurrency = max(1, concurrency)
         self._counting = threading.Lock()
         self._logprobs = True
-        """Whether to ask logprobs for weighed questions (False once the server refused them)."""
+        """Whether to ask logprobs for cuttable questions (False once the server refused them)."""
         card = self._model_card(model)
         self.model = model or card.get("id") or "default"
         counter = CharTokenCounter()
@@ -179,8 +179,8 @@ class ServerExtractor:
         key: str | None = None,
     ) -> str:
         """One request's answer text (``schema``: the record's or field ``key``'s question's);
-        its tokens and finish reason added to ``counts``. A field question that ``weighed``
-        picks asks the top logprobs and its answer is reread by them as the engine backend
+        its tokens and finish reason added to ``counts``. A field question ``cuttable`` picks
+        asks the top logprobs and its answer is reread by them as the engine backend
         does (``odds.reread``); a server that refuses logprobs or returns none leaves the
         answer as it is."""
         from openai import BadRequestError
@@ -193,7 +193,7 @@ class ServerExtractor:
             frequency_penalty=penalty,
             **self._constraint(document, schema),
         )
-        weigh = key is not None and self._logprobs and weighed(key, schema)
+        weigh = key is not None and self._logprobs and cuttable(schema)
         try:
             if weigh:
                 request.update(logprobs=True, top_logprobs=TOP_LOGPROBS)
