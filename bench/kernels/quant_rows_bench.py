@@ -18,7 +18,7 @@ per step at 64 rows). ms per extra row = (t(M) - t(1)) / (M - 1). At 1 row: the 
 per second beside the machine's read bandwidth (``real_file_bench.read_bandwidth``, measured
 between the rounds at the same thread count: its median). The VNNI roof: the
 step's multiply-adds at one vpdpbusd (64 u8 x s8 products) per cycle per thread at the clock in
-/proc/cpuinfo. ``--against REV`` builds the kernel at that git revision beside the working tree's,
+/proc/cpuinfo (AVX2: two 32-product vpmaddubsw per cycle, the same). ``--against REV`` builds the kernel at that git revision beside the working tree's,
 packs the same codes and scales with that revision's ``quant_weight.pack`` (its layout), runs the
 two alternated (A B A B ...) and checks that their outputs are equal bit for bit (``--close``:
 within 5% of the largest, for a revision that rounds the activations differently).
@@ -96,12 +96,11 @@ def files_at(rev: str, folder: Path, names: list[str] | None = None) -> Path:
     return tmp
 
 
-def kernel_at(rev: str) -> cpu_quant.CpuQuantLinear:
-    """The int8 kernel as of git revision ``rev`` (its csrc files, built like the current one)."""
-    src = Path(cpu_quant.SOURCE_I8)
-    i8 = ctypes.CDLL(str(build_library(files_at(rev, src.parent) / src.name, cpu_quant.FLAGS)))
-    bf16 = ctypes.CDLL(str(build_library(Path(cpu_quant.SOURCE), cpu_quant.FLAGS)))
-    return cpu_quant.CpuQuantLinear(bf16, i8)
+def kernel_at(rev: str, source: Path) -> cpu_quant.CpuQuantLinear:
+    """The int8 kernel ``source`` (the VNNI or the AVX2 one) as of git revision ``rev`` (its csrc
+    files, built like the current one)."""
+    i8 = ctypes.CDLL(str(build_library(files_at(rev, source.parent) / source.name, cpu_quant.FLAGS)))
+    return cpu_quant.CpuQuantLinear(None, i8, source)
 
 
 def packed_at(rev: str, weights: list[QuantizedWeight]) -> list:
@@ -280,11 +279,12 @@ def main() -> None:
     args = ap.parse_args()
     kernel = cpu_quant.load()
     if kernel is None or not kernel.int8_activations:
-        raise SystemExit("no int8 (AVX512-VNNI) kernel on this machine")
-    kernels = [kernel] + ([kernel_at(args.against)] if args.against else [])
+        raise SystemExit("no int8 (AVX512-VNNI or AVX2) kernel on this machine")
+    kernels = [kernel] + ([kernel_at(args.against, kernel.i8_source)] if args.against else [])
     layers, head = model_weights(args.model)
     print(
-        f"\nInt8 quantized linears of {args.model}, medians of {args.rounds} "
+        f"\nInt8 quantized linears of {args.model} ({kernel.i8_source.name}), medians of "
+        f"{args.rounds} "
         f"steps{', alternated with ' + args.against if args.against else ''}; "
         f"clock {clock_ghz():.2f} GHz; 1-minute load {os.getloadavg()[0]:.2f}"
     )

@@ -111,20 +111,26 @@ static inline void halves_ph(const uint16_t *p, __m256 *a, __m256 *b) {
     *b = _mm256_cvtph_ps(_mm256_extracti128_si256(v, 1));
 }
 
-/* The 16 scales (or mins) of group g of strip s as A / B halves (quant_scales.h's values). */
-static inline void group_scales(const void *v, const uint16_t *sup, int K, int G, int64_t s,
-                                int g, __m256 *a, __m256 *b) {
-    const int64_t off = (s * (K / G) + g) * 16;
+/* The 16 scales (or mins) of groups [g0, g0 + ng) of strip s as A / B halves (quant_scales.h's
+ * values: fp16, or int8 times the super-block's fp16, one super-block for the whole chunk). */
+static inline void chunk_scales(const void *v, const uint16_t *sup, int K, int G, int64_t s,
+                                int g0, int ng, __m256 *out) {
+    const int64_t off = (s * (K / G) + g0) * 16;
     if (!sup) {
-        halves_ph((const uint16_t *)v + off, a, b);
+        for (int g = 0; g < ng; g++)
+            halves_ph((const uint16_t *)v + off + 16 * g, out + 2 * g, out + 2 * g + 1);
         return;
     }
-    const __m128i raw = _mm_loadu_si128((const __m128i *)((const int8_t *)v + off));
-    const __m128i sub = _mm_shuffle_epi32(raw, 0xD8); /* channels 0-3, 8-11, 4-7, 12-15 */
     __m256 sa, sb;
-    halves_ph(sup + (s * (K / SUPER) + (int64_t)g * G / SUPER) * 16, &sa, &sb);
-    *a = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sub)), sa);
-    *b = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(sub, 8))), sb);
+    halves_ph(sup + (s * (K / SUPER) + (int64_t)g0 * G / SUPER) * 16, &sa, &sb);
+    for (int g = 0; g < ng; g++) {
+        const __m128i raw = _mm_loadu_si128((const __m128i *)((const int8_t *)v + off + 16 * g));
+        const __m128i sub = _mm_shuffle_epi32(raw, 0xD8); /* channels 0-3, 8-11, 4-7, 12-15 */
+        const __m256i ia = _mm256_cvtepi8_epi32(sub);
+        const __m256i ib = _mm256_cvtepi8_epi32(_mm_srli_si128(sub, 8));
+        out[2 * g] = _mm256_mul_ps(_mm256_cvtepi32_ps(ia), sa);
+        out[2 * g + 1] = _mm256_mul_ps(_mm256_cvtepi32_ps(ib), sb);
+    }
 }
 
 /* Quads [0, nq) of nibbles (byte 2n: channel n's k0 | k2 << 4, byte 2n + 1: k1 | k3 << 4) as
@@ -172,12 +178,9 @@ static void expand(const QW *w, int64_t s, int q0, int nq, __m256i *buf, __m256i
     const int64_t scale_off = (s * (w->K / w->G) + (int64_t)(q0 + AHEAD * CHUNK_Q) * 4 / w->G) * gb;
     prefetch((const char *)w->scales + scale_off, (int64_t)nq * 4 / w->G * gb);
     if (w->has_min) prefetch((const char *)w->mins + scale_off, (int64_t)nq * 4 / w->G * gb);
-    const int g0 = q0 * 4 / w->G, ng = nq * 4 / w->G;
-    for (int g = 0; g < ng; g++) {
-        group_scales(w->scales, w->sup_s, w->K, w->G, s, g0 + g, sc + 2 * g, sc + 2 * g + 1);
-        if (w->has_min)
-            group_scales(w->mins, w->sup_m, w->K, w->G, s, g0 + g, mn + 2 * g, mn + 2 * g + 1);
-    }
+    const int g0 = q0 * 4 / w->G, ng = nq * 4 / w->G; /* a chunk is one super-block */
+    chunk_scales(w->scales, w->sup_s, w->K, w->G, s, g0, ng, sc);
+    if (w->has_min) chunk_scales(w->mins, w->sup_m, w->K, w->G, s, g0, ng, mn);
     if (w->bits == 8) { /* pair vectors 2q, 2q + 1: word n = channel n's (k0, k1), (k2, k3) */
         const uint8_t *src = w->codes + (s * (w->K / 2) + 2 * q0) * 32;
         prefetch(src + AHEAD * CHUNK_Q * 64, nq * 64);
@@ -242,6 +245,9 @@ static inline __attribute__((always_inline)) void rows_chunk(
                     }
                     sa[r] = v == v0 ? pa : _mm256_add_epi16(sa[r], pa);
                     sb[r] = v == v0 ? pb : _mm256_add_epi16(sb[r], pb);
+                    /* one running sum: GCC otherwise reassociates the adds into a tree of all
+                     * the run's products at once, more than the 16 registers hold */
+                    __asm__("" : "+x"(sa[r]), "+x"(sb[r]));
                 }
             }
             for (int r = 0; r < RB; r++) {
@@ -266,8 +272,10 @@ static inline __attribute__((always_inline)) void rows_chunk(
         _mm256_storeu_ps(acc + 16 * r, aa[r]), _mm256_storeu_ps(acc + 16 * r + 8, ab[r]);
 }
 
+/* Rows dotted together against one chunk: 2-4 (sharing the chunk's loads) measured level or
+ * slower on Zen 3 (their sums spill from the 16 registers). */
 #ifndef PASS_ROWS
-#define PASS_ROWS 2 /* rows dotted together against one chunk (sharing its loads) */
+#define PASS_ROWS 1
 #endif
 
 /* Every row of a tile against one chunk, PASS_ROWS at a time, for group size G, run R, S8. */
