@@ -99,7 +99,9 @@ def files_at(rev: str, folder: Path, names: list[str] | None = None) -> Path:
 def kernel_at(rev: str, source: Path) -> cpu_quant.CpuQuantLinear:
     """The int8 kernel ``source`` (the VNNI or the AVX2 one) as of git revision ``rev`` (its csrc
     files, built like the current one)."""
-    i8 = ctypes.CDLL(str(build_library(files_at(rev, source.parent) / source.name, cpu_quant.FLAGS)))
+    i8 = ctypes.CDLL(
+        str(build_library(files_at(rev, source.parent) / source.name, cpu_quant.FLAGS))
+    )
     return cpu_quant.CpuQuantLinear(None, i8, source)
 
 
