@@ -14,6 +14,7 @@ the unpacked weight at 64 rows, 1.6-1.8x at 17 rows (``bench/kernels/cpu_kernels
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import torch
@@ -23,7 +24,13 @@ from stencil.kernels import reference
 from stencil.kernels.panel_linear import PanelLinear, PanelWeight
 from stencil.kernels.quant_weight import QuantizedWeight, SplitWeight, is_quantized
 
-_ONEDNN_DTYPES = (torch.float32, torch.bfloat16)
+
+@functools.cache
+def onednn_dtypes() -> tuple[torch.dtype, ...]:
+    """The dtypes oneDNN's inner product takes on this CPU: bf16 only where it has a bf16
+    kernel (AVX512-BF16, AMX; an AVX2-only CPU refuses the primitive), fp32 everywhere."""
+    bf16 = torch.ops.mkldnn._is_mkldnn_bf16_supported()
+    return (torch.float32, torch.bfloat16) if bf16 else (torch.float32,)
 
 
 PACK_ROWS = 64
@@ -35,7 +42,7 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
         rows = x.reshape(-1, x.shape[-1]).contiguous()
         out = torch.ops.mkldnn._linear_pointwise(rows, weight, bias, "none", [], "")
         return out.view(*x.shape[:-1], out.shape[-1])
-    if x.dim() != 2 or x.dtype not in _ONEDNN_DTYPES or not x.is_contiguous():
+    if x.dim() != 2 or x.dtype not in onednn_dtypes() or not x.is_contiguous():
         return F.linear(x, weight, bias)
     return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
 
@@ -108,7 +115,7 @@ class CpuLinear:
 def pack_weight(weight):
     """``weight`` in oneDNN's blocked layout (for ``linear`` only); other dtypes and quantized
     weights unchanged."""
-    if not isinstance(weight, torch.Tensor) or weight.dtype not in _ONEDNN_DTYPES:
+    if not isinstance(weight, torch.Tensor) or weight.dtype not in onednn_dtypes():
         return weight
     return torch.ops.mkldnn._reorder_linear_weight(weight.detach().contiguous(), PACK_ROWS)
 

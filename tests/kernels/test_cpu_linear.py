@@ -25,6 +25,7 @@ def test_linear_matches_fp64(rows: int, bias: bool) -> None:
 
 
 def test_linear_bfloat16() -> None:
+    """oneDNN where it takes bf16 on this CPU, else ``F.linear``: a bf16 model runs either way."""
     x, w = torch.randn(5, 64).bfloat16(), torch.randn(32, 64).bfloat16()
     got = cpu_linear.linear(x, w)
     assert got.dtype == torch.bfloat16
@@ -55,7 +56,7 @@ def test_packed_weight_matches_fp64(rows: int, dtype: torch.dtype) -> None:
     b = torch.randn(960, generator=gen).to(dtype)
     x, w = x.to(dtype), w.to(dtype)
     packed = cpu_linear.pack_weight(w)
-    assert packed.is_mkldnn and packed.shape == w.shape
+    assert packed.is_mkldnn == (dtype in cpu_linear.onednn_dtypes()) and packed.shape == w.shape
     got = cpu_linear.linear(x, packed, b)
     expect = F.linear(x.double(), w.double(), b.double())
     assert got.shape == (rows, 960) and got.dtype == dtype
@@ -77,5 +78,6 @@ def test_cpu_kernel_set_packs_weights() -> None:
     for dtype in (torch.float32, torch.bfloat16):  # the C GEMM where it runs the dtype, or oneDNN
         packed = kernels.pack_weight(torch.randn(32, 16).to(dtype))
         assert isinstance(packed, PanelWeight) == (panel is not None and dtype in panel.dtypes)
-        assert isinstance(packed, PanelWeight) or packed.is_mkldnn
+        onednn = dtype in cpu_linear.onednn_dtypes()  # else left as it is, for F.linear
+        assert isinstance(packed, PanelWeight) or packed.is_mkldnn == onednn
     assert kernels.pack_weight(torch.randn(24, 16)).is_mkldnn  # N not a multiple of 16
