@@ -80,6 +80,46 @@ static inline __m512 exp16(__m512 x) {
 }
 #endif
 
+#if !defined(__AVX512F__) && defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+
+/* Lanes [0, n) of a row load (n < 8: the rest masked off). */
+static inline __m256i lanes8(int n) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(n < 8 ? n : 8),
+                              _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+/* exp_approx on 8 lanes (exp16's instructions on AVX2). */
+static inline __m256 exp8(__m256 x) {
+    __m256 c = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.f)), _mm256_set1_ps(88.f));
+    __m256 n = _mm256_round_ps(
+        _mm256_fmadd_ps(c, _mm256_set1_ps(1.44269504088896341f), _mm256_set1_ps(0.5f)),
+        _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), c);
+    r = _mm256_fmadd_ps(n, _mm256_set1_ps(2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    p = _mm256_fmadd_ps(_mm256_mul_ps(p, r), r, _mm256_add_ps(r, _mm256_set1_ps(1.f)));
+    __m256i e = _mm256_slli_epi32(
+        _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    __m256 y = _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+    y = _mm256_andnot_ps(_mm256_cmp_ps(x, _mm256_set1_ps(-87.f), _CMP_LT_OQ), y);
+    return _mm256_blendv_ps(y, _mm256_set1_ps(INFINITY),
+                            _mm256_cmp_ps(x, _mm256_set1_ps(88.72f), _CMP_GT_OQ));
+}
+
+/* The 8 lanes' sum in a fixed order. */
+static inline float hsum8(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+}
+#endif
+
 /* x[i] = exp(x[i] - shift) for i < n; returns their sum, added as sum_row adds (so where the
  * exps past some index are all 0, it equals sum_row over the ones before). Every element takes
  * the same instructions wherever it lies in the row and whatever n is (a vectorized loop's
@@ -95,6 +135,16 @@ static inline float exp_row(float *x, int n, float shift) {
         acc = _mm512_add_ps(acc, e);
     }
     return _mm512_reduce_add_ps(acc);
+#elif defined(__AVX2__) && defined(__FMA__)
+    __m256 acc = _mm256_setzero_ps();
+    for (int i = 0; i < n; i += 8) {
+        __m256i m = lanes8(n - i);
+        __m256 v = _mm256_sub_ps(_mm256_maskload_ps(x + i, m), _mm256_set1_ps(shift));
+        __m256 e = _mm256_and_ps(exp8(v), _mm256_castsi256_ps(m));
+        _mm256_maskstore_ps(x + i, m, e);
+        acc = _mm256_add_ps(acc, e);
+    }
+    return hsum8(acc);
 #else
     float s = 0.f;
     for (int i = 0; i < n; i++) s += x[i] = exp_approx(x[i] - shift);
@@ -108,6 +158,10 @@ static inline float sum_row(const float *x, int n) {
     __m512 acc = _mm512_setzero_ps();
     for (int i = 0; i < n; i += 16) acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(lanes(n - i), x + i));
     return _mm512_reduce_add_ps(acc);
+#elif defined(__AVX2__) && defined(__FMA__)
+    __m256 acc = _mm256_setzero_ps();
+    for (int i = 0; i < n; i += 8) acc = _mm256_add_ps(acc, _mm256_maskload_ps(x + i, lanes8(n - i)));
+    return hsum8(acc);
 #else
     float s = 0.f;
     for (int i = 0; i < n; i++) s += x[i];
