@@ -47,6 +47,8 @@ HINT = "Labelled in the document: {texts}\n"
 CURRENCY_PATTERN = "^[A-Z]{3}$"
 LIST_PENALTY = 1.0
 _RUN_WORDS = 8
+_AMOUNT = re.compile(r"\d[.,]\d\d(?!\d|[.,]\d)")
+"""An amount with cents (``13.77``, ``1.190,00``; not a date's ``04.12.2026``)."""
 _AROUND = ".,;:!?()[]{}\"'«»“”"
 
 
@@ -171,11 +173,14 @@ def _narrowed(key: str, sub: dict[str, Any], document: str) -> dict[str, Any] | 
 
 def _stated_currencies(sub: dict[str, Any], document: str) -> dict[str, Any] | None:
     """A currency enum narrowed to the codes the document states by code, sign (a ``$``
-    stands for every dollar in the enum) or name (``euros``, ``dollars``); None where it
-    states none of them (not asked where optional: a free event has no currency)."""
+    stands for every dollar in the enum) or name (``euros``, ``dollars``); the whole enum
+    where it states none but states an amount of money (``13.77``: a receipt whose place says
+    its currency); None where it states neither (not asked where optional: a free event)."""
     stated = set(currencies_in(document)) | currencies_named(document)
     kept = [c for c in sub["enum"] if c in stated or ("$" in document and c in LEXICON.dollars)]
-    return {**sub, "enum": kept} if kept else None
+    if kept:
+        return {**sub, "enum": kept}
+    return sub if _AMOUNT.search(document) else None
 
 
 def states_match(document: str, sub: dict[str, Any]) -> bool:

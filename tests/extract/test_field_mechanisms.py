@@ -47,12 +47,20 @@ def test_a_currency_enum_takes_the_currencies_the_document_states(doc, enum):
     assert narrow_schema(schema, doc)["properties"]["currency"]["enum"] == enum
 
 
-def test_a_currency_the_document_never_states_is_not_asked_unless_required():
-    """A free event (``Eintritt frei``) states no currency: an optional currency is left out,
-    a required one asked with its whole enum."""
+@pytest.mark.parametrize(
+    ("doc", "asked"),
+    [
+        ("Vortrag am 04.12.2026, 19 Uhr. Eintritt frei.", False),  # no money at all
+        ("BLUE DOOR COFFEE, Boulder CO\nTotal   13.77", True),  # an amount: the model decides
+        ("Gesamt 1.190,00", True),
+    ],
+)
+def test_a_currency_the_document_never_states_is_asked_only_beside_an_amount(doc, asked):
+    """With no currency stated, an optional currency is asked (its whole enum) only where the
+    document states an amount of money; a required one is always asked."""
     sub = {"type": "string", "enum": ["EUR", "USD"]}
-    doc = "Vortrag am 12. März, 19 Uhr. Eintritt frei."
-    assert "currency" not in narrow_schema({"properties": {"currency": sub}}, doc)["properties"]
+    props = narrow_schema({"properties": {"currency": sub}}, doc)["properties"]
+    assert props.get("currency") == (sub if asked else None)
     required = {"properties": {"currency": sub}, "required": ["currency"]}
     assert narrow_schema(required, doc)["properties"]["currency"] == sub
 
