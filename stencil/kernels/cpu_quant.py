@@ -18,6 +18,7 @@ the same ABI and the same output bits).
 from __future__ import annotations
 
 import ctypes
+import logging
 from pathlib import Path
 
 import torch
@@ -285,4 +286,11 @@ def load_avx2() -> CpuQuantLinear | None:
     avx2 = load_library(
         SOURCE_AVX2, FLAGS, "using the pure-torch path", ("qlinear_i8_available", "AVX2+FMA+F16C")
     )
-    return None if avx2 is None else CpuQuantLinear(None, avx2, SOURCE_AVX2)
+    if avx2 is None:
+        logging.getLogger(__name__).warning(
+            "no compiled quantized linear runs here (it needs a C compiler and AVX2, FMA, F16C):"
+            " quantized weights are dequantized on every call, hundreds of times slower;"
+            " --quantization none dequantizes them once at load"
+        )
+        return None
+    return CpuQuantLinear(None, avx2, SOURCE_AVX2)
