@@ -251,3 +251,24 @@ def test_avx2_kernel_extreme_codes_do_not_overflow(fmt):
             got = AVX2_KERNEL(x, w)
             want = torch.nn.functional.linear(reference.int8_rows(x).double(), value.double())
             torch.testing.assert_close(got.double(), want, rtol=1e-6, atol=1e-4)
+
+
+@pytest.mark.skipif(AVX2_KERNEL is None, reason="no C compiler or no AVX2, FMA and F16C")
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_avx2_few_rows_path_equals_tiled_path(fmt):
+    """Up to 4 rows the AVX2 kernel dots the packed codes directly (no expanded chunk): the same
+    bits as those rows inside a batch of 9 (the tiled path), and the reference within tolerance,
+    over 3 chunks of 256 k with a bias and a padded strip."""
+    n, k = 37, 768
+    w, value = random_weight(*fmt, n, k, seed=7)
+    gen = torch.Generator().manual_seed(7)
+    x, bias = torch.randn(9, k, generator=gen), torch.randn(n, generator=gen)
+    x[:, :32] *= 50
+    tiled = AVX2_KERNEL(x, w, bias)
+    want = torch.nn.functional.linear(
+        reference.int8_rows(x).double(), value.double(), bias.double()
+    )
+    torch.testing.assert_close(tiled.double(), want, rtol=1e-5, atol=1e-6 * want.abs().max().item())
+    for rows in (1, 2, 3, 4):
+        assert torch.equal(AVX2_KERNEL(x[:rows], w, bias), tiled[:rows]), rows
+        assert torch.equal(AVX2_KERNEL(x[5 - rows : 5], w), AVX2_KERNEL(x, w)[5 - rows : 5]), rows
