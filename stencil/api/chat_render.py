@@ -111,7 +111,7 @@ def chat_logprobs(lps: list[PositionLogprobs]) -> dict[str, Any]:
         return {
             "token": lp.token,
             "logprob": _lp(lp.logprob),
-            "bytes": list(lp.token.encode("utf-8")),
+            "bytes": list(lp.raw if lp.raw is not None else lp.token.encode("utf-8")),
         }
 
     content = [entry(p.chosen) | {"top_logprobs": [entry(t) for t in p.top]} for p in lps]

@@ -29,6 +29,7 @@ from stencil.engine.sliding_blocks import SlidingBlocks
 from stencil.engine.spec_decode.draft_model import DraftModel
 from stencil.engine.spec_decode.drafter import Drafter
 from stencil.engine.spec_decode.verifier import Verifier, split_rows
+from stencil.engine.token_bytes import token_piece
 
 logger = logging.getLogger(__name__)
 
@@ -90,7 +91,7 @@ class LLMEngine:
             self.metrics,
             config.decode_prefill_budget,
         )
-        self.sampler = Sampler(self.eos_token_ids, self._token_text)
+        self.sampler = Sampler(self.eos_token_ids, self._token_piece)
         self.guided = GuidedDecoding(
             self.tokenizer, self.vocab_size, self.eos_token_ids, config, self.metrics
         )
@@ -313,8 +314,8 @@ class LLMEngine:
         return outs
 
     # ---- introspection ------------------------------------------------------------------
-    def _token_text(self, token_id: int) -> str:
-        return self.tokenizer.decode([token_id])
+    def _token_piece(self, token_id: int) -> tuple[str, bytes | None]:
+        return token_piece(self.tokenizer, token_id)
 
     def get_metrics(self) -> dict[str, float]:
         running = len({s.request_id for s in self.scheduler.running})

@@ -19,6 +19,7 @@ from stencil.engine.detokenizer import Detokenizer, find_stop
 from stencil.engine.metrics import EngineMetrics
 from stencil.engine.outputs import Logprob, PositionLogprobs
 from stencil.engine.sequence import Sequence
+from stencil.engine.token_bytes import token_piece
 
 logger = logging.getLogger(__name__)
 
@@ -94,7 +95,8 @@ class OutputProcessor:
             for t in forced:
                 self.metrics.jump_forward_tokens_total += 1
                 if seq.logprobs is not None:
-                    sure = Logprob(t, self.tokenizer.decode([t]), 0.0)
+                    text, raw = token_piece(self.tokenizer, t)
+                    sure = Logprob(t, text, 0.0, raw)
                     seq.logprobs.append(PositionLogprobs(sure, [sure]))
                 self._push(seq, t)
                 if seq.is_finished:

@@ -11,6 +11,9 @@ class Logprob:
     token_id: int
     token: str
     logprob: float
+    raw: bytes | None = None
+    """The token's bytes where they are not ``token``'s UTF-8 (it ends inside a character:
+    ``token`` is U+FFFD); ``token_bytes.token_piece``."""
 
 
 @dataclass(slots=True)

@@ -29,7 +29,7 @@ FAILED = SampledRow(failed=True)
 class Sampler:
     def __init__(self, eos_token_ids: set[int], decode_token) -> None:
         self.eos_token_ids = sorted(eos_token_ids)
-        self.decode_token = decode_token  # id -> str, for logprobs
+        self.decode_token = decode_token  # id -> (text, bytes or None), for logprobs
 
     def __call__(self, logits: torch.Tensor, seqs: list[Sequence]) -> list[SampledRow]:
         """``logits [rows, vocab]`` (already masked by the guided stage) -> one result per row."""
@@ -123,15 +123,15 @@ class Sampler:
         return probs
 
     def logprobs(self, raw: torch.Tensor, token: int, k: int) -> PositionLogprobs:
-        chosen = Logprob(token, self.decode_token(token), float(raw[token]))
+        def entry(token_id: int, logprob: float) -> Logprob:
+            text, raw_bytes = self.decode_token(token_id)
+            return Logprob(token_id, text, logprob, raw_bytes)
+
         top = []
         if k:
             vals, ids = torch.topk(raw, k)
-            top = [
-                Logprob(int(i), self.decode_token(int(i)), float(v))
-                for v, i in zip(vals, ids, strict=True)
-            ]
-        return PositionLogprobs(chosen, top)
+            top = [entry(int(i), float(v)) for v, i in zip(vals, ids, strict=True)]
+        return PositionLogprobs(entry(token, float(raw[token])), top)
 
 
 def race(probs: torch.Tensor, generator: torch.Generator) -> int:

@@ -20,7 +20,7 @@ def _seq(i: int, params: SamplingParams, outputs: int = 2) -> Sequence:
 
 
 def _sampler() -> Sampler:
-    return Sampler({EOS}, lambda t: f"<{t}>")
+    return Sampler({EOS}, lambda t: (f"<{t}>", None))
 
 
 def _batch() -> tuple[torch.Tensor, list[Sequence]]:
@@ -87,3 +87,18 @@ def test_argmax_rows_is_torch_argmax_on_ties_nan_and_masked_rows() -> None:
     assert argmax_rows(logits) == logits.argmax(-1).tolist()
     assert argmax_rows(logits.double()) == logits.argmax(-1).tolist()
     assert argmax_rows(logits[:, ::2]) == logits[:, ::2].argmax(-1).tolist()
+
+
+def test_a_token_inside_a_character_keeps_its_bytes():
+    """``token_piece``: the embedded tokenizer's pieces of an emoji are U+FFFD as text and
+    their real bytes, which join to the character (the API's logprobs ``bytes``)."""
+    from transformers import AutoTokenizer
+
+    from stencil.engine.models.default_model import default_model_path
+    from stencil.engine.token_bytes import token_piece
+
+    tok = AutoTokenizer.from_pretrained(str(default_model_path()))
+    ids = tok("👉My é", add_special_tokens=False).input_ids
+    pieces = [token_piece(tok, i) for i in ids]
+    assert pieces[0] == ("\ufffd", b"\xf0\x9f") and pieces[-1] == (" é", None)
+    assert b"".join(raw or text.encode() for text, raw in pieces) == "👉My é".encode()

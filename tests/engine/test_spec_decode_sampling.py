@@ -52,7 +52,7 @@ def _seq(params: SamplingParams, seed: int) -> Sequence:
 )
 def test_rejection_step_follows_target(params, draft):
     logits = torch.tensor([2.0, 1.5, 1.0, 0.5, 0.0, -0.5, -1.0, -1.5])  # [vocab]
-    sampler = Sampler({99}, str)
+    sampler = Sampler({99}, lambda t: (str(t), None))
     seq = _seq(params, seed=7)
     target = sampler.probs(logits.clone(), seq).numpy()
     n = 20000
