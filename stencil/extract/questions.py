@@ -214,7 +214,7 @@ def _question(key: str, sub: dict[str, Any], required: bool, hints: tuple[str, .
         answer = answer.replace(", copied from the document", "")
     if not required or (kind.startswith("list") and sub.get("minItems", 0) == 0):
         answer += NOT_STATED["optional"].format()
-    elif nullable(sub):
+    elif _nullable(sub):
         answer += NOT_STATED["null"].format(key=key)
     return QUESTION.format(
         key=key,
@@ -242,7 +242,7 @@ def _kind(sub: dict[str, Any]) -> str:
 
 def _or_null(sub: dict[str, Any]) -> dict[str, Any]:
     """``sub`` or null (a schema that already allows null as it is)."""
-    return sub if nullable(sub) else {"anyOf": [sub, {"type": "null"}]}
+    return sub if _nullable(sub) else {"anyOf": [sub, {"type": "null"}]}
 
 
 def _null_when_not_stated(items: dict[str, Any]) -> dict[str, Any]:
@@ -260,7 +260,7 @@ def _null_when_not_stated(items: dict[str, Any]) -> dict[str, Any]:
     return {**items, "properties": nulled, **({"x-claimed": claimed} if claimed else {})}
 
 
-def nullable(sub: dict[str, Any]) -> bool:
+def _nullable(sub: dict[str, Any]) -> bool:
     kind = sub.get("type")
     branches = sub.get("anyOf") or sub.get("oneOf") or ()
     return (isinstance(kind, list) and "null" in kind) or any(
@@ -295,7 +295,7 @@ def _without_nulls(value: Any, sub: Any) -> Any:
         return value
     props = items.get("properties") or {}
     return [
-        {k: v for k, v in item.items() if v is not None or nullable(props.get(k, {}))}
+        {k: v for k, v in item.items() if v is not None or _nullable(props.get(k, {}))}
         if isinstance(item, dict)
         else item
         for item in value

@@ -58,7 +58,7 @@ def close_at_separator(
         return None
     opening = re.compile(r"\s*\{\s*" + re.escape(json.dumps(key)) + r'\s*:\s*"')
     whole = decode(token_ids)
-    for at, position in zip(sampled_at(token_ids, logprobs), logprobs, strict=False):
+    for at, position in zip(_sampled_at(token_ids, logprobs), logprobs, strict=False):
         chosen = position.chosen
         if not _SEPARATOR.match(chosen.token) or chosen.token.startswith('"'):
             continue
@@ -81,7 +81,7 @@ def close_at_separator(
     return None
 
 
-def sampled_at(token_ids: Sequence[int], logprobs: Sequence[Any]) -> list[int]:
+def _sampled_at(token_ids: Sequence[int], logprobs: Sequence[Any]) -> list[int]:
     """The index in ``token_ids`` of each ``logprobs`` entry's token: the engine gives each
     jump-forward token (forced by the constraint) an entry of its own, but a path that closes
     the answer near ``max_tokens`` comes without, so the two lists may drift apart; each entry
