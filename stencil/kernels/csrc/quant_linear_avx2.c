@@ -310,25 +310,13 @@ static inline void swap_halves(const float *src, float *dst) {
  * them: the same exact int32 sums, then the same fp32 order, so the same bits. The bits above 4
  * come from the planes' quad-order bytes by one vpshufb per 4 channels (pairs (k0, k1) to the
  * low 8 bytes of each 4, (k2, k3) to the high 8) and 64-bit unpacks of the A and B halves. */
-#ifndef DIRECT_ROWS
 #define DIRECT_ROWS 1 /* 2-4 rows (DIRECT_RB 1, 2 or 4) measured level with the tiled path */
-#endif
-#ifndef DIRECT_RB
-#define DIRECT_RB 1 /* rows dotted together against a quad's decoded codes */
-#endif
-#ifndef XB
-#define XB 1 /* activation pairs: 1 = vpshufb of a 16-byte broadcast, 0 = vpbroadcastw */
-#endif
+#define DIRECT_RB 1   /* rows dotted together against a quad's decoded codes */
 
-/* Row bytes (p[2j], p[2j + 1]), j = 0..7, in every 16-bit lane, from a 16-byte broadcast. */
+/* Row bytes (p[2j], p[2j + 1]), j = 0..7, in every 16-bit lane, from a 16-byte broadcast
+ * (vpbroadcastw from memory measured level or slower). */
 static inline __m256i pair_of(__m256i x16, const int j) {
     return _mm256_shuffle_epi8(x16, _mm256_set1_epi16((short)((2 * j + 1) << 8 | 2 * j)));
-}
-
-static inline __m256i bcast2(const int8_t *p) {
-    int16_t v;
-    memcpy(&v, p, 2);
-    return _mm256_set1_epi16(v);
 }
 
 /* RB rows against quads [q0, q0 + nq) of strip s (the chunk's scales and mins in sc / mn, A / B
@@ -354,11 +342,10 @@ static inline __attribute__((always_inline)) void direct_chunk(
     for (int u0 = 0; u0 < nq; u0 += U) {
         __m256i hl = _mm256_setzero_si256(), hu = _mm256_setzero_si256();
         __m256i x16[DIRECT_RB][2];
-        if (XB)
-            for (int r = 0; r < RB; r++)
-                for (int h = 0; h < U / 4; h++)
-                    x16[r][h] = _mm256_broadcastsi128_si256(_mm_loadu_si128(
-                        (const __m128i *)(q + r * (int64_t)K + 4 * (q0 + u0) + 16 * h)));
+        for (int r = 0; r < RB; r++)
+            for (int h = 0; h < U / 4; h++)
+                x16[r][h] = _mm256_broadcastsi128_si256(_mm_loadu_si128(
+                    (const __m128i *)(q + r * (int64_t)K + 4 * (q0 + u0) + 16 * h)));
 #pragma GCC unroll 8
         for (int gi = 0; gi < U / gq; gi++) {
             const int g = (q0 + u0) / gq + gi, b = g * G / BLOCK, j = u0 / gq + gi;
@@ -401,14 +388,8 @@ static inline __attribute__((always_inline)) void direct_chunk(
                         lo = up = wl;
                     }
                     for (int r = 0; r < RB; r++) {
-                        __m256i xl, xu;
-                        if (XB) {
-                            xl = pair_of(x16[r][i / 4], 2 * (i % 4));
-                            xu = pair_of(x16[r][i / 4], 2 * (i % 4) + 1);
-                        } else {
-                            const int8_t *p = q + r * (int64_t)K + 4 * (q0 + qq);
-                            xl = bcast2(p), xu = bcast2(p + 2);
-                        }
+                        __m256i xl = pair_of(x16[r][i / 4], 2 * (i % 4));
+                        __m256i xu = pair_of(x16[r][i / 4], 2 * (i % 4) + 1);
                         if (BITS == 8) xl = _mm256_sign_epi8(xl, lo), xu = _mm256_sign_epi8(xu, up);
                         const __m256i pl = _mm256_maddubs_epi16(wl, xl);
                         const __m256i pu = _mm256_maddubs_epi16(wu, xu);
