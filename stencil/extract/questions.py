@@ -6,9 +6,8 @@ Every field of the schema is asked, optional ones too: "not stated" is an answer
 ``null`` where the schema allows it; an optional field of a list's object items may be null,
 left out of the item where the user's schema does not allow it). A question names the field,
 its kind, whether it is required and the schema's ``description`` (an array's item fields with
-theirs), and says how to answer; it shows no example value a model could copy. A question may carry hints (where the
-document labels the field: ``field_plan``). A question's answer is a one-key JSON object,
-``{"total":1190.0}``, under the field's own (grounded) schema. Fields the document cannot fill
+theirs), and says how to answer; it shows no example value a model could copy. A question's
+answer is a one-key JSON object, ``{"total":1190.0}``, under the field's own (grounded) schema. Fields the document cannot fill
 are not asked: an optional free number, date or currency field when the document states no
 number, date or currency, or nothing its ``pattern`` allows (a required one is asked; a value
 the document does not state then makes the record an error: ``merge``). A
@@ -39,11 +38,10 @@ from stencil.extract.prompt import document_name, field_list
 SYSTEM = "You extract data from documents. Copy values exactly as written in the document."
 # the document first (shared by every question), then the one field asked
 USER = "Fields to extract:\n{fields}\n\nDocument ({filename}):\n{document}\n\n"
-QUESTION = "Field: {key} ({kind}{required}){description}\n{hints}{answer}"
+QUESTION = "Field: {key} ({kind}{required}){description}\n{answer}"
 ANSWER = 'Reply with JSON, key "{key}"{items}, copied from the document.'
 ITEMS = ": every item it lists, in order"
 NOT_STATED = {"optional": " Not stated: {{}}.", "null": ' Not stated: {{"{key}": null}}.'}
-HINT = "Labelled in the document: {texts}\n"
 CURRENCY_PATTERN = "^[A-Z]{3}$"
 LIST_PENALTY = 1.0
 _RUN_WORDS = 8
@@ -89,19 +87,15 @@ def field_messages(prefix: list[dict[str, str]], q: FieldQuestion) -> list[dict[
 
 
 def longest_question(schema: dict[str, Any]) -> str:
-    """The longest question text the schema's fields can ask, without hints (the prompt's
-    budget keeps room for ``MAX_HINT_CHARS`` more)."""
+    """The longest question text the schema's fields can ask (the prompt's budget keeps room
+    for it)."""
     required = set(schema.get("required", ()))
     texts = [
         _question(k, v, k in required)
         for k, v in schema.get("properties", {}).items()
         if isinstance(v, dict)
     ]
-    longest = max(texts, key=len, default="")
-    return longest + " " * MAX_HINT_CHARS if longest else ""
-
-
-MAX_HINT_CHARS = 160
+    return max(texts, key=len, default="")
 
 
 def narrow_schema(schema: dict[str, Any], document: str) -> dict[str, Any]:
@@ -120,12 +114,10 @@ def field_question(
     key: str,
     sub: dict[str, Any],
     required: bool,
-    hints: tuple[str, ...] = (),
     described: dict[str, Any] | None = None,
     claimed: frozenset[str] = frozenset(),
 ) -> FieldQuestion:
-    """The question for one field (``sub``: its schema for this document; ``hints``: document
-    excerpts that label it; ``described``: the schema the question text names, default
+    """The question for one field (``sub``: its schema for this document; ``described``: the schema the question text names, default
     ``sub``: the user's, not the values grounding left; ``claimed``: the kinds of value the
     record's other fields take by type or format, which a grounded string then never holds,
     as in a whole-record answer: ``claimed_kinds``)."""
@@ -140,7 +132,7 @@ def field_question(
     if required and not (array and sub.get("minItems", 0) == 0):
         answer["required"] = [key]
     penalty = LIST_PENALTY if array else 0.0
-    text = _question(key, sub if described is None else described, required, hints)
+    text = _question(key, sub if described is None else described, required)
     return FieldQuestion(key, answer, text, penalty)
 
 
@@ -196,7 +188,7 @@ def states_match(document: str, sub: dict[str, Any]) -> bool:
     return any(pattern.search(v) for v in itertools.chain(readings_in(document), runs) if v)
 
 
-def _question(key: str, sub: dict[str, Any], required: bool, hints: tuple[str, ...] = ()) -> str:
+def _question(key: str, sub: dict[str, Any], required: bool) -> str:
     kind = _kind(sub)
     items = sub.get("items") if isinstance(sub.get("items"), dict) else {}
     description = f": {sub['description']}" if sub.get("description") else ""
@@ -208,7 +200,6 @@ def _question(key: str, sub: dict[str, Any], required: bool, hints: tuple[str, .
         description += f" (each with {', '.join(parts)})"
     elif items.get("description"):
         description += f" (each: {items['description']})"
-    texts = "; ".join(f'"{h}"' for h in hints)[:MAX_HINT_CHARS]
     answer = ANSWER.format(key=key, items=ITEMS if kind.startswith("list") else "")
     if kind == "boolean" or "enum" in sub:
         answer = answer.replace(", copied from the document", "")
@@ -222,7 +213,6 @@ def _question(key: str, sub: dict[str, Any], required: bool, hints: tuple[str, .
         required=", required" if required else "",
         description=description,
         answer=answer,
-        hints=HINT.format(texts=texts) if hints else "",
     )
 
 

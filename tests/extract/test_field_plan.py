@@ -58,41 +58,6 @@ Flat white       3.10
 """
 
 
-def _hints(schema: dict, doc: str) -> dict[str, tuple[str, ...]]:
-    """Each asked field -> the label excerpts its question quotes (every answer ``{}``)."""
-    given: dict[str, str] = {}
-    hints = {}
-    plan = FieldPlan(schema, doc, numbers=True, dates=True)
-    for q in plan.questions(given):
-        hints[q.key] = plan.hints(q.key, q.schema["properties"][q.key])
-        given[q.key] = "{}"
-    return hints
-
-
-@pytest.mark.parametrize(
-    ("doc", "field", "quoted"),
-    [
-        (EN, "total", "Total due £1,896.00"),  # not the subtotal's or the VAT's line
-        (DE, "total", "Gesamtbetrag: 1.249,50 €"),
-        (FR, "total", "Total TTC : 1 234,56 €"),
-        (EN, "invoice_number", "INVOICE #INV-2025-118"),
-        (DE, "invoice_number", "Rechnung Nr. 2025-0042"),
-        (EN, "due_date", "Payment due: 13 April 2025"),
-        (EN, "buyer", "Bill to: Globex Corporation, 5 Elm St, Springfield"),
-        (DE, "buyer", "Kunde: Café Morgenrot"),
-        (ONE_LINE, "issue_date", "Issued: 2025-06-30"),  # a bare "Issued:", not "Due:" beside it
-        (ONE_LINE, "due_date", "Due: 2025-07-30"),
-    ],
-)
-def test_questions_quote_the_labelled_line(doc, field, quoted):
-    assert quoted in _hints(INVOICE, doc)[field]
-
-
-@pytest.mark.parametrize(("doc", "field"), [(FR, "due_date"), (NO_LABELS, "buyer")])
-def test_a_field_without_its_label_is_asked_without_a_quote(doc, field):
-    assert _hints(INVOICE, doc).get(field, ()) == ()
-
-
 def test_label_index_finds_values_after_labels_and_on_the_next_line():
     doc = "Bill to:\nInitech LLC\nTotal:   EUR 2.400,00\nMwSt. 19 %: 383,19\n"
     index = DocumentIndex(doc)
