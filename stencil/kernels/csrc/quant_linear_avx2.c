@@ -213,6 +213,23 @@ static inline __m256i bcast4(const int8_t *p) {
     return _mm256_set1_epi32(v);
 }
 
+/* One group's exact integer sums (channels in A / B halves) into a row's fp32 accumulators, in
+ * the VNNI kernel's order: sum x (group scale x the row's block d), then the row's group sum
+ * times the group's min (K-quants with a min). Both the tiled and the direct path call it, so
+ * their outputs are bit-equal. */
+static inline __attribute__((always_inline)) void combine_group(
+    __m256i ia, __m256i ib, const __m256 *sc, const __m256 *mn, float d, int has_min, float dmin,
+    __m256 *aa, __m256 *ab) {
+    const __m256 dr = _mm256_set1_ps(d);
+    *aa = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia), _mm256_mul_ps(sc[0], dr), *aa);
+    *ab = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ib), _mm256_mul_ps(sc[1], dr), *ab);
+    if (has_min) {
+        const __m256 f = _mm256_set1_ps(dmin);
+        *aa = _mm256_fmadd_ps(f, mn[0], *aa);
+        *ab = _mm256_fmadd_ps(f, mn[1], *ab);
+    }
+}
+
 /* RB rows, group size G and quads per int16 run R (constants after inlining; S8: signed 8-bit
  * codes) against one expanded chunk; acc: rows of 16 floats (A half, then B half). */
 static inline __attribute__((always_inline)) void rows_chunk(
@@ -255,18 +272,9 @@ static inline __attribute__((always_inline)) void rows_chunk(
                 ib[r] = _mm256_add_epi32(ib[r], _mm256_madd_epi16(sb[r], ones));
             }
         }
-        for (int r = 0; r < RB; r++) {
-            const __m256 dr = _mm256_set1_ps(d[r * blocks + b]);
-            const __m256 fa = _mm256_mul_ps(sc[2 * j], dr), fb = _mm256_mul_ps(sc[2 * j + 1], dr);
-            aa[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[r]), fa, aa[r]);
-            ab[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ib[r]), fb, ab[r]);
-        }
-        if (w->has_min)
-            for (int r = 0; r < RB; r++) {
-                const __m256 f = _mm256_set1_ps(ds[r * groups + g]);
-                aa[r] = _mm256_fmadd_ps(f, mn[2 * j], aa[r]);
-                ab[r] = _mm256_fmadd_ps(f, mn[2 * j + 1], ab[r]);
-            }
+        for (int r = 0; r < RB; r++)
+            combine_group(ia[r], ib[r], sc + 2 * j, mn + 2 * j, d[r * blocks + b], w->has_min,
+                          ds[r * groups + g], aa + r, ab + r);
     }
     for (int r = 0; r < RB; r++)
         _mm256_storeu_ps(acc + 16 * r, aa[r]), _mm256_storeu_ps(acc + 16 * r + 8, ab[r]);
@@ -404,19 +412,9 @@ static inline __attribute__((always_inline)) void direct_chunk(
                     ib[r] = _mm256_add_epi32(ib[r], _mm256_madd_epi16(b, ones));
                 }
             }
-            for (int r = 0; r < RB; r++) {
-                const __m256 dr = _mm256_set1_ps(d[r * blocks + b]);
-                const __m256 fa = _mm256_mul_ps(sc[2 * j], dr);
-                const __m256 fb = _mm256_mul_ps(sc[2 * j + 1], dr);
-                aa[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[r]), fa, aa[r]);
-                ab[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ib[r]), fb, ab[r]);
-            }
-            if (w->has_min)
-                for (int r = 0; r < RB; r++) {
-                    const __m256 f = _mm256_set1_ps(ds[r * groups + g]);
-                    aa[r] = _mm256_fmadd_ps(f, mn[2 * j], aa[r]);
-                    ab[r] = _mm256_fmadd_ps(f, mn[2 * j + 1], ab[r]);
-                }
+            for (int r = 0; r < RB; r++)
+                combine_group(ia[r], ib[r], sc + 2 * j, mn + 2 * j, d[r * blocks + b], w->has_min,
+                              ds[r * groups + g], aa + r, ab + r);
         }
     }
     for (int r = 0; r < RB; r++)
