@@ -6,7 +6,7 @@ Also what each Ray worker actor runs (``stencil.extract.ray_backend``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -15,7 +15,6 @@ from stencil.engine.errors import RequestError
 from stencil.engine.sampling_params import SamplingParams
 from stencil.extract import questions, reading
 from stencil.extract.document_proposer import DocumentProposer
-from stencil.extract.field_plan import FieldPlan
 from stencil.extract.merge import Grounding
 from stencil.extract.odds import cuttable, reread
 from stencil.extract.prompt import (
@@ -48,8 +47,8 @@ class ExtractSpec:
     """Free ``format: date`` fields only take dates the document states (normalized to ISO;
     free when it states none or writes one ambiguously, such as 03/04/2024)."""
     per_field: bool = True
-    """One short question per top-level field over the shared document prefix (``questions``,
-    ``field_plan``), then one record from the answers; False: one request answers the whole
+    """One short question per top-level field over the shared document prefix
+    (``questions``), then one record from the answers; False: one request answers the whole
     record. A custom prompt template is the prefix its questions follow."""
 
     def constraint(self, document: str | None = None, schema: dict | None = None) -> Constraint:
@@ -132,8 +131,8 @@ class EngineExtractor:
     def run(self, jobs: Iterable[Job]) -> Iterator[Outcome]:
         """Yield one Outcome per job, in completion order; at most ``window`` documents in the
         engine. A window's first question goes in alone; once its prompt is computed (its first
-        token out) the window's blocks are in the prefix cache, and every question
-        ``FieldPlan.ready`` hands out goes in at once, beside the others in the batch."""
+        token out) the window's blocks are in the prefix cache, and its other questions go in
+        at once, beside the others in the batch."""
         pending = iter(jobs)
         inflight: dict[str, tuple[_Doc, _Part]] = {}  # request id in the engine -> its window
         docs = 0
@@ -180,7 +179,7 @@ class EngineExtractor:
             rid = f"extract-{job.key}:{i}"
             part = _Part(window, schema, DocumentIndex(window.text))
             if self.per_field:
-                part.asks = self._field_asks(rid, job.path, part, prompt.messages)
+                part.queue = self._field_requests(rid, job.path, part, prompt.messages)
             else:
                 part.queue = [(rid, self._prompt_ids(prompt.messages), schema, 0.0)]
             doc.parts.append(part)
@@ -216,30 +215,21 @@ class EngineExtractor:
             return None
         return doc.outcome()
 
-    def _field_asks(
+    def _field_requests(
         self, rid: str, filename: str, part: _Part, prompt: list[dict]
-    ) -> Callable[[dict[str, str]], list[tuple]]:
-        """The window's questions that can go, given its answers so far: (request id, prompt
-        ids, answer schema, frequency penalty), each narrowed to what the window states for it
-        and the answers before it left (``field_plan``)."""
-        text = part.window.text
-        prefix = self.spec.field_prefix(prompt, filename, text)
-        plan = FieldPlan(
-            part.schema, text, self.spec.ground_numbers, self.spec.ground_dates, part.index
-        )
-
-        def asks(answers: dict[str, str]) -> list[tuple]:
-            return [
-                (
-                    f"{rid}:{q.key}",
-                    self._prompt_ids(questions.field_messages(prefix, q)),
-                    q.schema,
-                    q.frequency_penalty,
-                )
-                for q in plan.ready(answers)
-            ]
-
-        return asks
+    ) -> list[tuple]:
+        """The window's questions (``questions.field_questions``): (request id, prompt ids,
+        answer schema, frequency penalty) each."""
+        prefix = self.spec.field_prefix(prompt, filename, part.window.text)
+        return [
+            (
+                f"{rid}:{q.key}",
+                self._prompt_ids(questions.field_messages(prefix, q)),
+                q.schema,
+                q.frequency_penalty,
+            )
+            for q in questions.field_questions(part.schema)
+        ]
 
 
 @dataclass(slots=True)
@@ -251,10 +241,8 @@ class _Part:
     """The window's schema (``merge.window_schema``, narrowed to what it states)."""
     index: DocumentIndex
     """What the window states: its questions' plan and its requests' drafts read it."""
-    asks: Callable[[dict[str, str]], list[tuple]] = lambda answers: []
-    """The questions that can go given the answers so far (``FieldPlan.ready``)."""
     queue: list[tuple] = field(default_factory=list)
-    """Requests ready but not sent: all but the first until the window is primed."""
+    """Requests not sent yet: all but the first until the window is primed."""
     answers: dict[str, str] = field(default_factory=dict)
     schemas: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Each request's answer schema, by request id."""
@@ -270,8 +258,7 @@ class _Part:
 
     def ready(self) -> list[tuple]:
         """The requests to send now: the first alone (it leaves the window's prompt in the
-        prefix cache), then all that are ready."""
-        self.queue += self.asks(self.answers)
+        prefix cache), then the rest."""
         if self.flying and not self.primed:
             return []
         n = len(self.queue) if self.primed else 1

@@ -110,17 +110,29 @@ def narrow_schema(schema: dict[str, Any], document: str) -> dict[str, Any]:
     return {**schema, "properties": props}
 
 
+def field_questions(schema: dict[str, Any]) -> list[FieldQuestion]:
+    """One question per top-level field of ``schema`` (a window's, narrowed to what it states:
+    ``narrow_schema``), in the schema's order. No question depends on another's answer, so a
+    document's questions go in together (the first alone, to leave the prefix in the cache)."""
+    props = schema.get("properties", {})
+    required = set(schema.get("required", ()))
+    claimed = frozenset(claimed_kinds(props))
+    return [
+        field_question(key, sub, key in required, claimed=claimed)
+        for key, sub in props.items()
+        if isinstance(sub, dict)
+    ]
+
+
 def field_question(
     key: str,
     sub: dict[str, Any],
     required: bool,
-    described: dict[str, Any] | None = None,
     claimed: frozenset[str] = frozenset(),
 ) -> FieldQuestion:
-    """The question for one field (``sub``: its schema for this document; ``described``: the schema the question text names, default
-    ``sub``: the user's, not the values grounding left; ``claimed``: the kinds of value the
-    record's other fields take by type or format, which a grounded string then never holds,
-    as in a whole-record answer: ``claimed_kinds``)."""
+    """The question for one field (``sub``: its schema for this document; ``claimed``: the
+    kinds of value the record's other fields take by type or format, which a grounded string
+    then never holds, as in a whole-record answer: ``claimed_kinds``)."""
     asked, array = sub, sub.get("type") == "array"
     if array:  # not stated: {} (a required list's [] in the record); stated: its items
         asked = {**sub, "minItems": max(1, sub.get("minItems", 0))}
@@ -132,7 +144,7 @@ def field_question(
     if required and not (array and sub.get("minItems", 0) == 0):
         answer["required"] = [key]
     penalty = LIST_PENALTY if array else 0.0
-    text = _question(key, sub if described is None else described, required)
+    text = _question(key, sub, required)
     return FieldQuestion(key, answer, text, penalty)
 
 

@@ -1,7 +1,7 @@
 """The ``--server URL`` backend: the same extraction against any OpenAI-compatible server
 (``stencil serve``, vLLM, OpenAI) through ``response_format`` json_schema, ``concurrency``
 documents in flight (field by field: each document's first question alone, so the server's
-prefix cache holds the document, then each batch ``FieldPlan.ready`` hands out at once).
+prefix cache holds the document, then the rest at once).
 
 The server's tokenizer is unknown here, so documents are cut by a character estimate, and only
 when the server says its context length (``max_model_len`` on ``/v1/models``, as Stencil and
@@ -19,7 +19,6 @@ from typing import Any
 
 from stencil.extract import questions, reading
 from stencil.extract.engine_backend import ExtractSpec
-from stencil.extract.field_plan import FieldPlan
 from stencil.extract.odds import api_tokens, cuttable, reread
 from stencil.extract.prompt import CharTokenCounter, Prompt, PromptBuilder
 from stencil.extract.questions import FieldQuestion
@@ -148,25 +147,23 @@ class ServerExtractor:
     def _answers(
         self, job: Job, prompt: Prompt, schema: dict, counts: dict[str, Any]
     ) -> dict[str, str]:
-        """One window's answers: field -> answer text (the first question alone, then what
-        ``FieldPlan.ready`` hands out, each batch at once), or the whole record's answer."""
+        """One window's answers: field -> answer text (the first question alone, then the rest
+        at once), or the whole record's answer."""
         text = prompt.document
         if not self.spec.per_field:
             return {"": self._ask(prompt.messages, text, schema, counts)}
         prefix = self.spec.field_prefix(prompt.messages, job.path, text)
-        plan = FieldPlan(schema, text, self.spec.ground_numbers, self.spec.ground_dates)
+        first, *rest = questions.field_questions(schema) or [None]
 
         def ask(q: FieldQuestion) -> str:
             messages = questions.field_messages(prefix, q)
             return self._ask(messages, text, q.schema, counts, q.frequency_penalty, q.key)
 
-        answers: dict[str, str] = {}
+        if first is None:
+            return {}
+        answers = {first.key: ask(first)}  # it leaves the document in the prefix cache
         with ThreadPoolExecutor(thread_name_prefix="extract-field") as pool:
-            while ready := plan.ready(answers):
-                if not answers:
-                    answers[ready[0].key] = ask(ready[0])
-                    ready = ready[1:]
-                answers.update(zip([q.key for q in ready], pool.map(ask, ready), strict=True))
+            answers.update(zip([q.key for q in rest], pool.map(ask, rest), strict=True))
         return answers
 
     def _ask(

@@ -45,8 +45,7 @@ zzgl. 19 % MwSt.:     199,50 €
 Gesamtbetrag:       1.249,50 €
 Zahlbar bis 17.02.2025 ohne Abzug.
 """
-INVOICE_DE_LABELLED = {"invoice_number": "2025-0042", "issue_date": "2025-02-03",
-                       "due_date": "2025-02-17", "currency": "EUR"}  # fmt: skip
+INVOICE_DE_LABELLED = {"invoice_number": "2025-0042", "issue_date": "2025-02-03", "currency": "EUR"}
 
 
 def minimal_pdf(text: str) -> bytes:

@@ -10,7 +10,6 @@ from stencil.constraints import DocumentIndex
 from stencil.extract.questions import field_question, narrow_schema
 from stencil.extract.regions import check_record, distinct_row_items
 from stencil.extract.schema_library import resolve_schema
-from stencil.extract.value_pool import ValuePool
 
 INVOICE = resolve_schema("invoice")[1]
 DOC_DE = """RECHNUNG Nr. RE-2024-0042
@@ -81,26 +80,6 @@ def test_fields_the_document_cannot_fill_are_left_out(doc, gone):
     required = set(INVOICE["required"])
     assert set(INVOICE["properties"]) - set(props) == gone
     assert required <= set(props)  # required fields are always asked
-
-
-def test_value_pool_uses_each_stated_value_as_often_as_stated():
-    pool = ValuePool(DocumentIndex(DOC_DE), numbers=True, dates=True)
-    date = {"type": "string", "format": "date"}
-    assert pool.narrow(date, required=False)["enum"] == ["2024-03-04"]
-    pool.take("2024-03-04")  # the issue date took the only date
-    assert pool.narrow(date, required=False) is None  # a due date has none left: left out
-    assert pool.narrow(date, required=True) == date  # required: free to the grounding rules
-    money = {"type": "number"}
-    assert 1190.0 in pool.narrow(money, required=True)["enum"]
-    pool.take(1190.0)
-    assert 1190.0 not in pool.narrow(money, required=True)["enum"]
-    assert pool.narrow({"type": "integer"}, required=True)["enum"] == [1, 400, 2, 600]
-    items = INVOICE["properties"]["line_items"]
-    amounts = pool.narrow(items, required=False)["items"]["properties"]["amount"]["enum"]
-    assert 1190.0 not in amounts and 400.0 in amounts  # items take what the total left
-    alone = ValuePool(DocumentIndex("Total: 12.50"), numbers=True, dates=False)
-    alone.take(12.5)
-    assert alone.narrow(items, required=False) is None  # no amount left for any item
 
 
 def test_field_question_answers_one_key():

@@ -1,16 +1,12 @@
-"""The document's labels are quoted in each field's question (``field_plan``, ``DocumentIndex``), and
-line items come from table rows (``regions``), on short documents written by hand in the shapes
-of real ones (not the evaluation corpus's)."""
+"""The record check (``regions``): labels a value starts with, sibling values it ends with, line
+items from table rows, on short documents written by hand in the shapes of real ones (not the
+evaluation corpus's); the label index it reads (``DocumentIndex``)."""
 
 from __future__ import annotations
 
-import random
-
 import pytest
-from test_extract_fixtures import INVOICE_DE
 
 from stencil.constraints import DocumentIndex, without_label
-from stencil.extract.field_plan import FieldPlan
 from stencil.extract.regions import check_record, distinct_row_items
 from stencil.extract.schema_library import resolve_schema
 
@@ -30,31 +26,6 @@ Qty  Description                 Unit      Amount
 Subtotal                                 1,580.00
 VAT 20%                                    316.00
 Total due                               £1,896.00
-"""
-DE = INVOICE_DE
-ONE_LINE = """From: Brightline Consulting Inc., San Francisco
-To: Harbor Logistics LLC
-
-Invoice #INV-7781        Issued: 2025-06-30      Due: 2025-07-30
-
-For the audit support delivered in Q2 2025 (88 hours) we charge USD 15,750.00.
-"""
-FR = """Plomberie Martin SARL
-Facture n° F-7781 du 2 avril 2025
-
-Client : Mme Durand
-
-Remplacement chauffe-eau       1 234,56
-Total TTC : 1 234,56 €
-"""
-NO_LABELS = """Fresh Bakes
-Oxford Street, London
-2025-05-06 09:12
-
-Croissant        2.40
-Flat white       3.10
-
-4.50 paid
 """
 
 
@@ -147,46 +118,3 @@ def test_items_of_a_document_without_a_table_stand():
     cv = "Experience\nData engineer at Cabify (2023-now): Spark.\nAnalyst at BBVA (2020-2023).\n"
     jobs = [{"employer": "Cabify", "from_year": 2023}, {"employer": "BBVA", "from_year": 2020}]
     assert distinct_row_items([*jobs, jobs[0]], DocumentIndex(cv)) == jobs
-
-
-def test_a_question_keeps_the_kinds_its_siblings_claim():
-    """A name asked apart from the email beside it never takes the address (as in one record)."""
-    schema = {
-        "type": "object",
-        "properties": {"name": {"type": "string"}, "email": {"type": "string", "format": "email"}},
-    }
-    doc = "kwame.asante@icloud.com\nKWAME ASANTE, Toronto"
-    asked = {q.key: q.schema for q in FieldPlan(schema, doc, True, True).questions({})}
-    assert asked["name"]["x-claimed"] == ["email"]
-
-
-def test_ready_hands_out_the_questions_asked_one_after_another():
-    """Questions handed out together by ``ready`` and answered in any order get the schemas
-    they get asked one after another: a field the pool does not narrow goes at once, a number
-    or date only after every answer before it (the due date then cannot be the issue date)."""
-    answers = {
-        "invoice_number": '{"invoice_number": "INV-2025-118"}',
-        "issue_date": '{"issue_date": "2025-03-14"}',
-        "due_date": '{"due_date": "2025-04-13"}',
-        "seller": '{"seller": "ACME CLOUD SERVICES LTD."}',
-        "buyer": '{"buyer": "Globex Corporation"}',
-        "total": '{"total": 1896.0}',
-        "currency": '{"currency": "GBP"}',
-    }
-    one_by_one = {}
-    given: dict[str, str] = {}
-    for q in FieldPlan(INVOICE, EN, numbers=True, dates=True).questions(given):
-        one_by_one[q.key] = q
-        given[q.key] = answers.get(q.key, "{}")
-    assert "2025-03-14" not in one_by_one["due_date"].schema["properties"]["due_date"]["enum"]
-    for seed in range(12):
-        rng = random.Random(seed)
-        plan = FieldPlan(INVOICE, EN, numbers=True, dates=True)
-        pending, got, asked = plan.ready({}), {}, {}
-        assert len(pending) > 1 and "due_date" not in {q.key for q in pending}
-        while pending:
-            q = pending.pop(rng.randrange(len(pending)))
-            asked[q.key] = q
-            got[q.key] = answers.get(q.key, "{}")
-            pending += plan.ready(got)
-        assert asked == one_by_one
