@@ -218,13 +218,13 @@ static inline __m256i bcast4(const int8_t *p) {
  * times the group's min (K-quants with a min). Both the tiled and the direct path call it, so
  * their outputs are bit-equal. */
 static inline __attribute__((always_inline)) void combine_group(
-    __m256i ia, __m256i ib, const __m256 *sc, const __m256 *mn, float d, int has_min, float dmin,
-    __m256 *aa, __m256 *ab) {
+    __m256i ia, __m256i ib, const __m256 *sc, const __m256 *mn, float d, int has_min,
+    const float *dmin, __m256 *aa, __m256 *ab) {
     const __m256 dr = _mm256_set1_ps(d);
     *aa = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia), _mm256_mul_ps(sc[0], dr), *aa);
     *ab = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ib), _mm256_mul_ps(sc[1], dr), *ab);
     if (has_min) {
-        const __m256 f = _mm256_set1_ps(dmin);
+        const __m256 f = _mm256_set1_ps(*dmin);
         *aa = _mm256_fmadd_ps(f, mn[0], *aa);
         *ab = _mm256_fmadd_ps(f, mn[1], *ab);
     }
@@ -274,7 +274,7 @@ static inline __attribute__((always_inline)) void rows_chunk(
         }
         for (int r = 0; r < RB; r++)
             combine_group(ia[r], ib[r], sc + 2 * j, mn + 2 * j, d[r * blocks + b], w->has_min,
-                          ds[r * groups + g], aa + r, ab + r);
+                          ds + r * groups + g, aa + r, ab + r);
     }
     for (int r = 0; r < RB; r++)
         _mm256_storeu_ps(acc + 16 * r, aa[r]), _mm256_storeu_ps(acc + 16 * r + 8, ab[r]);
@@ -414,7 +414,7 @@ static inline __attribute__((always_inline)) void direct_chunk(
             }
             for (int r = 0; r < RB; r++)
                 combine_group(ia[r], ib[r], sc + 2 * j, mn + 2 * j, d[r * blocks + b], w->has_min,
-                              ds[r * groups + g], aa + r, ab + r);
+                              ds + r * groups + g, aa + r, ab + r);
         }
     }
     for (int r = 0; r < RB; r++)
