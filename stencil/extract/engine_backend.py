@@ -240,7 +240,7 @@ class _Part:
     schema: dict[str, Any]
     """The window's schema (``merge.window_schema``, narrowed to what it states)."""
     index: DocumentIndex
-    """What the window states: its questions' plan and its requests' drafts read it."""
+    """What the window states: its requests' drafts read it (``DocumentProposer``)."""
     queue: list[tuple] = field(default_factory=list)
     """Requests not sent yet: all but the first until the window is primed."""
     answers: dict[str, str] = field(default_factory=dict)

@@ -7,11 +7,11 @@ Every field of the schema is asked, optional ones too: "not stated" is an answer
 left out of the item where the user's schema does not allow it). A question names the field,
 its kind, whether it is required and the schema's ``description`` (an array's item fields with
 theirs), and says how to answer; it shows no example value a model could copy. A question's
-answer is a one-key JSON object, ``{"total":1190.0}``, under the field's own (grounded) schema. Fields the document cannot fill
-are not asked: an optional free number, date or currency field when the document states no
-number, date or currency, or nothing its ``pattern`` allows (a required one is asked; a value
-the document does not state then makes the record an error: ``merge``). A
-currency field (a three-letter code, or an enum of them) only takes the currencies the document
+answer is a one-key JSON object, ``{"total":1190.0}``, under the field's own (grounded)
+schema. Fields the document cannot fill are not asked: an optional free number, date or
+currency field when the document states no number, date or currency, or nothing its
+``pattern`` allows (a required one is asked; a value the document does not state then makes
+the record an error: ``merge``). A currency field (a three-letter code, or an enum of them) only takes the currencies the document
 states by code, sign or name (``stated.currencies_in``, ``currencies_named``).
 """
 
@@ -89,13 +89,7 @@ def field_messages(prefix: list[dict[str, str]], q: FieldQuestion) -> list[dict[
 def longest_question(schema: dict[str, Any]) -> str:
     """The longest question text the schema's fields can ask (the prompt's budget keeps room
     for it)."""
-    required = set(schema.get("required", ()))
-    texts = [
-        _question(k, v, k in required)
-        for k, v in schema.get("properties", {}).items()
-        if isinstance(v, dict)
-    ]
-    return max(texts, key=len, default="")
+    return max((q.text for q in field_questions(schema)), key=len, default="")
 
 
 def narrow_schema(schema: dict[str, Any], document: str) -> dict[str, Any]:

@@ -153,16 +153,17 @@ class ServerExtractor:
         if not self.spec.per_field:
             return {"": self._ask(prompt.messages, text, schema, counts)}
         prefix = self.spec.field_prefix(prompt.messages, job.path, text)
-        first, *rest = questions.field_questions(schema) or [None]
+        asked = questions.field_questions(schema)
 
         def ask(q: FieldQuestion) -> str:
             messages = questions.field_messages(prefix, q)
             return self._ask(messages, text, q.schema, counts, q.frequency_penalty, q.key)
 
-        if first is None:
+        if not asked:
             return {}
-        answers = {first.key: ask(first)}  # it leaves the document in the prefix cache
+        answers = {asked[0].key: ask(asked[0])}  # it leaves the document in the prefix cache
         with ThreadPoolExecutor(thread_name_prefix="extract-field") as pool:
+            rest = asked[1:]
             answers.update(zip([q.key for q in rest], pool.map(ask, rest), strict=True))
         return answers
 
