@@ -451,17 +451,18 @@ static void strip_direct(const QW *w, int64_t s, const int8_t *q, const float *d
         const int nq = w->K / 4 - q0 < CHUNK_Q ? w->K / 4 - q0 : CHUNK_Q;
         const int64_t ahead = q0 + AHEAD * CHUNK_Q;
         if (w->bits != 6) { /* 6-bit: the hardware's prefetch alone (head 9-15% faster) */
-        const int64_t scale_off = (s * (w->K / w->G) + ahead * 4 / w->G) * gb;
-        prefetch((const char *)w->scales + scale_off, (int64_t)nq * 4 / w->G * gb);
-        if (w->has_min) prefetch((const char *)w->mins + scale_off, (int64_t)nq * 4 / w->G * gb);
-        if (w->bits == 8) {
-            prefetch(w->codes + (s * (w->K / 2) + 2 * ahead) * 32, nq * 64);
-        } else {
-            prefetch(w->codes + (s * (w->K / 4) + ahead) * 32, nq * 32);
-            if (hb)
-                prefetch((const uint8_t *)w->planes + (s * (w->K / 4) + ahead) * 8 * hb,
-                         nq * 8 * hb);
-        }
+            const int64_t scale_off = (s * (w->K / w->G) + ahead * 4 / w->G) * gb;
+            const int64_t scale_bytes = (int64_t)nq * 4 / w->G * gb;
+            prefetch((const char *)w->scales + scale_off, scale_bytes);
+            if (w->has_min) prefetch((const char *)w->mins + scale_off, scale_bytes);
+            if (w->bits == 8) {
+                prefetch(w->codes + (s * (w->K / 2) + 2 * ahead) * 32, nq * 64);
+            } else {
+                prefetch(w->codes + (s * (w->K / 4) + ahead) * 32, nq * 32);
+                if (hb)
+                    prefetch((const uint8_t *)w->planes + (s * (w->K / 4) + ahead) * 8 * hb,
+                             nq * 8 * hb);
+            }
         }
         const int g0 = q0 * 4 / w->G, ng = nq * 4 / w->G;
         chunk_scales(w->scales, w->sup_s, w->K, w->G, s, g0, ng, sc);
