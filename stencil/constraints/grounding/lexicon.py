@@ -2,7 +2,7 @@
 concept (``total``: ``Total due``, ``Gesamtbetrag``, ``Montant TTC`` ...), the field words that
 ask for each concept, month names, and currency signs and codes, in English, German, French,
 Spanish and Italian. ``LEXICON`` is read once at import; ``concepts_for`` finds a field's
-concepts by its name and description."""
+concepts by its name."""
 
 from __future__ import annotations
 
@@ -34,21 +34,13 @@ class Lexicon:
     currency_names: Mapping[str, str]
     """a currency's name in words (lower case) -> its ISO 4217 code."""
 
-    def concepts_for(self, name: str, description: str = "") -> tuple[str, ...] | None:
-        """The concepts a field asks for: by the words of its name (``billingAddress``,
+    def concepts_for(self, name: str) -> tuple[str, ...] | None:
+        """The concepts a field asks for by the words of its name (``billingAddress``,
         ``amount-due``, ``invoice_nr``: its longest run of words that names a concept, the last
-        first), else by its description's words (the first place a run names one, the longest
-        run there); None where neither names one."""
+        first); None where no run names one."""
         words = self.words(name)
         for n in range(len(words), 0, -1):
             for i in range(len(words) - n, -1, -1):
-                found = self.fields.get(tuple(words[i : i + n]))
-                if found is not None:
-                    return found
-        words = self.words(description)
-        longest = max(map(len, self.fields))
-        for i in range(len(words)):
-            for n in range(min(longest, len(words) - i), 0, -1):
                 found = self.fields.get(tuple(words[i : i + n]))
                 if found is not None:
                     return found

@@ -1,5 +1,5 @@
 """The lexicon (``lexicon.toml``) and the document index read through it: a field's label concepts
-found by the words of its name or its description, and the labels, values and cells one
+found by the words of its name, and the labels, values and cells one
 document states."""
 
 from __future__ import annotations
@@ -12,32 +12,27 @@ from stencil.constraints import LEXICON, DocumentIndex, dates_in, numbers_in
 
 
 @pytest.mark.parametrize(
-    ("name", "description", "concept"),
+    ("name", "concept"),
     [
-        ("total", "", "total"),
-        ("invoiceTotal", "", "total"),
-        ("amount-due", "", "total"),
-        ("Due Date", "", "due"),
-        ("due_on", "", "due"),
-        ("billingAddress", "", "buyer"),  # camelCase, a word of the buyer's
-        ("buyer_address", "who pays", "buyer"),
-        ("party", "who pays the invoice", "buyer"),  # by the description alone
-        ("billed_party", "the customer billed", "buyer"),
-        ("invoice_nr", "", "number"),  # an abbreviation written out
-        ("invoice_no", "", "number"),
-        ("issueDate", "", "issued"),
-        ("date_of_birth", "", "birth"),
-        ("salary_min", "lowest salary", None),
-        ("notes", "", None),
+        ("total", "total"),
+        ("invoiceTotal", "total"),
+        ("amount-due", "total"),
+        ("Due Date", "due"),
+        ("due_on", "due"),
+        ("billingAddress", "buyer"),  # camelCase, a word of the buyer's
+        ("buyer_address", "buyer"),
+        ("billed_party", "buyer"),
+        ("invoice_nr", "number"),  # an abbreviation written out
+        ("invoice_no", "number"),
+        ("issueDate", "issued"),
+        ("date_of_birth", "birth"),
+        ("salary_min", None),
+        ("notes", None),
     ],
 )
-def test_concepts_by_name_or_description(name, description, concept):
-    found = LEXICON.concepts_for(name, description)
+def test_concepts_by_name(name, concept):
+    found = LEXICON.concepts_for(name)
     assert (found[0] if found else None) == concept
-
-
-def test_the_name_decides_before_the_description():
-    assert LEXICON.concepts_for("vendor", "who pays the vendor") == ("seller",)
 
 
 def test_every_field_asks_for_concepts_the_lexicon_labels():
