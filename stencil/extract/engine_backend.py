@@ -23,6 +23,7 @@ from stencil.extract.prompt import (
     PromptBuilder,
     PromptTemplate,
     prompt_ids,
+    record_line,
 )
 from stencil.extract.records import Job, Outcome
 from stencil.extract.span_ends import TOP_LOGPROBS
@@ -75,11 +76,12 @@ class ExtractSpec:
         return questions.field_prefix(prompt, default, self.schema, filename, document)
 
     def question_reserve(self, counter: Any) -> int:
-        """Prompt tokens a field question takes beyond the rendered template (0: one request
-        per document)."""
+        """Prompt tokens a field question takes beyond the rendered template, its prefix's
+        record line counted too (0: one request per document)."""
         if not self.per_field:
             return 0
-        return counter.count(questions.longest_question(self.schema)) + SAFETY_TOKENS
+        asked = record_line(self.schema) + questions.longest_question(self.schema)
+        return counter.count(asked) + SAFETY_TOKENS
 
     @property
     def grounding(self) -> Grounding:

@@ -177,6 +177,13 @@ def prompt_ids(tokenizer: Any, messages: list[dict[str, str]]) -> list[int]:
     return tokenizer(text, add_special_tokens=plain).input_ids
 
 
+def record_line(schema: dict[str, Any]) -> str:
+    """``Record: Title: description`` and a line end, from the schema's own ``title`` and
+    ``description`` (what the user says one record is); empty where it has neither."""
+    said = [str(schema[k]) for k in ("title", "description") if schema.get(k)]
+    return f"Record: {': '.join(said)}\n" if said else ""
+
+
 def field_list(schema: dict[str, Any]) -> str:
     """``- key (type, required): description`` for each top-level property of ``schema``."""
     required = set(schema.get("required", ()))

@@ -33,11 +33,11 @@ from stencil.constraints import (
     numbers_in,
     readings_in,
 )
-from stencil.extract.prompt import document_name, field_list
+from stencil.extract.prompt import document_name, field_list, record_line
 
 SYSTEM = "You extract data from documents. Copy values exactly as written in the document."
 # the document first (shared by every question), then the one field asked
-USER = "Fields to extract:\n{fields}\n\nDocument ({filename}):\n{document}\n\n"
+USER = "{record}Fields to extract:\n{fields}\n\nDocument ({filename}):\n{document}\n\n"
 QUESTION = "Field: {key} ({kind}{required}){description}\n{answer}"
 ANSWER = 'Reply with JSON, key "{key}"{items}, copied from the document.'
 ITEMS = ": every item it lists, in order"
@@ -74,7 +74,10 @@ def field_prefix(
     if not default:
         return prompt
     head = USER.format(
-        fields=field_list(schema), filename=document_name(filename), document=document
+        record=record_line(schema),
+        fields=field_list(schema),
+        filename=document_name(filename),
+        document=document,
     )
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": head}]
 

@@ -13,11 +13,18 @@ from typing import Any
 import jsonschema
 import pytest
 
-from stencil.extract.prompt import DEFAULT_TEMPLATE, PromptTemplate, field_list, plain_prompt
+from stencil.extract.prompt import (
+    DEFAULT_TEMPLATE,
+    PromptTemplate,
+    field_list,
+    plain_prompt,
+    record_line,
+)
 from stencil.extract.questions import (
     SYSTEM,
     USER,
     assemble,
+    field_prefix,
     field_question,
     field_questions,
     narrow_schema,
@@ -148,6 +155,15 @@ def test_labels_neither_quoted_nor_imposed():
     assert q.schema["properties"]["total"] == {"type": "number"}  # grounding: any stated number
 
 
+def test_the_prefix_says_what_one_record_is():
+    """The schema's own title and description (a paper's title is not its journal's)."""
+    paper = {"title": "PaperMeta", "description": "Data from a paper's first page.", **JOBS}
+    (_, user) = field_prefix([], True, paper, "p.txt", "DOC")
+    assert user["content"].startswith("Record: PaperMeta: Data from a paper's first page.\n")
+    (_, user) = field_prefix([], True, JOBS, "p.txt", "DOC")
+    assert user["content"].startswith("Fields to extract:")
+
+
 def test_a_question_keeps_the_kinds_its_siblings_claim():
     """A name asked apart from the email beside it never takes the address (as in one record)."""
     schema = {
@@ -197,7 +213,7 @@ def _prompts() -> list[str]:
         required = set(schema.get("required", ()))
         values = {"fields": field_list(schema), "document": "DOC", "filename": "f.txt"}
         texts += [m["content"] for m in PromptTemplate.parse(DEFAULT_TEMPLATE).messages(values)]
-        texts.append(USER.format(**values))
+        texts.append(USER.format(record=record_line(schema), **values))
         for key, sub in schema["properties"].items():
             texts.append(field_question(key, sub, key in required).text)
             texts.append(field_question(key, sub, False).text)
