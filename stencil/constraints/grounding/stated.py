@@ -47,6 +47,14 @@ _RANGES = [
     (re.compile(rf"\b{_FIRST}{_TO}{_DAY} (?:de )?{_MONTH},? (?:de )?{_YEAR}\b"), ("first",)),
     (re.compile(rf"\b{_MONTH} {_FIRST}{_TO}{_DAY},? {_YEAR}\b"), ("first", "day")),
 ]
+# a day and month without a year (October 14, 14 octobre, 14. Oktober): read with the years of
+# the full dates beside it
+_YEARLESS = [
+    re.compile(rf"\b{_MONTH} {_DAY}(?![\w\-/]|\.\d|,? \d)"),
+    re.compile(rf"\b{_DAY} (?:de )?{_MONTH}(?![\w\-/]|\.\d|,? (?:de )?\d)"),
+]
+_WORD_MONTHS = {"may"}
+"""Month names that are also words: a month only written with a capital."""
 # day first: dotted dates everywhere, slashed ones where the text writes decimal commas
 _DOTTED = re.compile(r"(?<![\w\-/.])(?P<day>\d{1,2})\.(?P<num>\d{1,2})\.(?P<year>\d{4})(?![\w\-/])")
 _SLASHED = re.compile(r"(?<![\w\-/.])(\d{1,2})[\-/](\d{1,2})[\-/](\d{4})(?![\w\-/])")
@@ -163,7 +171,24 @@ def date_spans(source: str) -> list[tuple[int, int, str]]:
             iso = _iso({"day": day, "num": month, "year": year})
             if iso is not None:
                 found.append((m.start(), m.end(), iso))
+    found += _yearless(source, found)
     return sorted(found, key=lambda f: (f[0], f[1]))
+
+
+def _yearless(source: str, found: list[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
+    """The dates stated without a year, each in the years of the text's full dates (the
+    nearest first), where no full date covers the place."""
+    out = []
+    for pattern in _YEARLESS:
+        for m in pattern.finditer(source):
+            if m["mon"] in _WORD_MONTHS or any(a < m.end() and m.start() < b for a, b, _ in found):
+                continue
+            near = sorted(found, key=lambda f: abs(f[0] - m.start()))
+            for year in dict.fromkeys(iso[:4] for _, _, iso in near):
+                iso = _iso({**m.groupdict(), "year": year})
+                if iso is not None:
+                    out.append((m.start(), m.end(), iso))
+    return out
 
 
 def times_in(source: str) -> list[str]:

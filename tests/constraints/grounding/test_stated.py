@@ -75,6 +75,27 @@ def test_times_in(text, times):
     assert times_in(text) == times
 
 
+@pytest.mark.parametrize(
+    ("text", "dates"),
+    [
+        # a day and month without a year: the year of the full dates beside it
+        ("Sent: 12 Nov 2026\nI bought it on October 14. It broke.", ["2026-11-12", "2026-10-14"]),
+        ("Termin am 14. Oktober; Brief vom 01.09.2026", ["2026-10-14", "2026-09-01"]),
+        ("December 3, and 4 March 2024", ["2024-12-03", "2024-03-04"]),
+        # each year the text's full dates state, the nearest first
+        (
+            "le 14 octobre, du 3 novembre 2026 et 2 janvier 2027",
+            ["2026-10-14", "2027-10-14", "2026-11-03", "2027-01-02"],
+        ),
+        ("I bought it on October 14.", []),  # no year anywhere: no date
+        ("Version 2 may work. 1 March 2025", ["2025-03-01"]),  # "may" the word
+        ("v 3.5 Mar 2.1, 2024-01-01", ["2024-01-01"]),  # numbers around a month's letters
+    ],
+)
+def test_dates_without_a_year(text, dates):
+    assert dates_in(text) == dates
+
+
 def test_date_mentions_keep_repeats():
     text = "Bremen, 09.06.2024\nRechnung vom 09.06.2024, fällig 23.06.2024"
     assert date_mentions(text) == ["2024-06-09", "2024-06-09", "2024-06-23"]
