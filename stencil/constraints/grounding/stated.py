@@ -39,8 +39,9 @@ _DATES = [
     re.compile(rf"\b{_DAY} (?:de )?{_MONTH},? (?:de )?{_YEAR}\b"),
 ]
 # the first day of a range that names its month and year once (4-6 December 2026, du 4 au 6
-# décembre 2026, 4. bis 6. Dezember 2026, del 4 al 6 de diciembre de 2026, Dec 4-6, 2026)
-_TO = r"\s?(?:[\-\u2013\u2014]|au|bis|al|to|until|through)\s?(?:del?\s)?"
+# décembre 2026, 4. bis 6. Dezember 2026, del 4 al 6 de diciembre de 2026, Dec 4-6, 2026; a
+# weekday before the last day: du vendredi 4 au dimanche 6 décembre 2026)
+_TO = r"\s?(?:[\-\u2013\u2014]|au|bis|al|to|until|through)\s?(?:del?\s)?(?:[^\W\d_]{3,10},?\s)?"
 _FIRST = r"(?P<first>\d{1,2})(?:st|nd|rd|th|er|º|°)?\.?"
 # (month first, the last day is no date of ``_DATES`` either: both days read here)
 _RANGES = [

@@ -53,6 +53,8 @@ def test_numbers_in_each_locale(text, numbers):
         ("4. bis 6. Dezember 2026", ["2026-12-04", "2026-12-06"]),
         ("del 4 al 6 de diciembre de 2026", ["2026-12-04", "2026-12-06"]),
         ("Dec 4\u20136, 2026", ["2026-12-04", "2026-12-06"]),
+        ("Du vendredi 4 au dimanche 6 décembre 2026", ["2026-12-04", "2026-12-06"]),
+        ("vom Freitag, 4. bis Sonntag, 6. Dezember 2026", ["2026-12-04", "2026-12-06"]),
         ("pages 245-276, 2025", []),
     ],
 )
