@@ -54,8 +54,7 @@ _YEARLESS = [
     re.compile(rf"\b{_MONTH} {_DAY}(?![\w\-/]|\.\d|,? \d)"),
     re.compile(rf"\b{_DAY} (?:de )?{_MONTH}(?![\w\-/]|\.\d|,? (?:de )?\d)"),
 ]
-_WORD_MONTHS = {"may"}
-"""Month names that are also words: a month only written with a capital."""
+_WORD_MONTHS = {"may"}  # month names that are also words: a month only with a capital
 # day first: dotted dates everywhere, slashed ones where the text writes decimal commas
 _DOTTED = re.compile(r"(?<![\w\-/.])(?P<day>\d{1,2})\.(?P<num>\d{1,2})\.(?P<year>\d{4})(?![\w\-/])")
 _SLASHED = re.compile(r"(?<![\w\-/.])(\d{1,2})[\-/](\d{1,2})[\-/](\d{4})(?![\w\-/])")
