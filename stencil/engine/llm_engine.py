@@ -274,7 +274,7 @@ class LLMEngine:
         with torch.inference_mode():
             for seq, seq_logits in drafting:
                 drafted = len(seq.spec_token_ids)
-                self.drafter.cost.observe_drafts(drafted, self.verifier.verify(seq, seq_logits))
+                self.drafter.observe(seq, drafted, self.verifier.verify(seq, seq_logits))
         return {s.seq.request_id for s in sched.scheduled}
 
     def _admit_compiled(self) -> set[str]:

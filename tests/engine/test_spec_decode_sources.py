@@ -403,6 +403,24 @@ def test_unconstrained_drafts_stop_where_the_chain_no_longer_pays(tokenizer, n):
     assert want == {1: 0, 4: 8}.get(n, want)  # a long match is trusted for all k; one token, not
 
 
+def test_a_request_whose_drafts_fail_drafts_only_where_surer(tokenizer):
+    """The chances are priors: free chat on a model whose drafts are rarely right stops paying
+    for the weak lookups, and keeps the long ones while they hold up."""
+    drafter = Drafter(SpeculativeConfig(num_speculative_tokens=8), tokenizer)
+    seq = Sequence(1, "r", 0, [1, 2], 2, SamplingParams(temperature=0), 256, torch.Generator())
+    seq.num_computed_tokens = 2
+    drafter.proposer = FixedLookup(list(range(100, 108)), 2)
+    assert drafter.drafts(seq)  # a 2-token match: drafted on trust
+    for _ in range(4):
+        drafter.observe(seq, 4, 0)
+    assert drafter.drafts(seq) == []
+    drafter.proposer = FixedLookup(list(range(100, 108)), 4)
+    assert 0 < len(drafter.drafts(seq)) < 8  # a long match: drafted, a shorter chain
+    other = Sequence(2, "s", 0, [1, 2], 2, SamplingParams(temperature=0), 256, torch.Generator())
+    other.num_computed_tokens = 2
+    assert drafter.drafts(other) == list(range(100, 108))  # another request: its own count
+
+
 class Lent:
     """A request's proposer: fixed proposals, and what it was asked."""
 

@@ -37,7 +37,7 @@ from stencil.engine.spec_decode.ngram_proposer import NgramProposer
 from stencil.engine.spec_decode.proposer import Proposal, Proposer
 from stencil.engine.spec_decode.spacing import STRUCTURE, Spaced, Spacing, compact
 from stencil.engine.spec_decode.spelling import Spelling
-from stencil.engine.spec_decode.step_cost import StepCost
+from stencil.engine.spec_decode.step_cost import PRIOR_ACCEPTANCE, StepCost
 from stencil.engine.spec_decode.text_proposer import TextProposer
 from stencil.engine.spec_decode.text_tokens import TextTokens
 
@@ -52,6 +52,7 @@ CLOSING = ("}", "]")
 MAX_GAPS = 4  # runs of whitespace drafted per forced text (``{\n  "a": "``: 2)
 TAIL_TOKENS = 16  # the output tokens whose text the key proposer reads
 CHARS_PER_TOKEN = 8  # text a request's proposer may propose, per token wanted
+OWN_PRIOR_DRAFTS = 8  # drafts' worth of trust in the priors before a request's own count
 
 logger = logging.getLogger(__name__)
 
@@ -67,6 +68,18 @@ class _Sources:
     spelled: dict[str, list[int]] = field(default_factory=dict)  # ``spelling.py``
     spelled_to: int = 0  # its tokens ``spelled`` and ``spaced`` have seen
     spaced: Spaced = field(default_factory=Spaced)  # ``spacing.py``
+    drafted: int = 0  # its drafts verified so far
+    accepted: int = 0  # those the model wrote
+
+
+def own_trust(sources: _Sources) -> float:
+    """How far a request's verified drafts bear out the chances' priors: its acceptance,
+    smoothed by ``OWN_PRIOR_DRAFTS`` drafts at ``PRIOR_ACCEPTANCE``, over that prior (at most
+    1: the priors are never raised)."""
+    own = (sources.accepted + OWN_PRIOR_DRAFTS * PRIOR_ACCEPTANCE) / (
+        sources.drafted + OWN_PRIOR_DRAFTS
+    )
+    return min(1.0, own / PRIOR_ACCEPTANCE)
 
 
 class Drafter:
@@ -142,13 +155,25 @@ class Drafter:
             matcher.rollback(len(drafts))
         return drafts
 
+    def observe(self, seq: Sequence, drafted: int, accepted: int) -> None:
+        """A verification of ``seq``'s drafts: ``accepted`` of the ``drafted`` were what the
+        model wrote (the step cost's acceptance and the request's own)."""
+        self.cost.observe_drafts(drafted, accepted)
+        sources = self._sources.get(seq.seq_id)
+        if sources is not None:
+            sources.drafted += drafted
+            sources.accepted += accepted
+
     def _free(self, seq: Sequence, k: int) -> list[int]:
-        """Unconstrained: the first proposal, as far as its chain's chance holds."""
+        """Unconstrained: the first proposal, as far as its chain's chance holds. The chances
+        are priors; a request whose own drafts fail more often than they say (free chat on a
+        model the priors were not measured on) drafts only where they are surer."""
         guess = next((g for g in self._candidates(seq, None, seq.token_ids, k) if g.tokens), None)
         if guess is None:
             return []
+        floor = self.min_chance / own_trust(self._sources_of(seq))
         chance, p, n = 1.0, guess.first, 0
-        while n < len(guess.tokens) and chance * p >= self.min_chance:
+        while n < len(guess.tokens) and chance * p >= floor:
             chance, p, n = chance * p, guess.rest, n + 1
         return guess.tokens[:n]
 
