@@ -11,8 +11,9 @@ buys the sampled token after it: it pays where the chain's chance is above f / (
 (``forced_run_pays``). ``STEP_ROWS`` 3 did best of 6.5, 4.2 and 3 by that cost on the grounded
 set and free chat. The chances are acceptance rates measured on the grounded documents and the
 chat answers of ``bench/engine/latency_bench.py`` (the proposal's first token given the drafts
-before it were accepted, then each later one given the one before it); a request's own
-proposer (``proposer.py``) states the chances of its proposals."""
+before it were accepted, then each later one given the one before it; unconstrained drafts'
+scaled by the request's own acceptance, ``drafter.own_trust``); a request's own proposer
+(``proposer.py``) states the chances of its proposals."""
 
 from __future__ import annotations
 
