@@ -11,8 +11,9 @@ answer is a one-key JSON object, ``{"total":1190.0}``, under the field's own (gr
 schema. Fields the document cannot fill are not asked: an optional free number, date or
 currency field when the document states no number, date or currency, or nothing its
 ``pattern`` allows (a required one is asked; a value the document does not state then makes
-the record an error: ``merge``). A currency field (a three-letter code, or an enum of them) only takes the currencies the document
-states by code, sign or name (``stated.currencies_in``, ``currencies_named``).
+the record an error: ``merge``). A currency field (a three-letter code, or an enum of them)
+only takes the currencies the document states by code, sign or name (``stated.currencies_in``,
+``currencies_named``).
 """
 
 from __future__ import annotations

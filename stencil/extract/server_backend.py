@@ -161,9 +161,9 @@ class ServerExtractor:
 
         if not asked:
             return {}
-        answers = {asked[0].key: ask(asked[0])}  # it leaves the document in the prefix cache
+        first, *rest = asked
+        answers = {first.key: ask(first)}  # it leaves the document in the prefix cache
         with ThreadPoolExecutor(thread_name_prefix="extract-field") as pool:
-            rest = asked[1:]
             answers.update(zip([q.key for q in rest], pool.map(ask, rest), strict=True))
         return answers
 
