@@ -59,8 +59,9 @@ class FieldQuestion:
     text: str
     """The question, appended to the document prefix."""
     frequency_penalty: float = 0.0
-    """For a list: each item written lowers its tokens' odds (a small model repeats the first
-    item until the token budget ends; the penalty also lets a long list end)."""
+    """For a list of strings: each item written lowers its tokens' odds (a small model repeats
+    the first item until the token budget ends; the penalty also lets a long list end). Not for
+    a list of objects, whose items repeat their keys."""
 
 
 def field_prefix(
@@ -141,7 +142,8 @@ def field_question(
         answer["x-claimed"] = sorted(claimed)
     if required and not (array and sub.get("minItems", 0) == 0):
         answer["required"] = [key]
-    penalty = LIST_PENALTY if array else 0.0
+    objects = array and isinstance(sub.get("items"), dict) and sub["items"].get("type") == "object"
+    penalty = LIST_PENALTY if array and not objects else 0.0
     text = _question(key, sub, required)
     return FieldQuestion(key, answer, text, penalty)
 

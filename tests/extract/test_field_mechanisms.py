@@ -89,6 +89,15 @@ def test_field_question_answers_one_key():
     assert "required" not in field_question("buyer", {"type": "string"}, False).schema
 
 
+def test_only_a_list_of_strings_is_asked_with_a_frequency_penalty():
+    names = {"type": "array", "items": {"type": "string"}}
+    assert field_question("names", names, False).frequency_penalty > 0
+    assert (
+        field_question("lines", INVOICE["properties"]["line_items"], False).frequency_penalty == 0
+    )  # keys repeat per item
+    assert field_question("total", INVOICE["properties"]["total"], True).frequency_penalty == 0
+
+
 def test_array_items_come_from_distinct_lines():
     items = [
         {"description": "Wartung Heizungsanlage", "quantity": 1, "amount": 400.0},
