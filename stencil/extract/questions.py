@@ -13,7 +13,8 @@ currency field when the document states no number, date or currency, or nothing 
 ``pattern`` allows (a required one is asked; a value the document does not state then makes
 the record an error: ``merge``). A currency field (a three-letter code, or an enum of them)
 only takes the currencies the document states by code, sign or name (``stated.currencies_in``,
-``currencies_named``).
+``currencies_named``), an IBAN field only the IBANs it states (``ibans_in``: their check
+digits hold).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from stencil.constraints import (
     currencies_in,
     currencies_named,
     dates_in,
+    ibans_in,
     numbers_in,
     readings_in,
 )
@@ -154,12 +156,23 @@ def is_currency(key: str, sub: dict[str, Any]) -> bool:
     return named and sub.get("type") == "string" and sub.get("pattern") in (CURRENCY_PATTERN, None)
 
 
+def is_iban(key: str, sub: dict[str, Any]) -> bool:
+    """A free string field for an IBAN (by a word of its name or description)."""
+    words = {*LEXICON.words(key), *LEXICON.words(str(sub.get("description", "")))}
+    return (
+        "iban" in words and sub.get("type") == "string" and not {"pattern", "format"} & sub.keys()
+    )
+
+
 def _narrowed(key: str, sub: dict[str, Any], document: str) -> dict[str, Any] | None:
     """The field's schema for this document, or None when the document has no value for it."""
     if is_currency(key, sub) and "enum" in sub:
         return _stated_currencies(sub, document)
     if "enum" in sub or "const" in sub:
         return sub
+    if is_iban(key, sub):
+        stated = ibans_in(document)
+        return {**sub, "enum": stated} if stated else None
     if is_currency(key, sub):
         signed = currencies_in(document)
         codes = signed + sorted(currencies_named(document) - set(signed))

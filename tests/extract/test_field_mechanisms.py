@@ -82,6 +82,13 @@ def test_fields_the_document_cannot_fill_are_left_out(doc, gone):
     assert required <= set(props)  # required fields are always asked
 
 
+def test_an_iban_field_takes_only_the_ibans_the_document_states():
+    schema = {"type": "object", "properties": {"iban": {"type": "string"}}}
+    assert narrow_schema(schema, "SIRET 812 345 678 00021, card 4417")["properties"] == {}
+    doc = "Bank: Sparkasse, IBAN DE89 3704 0044 0532 0130 00"
+    assert narrow_schema(schema, doc)["properties"]["iban"]["enum"] == [doc[-27:]]
+
+
 def test_field_question_answers_one_key():
     q = field_question("total", INVOICE["properties"]["total"], required=True)
     assert q.schema["properties"].keys() == {"total"} and q.schema["required"] == ["total"]

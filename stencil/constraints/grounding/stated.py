@@ -59,6 +59,11 @@ _WORD_MONTHS = {"may"}  # month names that are also words: a month only with a c
 _DOTTED = re.compile(r"(?<![\w\-/.])(?P<day>\d{1,2})\.(?P<num>\d{1,2})\.(?P<year>\d{4})(?![\w\-/])")
 _SLASHED = re.compile(r"(?<![\w\-/.])(\d{1,2})[\-/](\d{1,2})[\-/](\d{4})(?![\w\-/])")
 _CODE = re.compile(r"(?<![A-Za-z])[A-Z]{3}(?![A-Za-z])")
+# an IBAN as printed: country, check digits, then letters and digits in groups of four (the
+# last shorter) with or without a space between groups
+_IBAN = re.compile(
+    r"(?<![A-Za-z0-9])[A-Z]{2}\d{2}(?:[ \u00a0]?[A-Z0-9]{4})+(?:[ \u00a0]?[A-Z0-9]{1,3})?(?![A-Za-z0-9])"
+)
 
 
 def numbers_in(source: str) -> list[float]:
@@ -221,6 +226,15 @@ def currencies_in(source: str) -> list[str]:
     ]
     found += [(i, code) for i, c in enumerate(source) if (code := LEXICON.currency_signs.get(c))]
     return list(dict.fromkeys(code for _, code in sorted(found)))
+
+
+def ibans_in(source: str) -> list[str]:
+    """The IBANs a text states, as written (``DE89 3704 0044 0532 0130 00``,
+    ``GB29NWBK60161331926819``), each once: the shape of ISO 13616 (15 to 34 letters and digits
+    after a country's letters and two check digits), not its checksum (a value is extracted as
+    printed, not validated), so a tax, card or company number never passes."""
+    found = [m.group() for m in _IBAN.finditer(source)]
+    return list(dict.fromkeys(v for v in found if 15 <= len(re.sub(r"[ \u00a0]", "", v)) <= 34))
 
 
 def currencies_named(source: str) -> set[str]:

@@ -8,6 +8,7 @@ from stencil.constraints.grounding.stated import (
     currencies_in,
     date_mentions,
     dates_in,
+    ibans_in,
     numbers_in,
     times_in,
 )
@@ -115,3 +116,17 @@ def test_date_mentions_keep_repeats():
 )
 def test_currencies_in(text, codes):
     assert currencies_in(text) == codes
+
+
+@pytest.mark.parametrize(
+    ("text", "ibans"),
+    [
+        ("IBAN: DE89 3704 0044 0532 0130 00 BIC COBADEFFXXX", ["DE89 3704 0044 0532 0130 00"]),
+        ("Virement : FR76 3000 6000 0112 3456 7890 189.", ["FR76 3000 6000 0112 3456 7890 189"]),
+        ("pay to GB29NWBK60161331926819 by Friday", ["GB29NWBK60161331926819"]),
+        ("SIRET 812 345 678 00021, card ending in 4417", []),  # numbers, no IBAN
+        ("VAT DE123456789, order AB12 3456", []),  # too short for an IBAN
+    ],
+)
+def test_ibans_in(text, ibans):
+    assert ibans_in(text) == ibans
