@@ -87,6 +87,16 @@ def test_items_come_from_table_rows(items, kept):
     assert len(distinct_row_items(items, DocumentIndex(EN))) == kept
 
 
+def test_a_date_label_without_a_date_leaves_a_row():
+    """``data`` labels a date (Italian, Portuguese), but ``Data transfer`` names a line item."""
+    doc = "Compute   $842.10\nData transfer   $87.00\nDate 01/11/2026   $5.00\nTotal  $934.10\n"
+    items = [
+        {"description": "Data transfer", "amount": 87.0},
+        {"description": "Date", "amount": 5.0},  # a date's line is no item's row
+    ]
+    assert distinct_row_items(items, DocumentIndex(doc)) == items[:1]
+
+
 @pytest.mark.parametrize(
     ("needed", "kept"),
     [

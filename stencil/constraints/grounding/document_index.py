@@ -40,8 +40,15 @@ class DocumentIndex:
 
     @cached_property
     def label_lines(self) -> frozenset[int]:
-        """The line numbers (from 0) that hold a label."""
-        return frozenset(self.text.count("\n", 0, label.start) for label in self.labels)
+        """The line numbers (from 0) that hold a label: a date's label only on a line that
+        states a date (``Data transfer  $87.00`` is a row, though ``data`` is a date's label)."""
+        lines = self.text.split("\n")
+        at = [(self.text.count("\n", 0, label.start), label) for label in self.labels]
+        return frozenset(
+            i
+            for i, label in at
+            if not label.concepts <= LEXICON.dated or stated.date_spans(lines[i])
+        )
 
     def labelled(self, concepts: tuple[str, ...]) -> list[Label]:
         """The labels of the first of ``concepts`` the document prints (none: ``[]``)."""

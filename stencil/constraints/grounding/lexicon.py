@@ -20,6 +20,8 @@ _FILE = Path(__file__).with_name("lexicon.toml")
 class Lexicon:
     labels: Mapping[str, tuple[str, ...]]
     """concept -> the labels that name its value (lower case; ``to:``: only before a colon)."""
+    dated: frozenset[str]
+    """the concepts whose value is a date (``due``, ``issued``)."""
     fields: Mapping[tuple[str, ...], tuple[str, ...]]
     """a run of a field's words -> the concepts it asks for, best first."""
     abbreviations: Mapping[str, tuple[str, ...]]
@@ -67,6 +69,7 @@ def load_lexicon(path: Path = _FILE) -> Lexicon:
         months.setdefault(spelling, number)
     return Lexicon(
         labels=MappingProxyType({c: tuple(ws) for c, ws in data["labels"].items()}),
+        dated=frozenset(data["kinds"]["date"]),
         fields=MappingProxyType({tuple(f.split()): tuple(cs) for f, cs in data["fields"].items()}),
         abbreviations=MappingProxyType(
             {w: tuple(full.split()) for w, full in data["abbreviations"].items()}
