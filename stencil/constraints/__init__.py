@@ -23,7 +23,7 @@ from .errors import (
     UnstatedValueError,
     UnsupportedSchemaError,
 )
-from .grounding import claimed_kinds, uses_grounding
+from .grounding import claimed_kinds, described_numbers, uses_grounding
 from .grounding.document_index import DocumentIndex, Label, number_runs, without_label
 from .grounding.lexicon import LEXICON, Lexicon
 from .grounding.stated import (
@@ -47,6 +47,7 @@ from .vocab import TokenVocab, special_token_ids
 
 __all__ = [
     "claimed_kinds",
+    "described_numbers",
     "CompileCancelledError",
     "CompileCrashError",
     "CompileMemoryError",

@@ -3,7 +3,8 @@ values (``spans``), never a grounded value the document does not state.
 
 - Each window's answer is first pruned: a value of a grounded kind (a plain string, a free
   number, a free ``format: date`` string, an ``x-grounded`` string: ``Grounding``) that its
-  window does not state is dropped (an optional property or an array item goes; a required
+  window does not state is dropped (a number its schema's description states, ``0 if free``,
+  is kept: ``described_numbers``; an optional property or an array item goes; a required
   property, or every property, takes its object with it). Grounding lets a date or number field run free where its
   window states none; such a value is never kept.
 - An array field takes the items of every window in document order; an item read twice in the
@@ -25,6 +26,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from stencil.constraints import described_numbers
 from stencil.extract.spans import Locator, escape_pointer, key_words
 from stencil.extract.windows import Window
 
@@ -127,7 +129,7 @@ def _prune(value: Any, sub: Any, locator: Locator, grounding: Grounding) -> Any:
         kept = [item for item in items if item is not _DROP]
         return kept if len(kept) >= sub.get("minItems", 0) else _DROP
     if grounding.covers(sub) and not locator.occurrences(value):
-        return _DROP
+        return value if value in described_numbers(sub) else _DROP
     return value
 
 

@@ -123,6 +123,13 @@ def test_merge_drops_grounded_values_no_window_states():
     free = merge(SCHEMA, _answers(MINUTES, [(0, len(MINUTES), {"next_meeting": "2030-02-02"})]),
                  Grounding(dates=False))  # fmt: skip
     assert free.data == {"next_meeting": "2030-02-02"} and free.spans == {}
+    priced = {
+        "type": "object",
+        "properties": {"fee": {"type": "number", "description": "0 if none"}},
+    }
+    fees = merge(priced, _answers(MINUTES, [(0, HALF, {"fee": 0}), (HALF, len(MINUTES), {"fee": 7})]),
+                 Grounding())  # fmt: skip
+    assert fees.data == {"fee": 0}  # its description states 0; no window states 7
 
 
 def test_merge_reads_items_of_an_overlap_once():

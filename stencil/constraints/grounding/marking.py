@@ -12,6 +12,7 @@ import re
 from typing import Any
 
 from ..errors import ConstraintError
+from .stated import numbers_in
 
 SENTINEL = "\u0000stencil-grounded:"
 EMAIL = r"[A-Za-z0-9._%+\-]+@[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)+"
@@ -40,7 +41,8 @@ def mark_grounded(
 ) -> tuple[Any, int]:
     """A copy of ``schema`` with each grounded string replaced by a sentinel ``const`` (length
     bounds and a span-safe format kept), and how many there are. With ``numbers``, every
-    ``number`` / ``integer`` subschema without ``enum`` or ``const`` is narrowed to them; with
+    ``number`` / ``integer`` subschema without ``enum`` or ``const`` is narrowed to them and
+    the numbers its description states (``described_numbers``); with
     ``dates`` (ISO strings), every such ``format: date`` string. A grounded string with a
     ``pattern`` is a span or one of the ``readings`` (normalized values the source states)
     that the pattern and its length bounds allow."""
@@ -73,13 +75,21 @@ def mark_grounded(
             kinds = ",".join(sorted(kinds))
             out["properties"] = {k: walk(v, kinds) for k, v in node["properties"].items()}
         if numbers and node.get("type") in ("number", "integer") and not _fixed(node):
-            wanted = [v for v in numbers if node["type"] == "number" or v == int(v)]
+            stated = dict.fromkeys([*numbers, *described_numbers(node)])
+            wanted = [v for v in stated if node["type"] == "number" or v == int(v)]
             out["enum"] = [int(v) if node["type"] == "integer" else v for v in wanted]
         if dates and node.get("format") == "date" and not _fixed(node):
             out["enum"] = dates
         return out
 
     return walk(schema), count
+
+
+def described_numbers(node: Any) -> list[float]:
+    """The numbers a subschema's own ``description`` states (``0 if free``): values the user
+    defines for the field, which a grounded number may take beside the source's."""
+    described = node.get("description") if isinstance(node, dict) else None
+    return numbers_in(described) if isinstance(described, str) else []
 
 
 def _groundable_string(node: dict) -> bool:

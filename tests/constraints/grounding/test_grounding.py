@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from stencil.constraints import Constraint, ConstraintError, translate
 from stencil.constraints.errors import UnsupportedSchemaError
+from stencil.constraints.grounding.marking import mark_grounded
 from stencil.constraints.grounding.stated import dates_in, numbers_in
 
 SETTINGS = settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))
@@ -331,6 +332,15 @@ def test_grounded_emails_are_spans_and_emails(smol_compiler, smol_tokenizer):
 )
 def test_numbers_in(text, numbers):
     assert numbers_in(text) == numbers
+
+
+def test_a_grounded_number_may_take_a_number_its_description_states():
+    """``0 if free``: the user's schema defines the value; the document need not state it."""
+    price = {"type": "number", "description": "Price of one ticket; 0 if free"}
+    schema = {"type": "object", "properties": {"price": price, "seats": {"type": "integer"}}}
+    marked, _ = mark_grounded(schema, ground_strings=False, numbers=[12.0, 19.3])
+    assert marked["properties"]["price"]["enum"] == [12.0, 19.3, 0.0]
+    assert marked["properties"]["seats"]["enum"] == [12]
 
 
 def test_grounded_numbers_come_from_the_document(smol_compiler):
