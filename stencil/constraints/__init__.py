@@ -36,6 +36,7 @@ from .grounding.stated import (
     number_mentions,
     number_spans,
     numbers_in,
+    phones_in,
     readings_in,
     times_in,
 )
@@ -83,6 +84,7 @@ __all__ = [
     "number_runs",
     "number_spans",
     "numbers_in",
+    "phones_in",
     "readings_in",
     "special_token_ids",
     "times_in",

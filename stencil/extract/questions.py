@@ -13,8 +13,8 @@ currency field when the document states no number, date or currency, or nothing 
 ``pattern`` allows (a required one is asked; a value the document does not state then makes
 the record an error: ``merge``). A currency field (a three-letter code, or an enum of them)
 only takes the currencies the document states by code, sign or name (``stated.currencies_in``,
-``currencies_named``), an IBAN field only the IBANs it states (``ibans_in``: their check
-digits hold).
+``currencies_named``), an IBAN or phone field only the IBANs or phone numbers it states
+(``shaped_reader``).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import copy
 import itertools
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +35,7 @@ from stencil.constraints import (
     dates_in,
     ibans_in,
     numbers_in,
+    phones_in,
     readings_in,
 )
 from stencil.extract.prompt import document_name, field_list, record_line
@@ -156,12 +158,15 @@ def is_currency(key: str, sub: dict[str, Any]) -> bool:
     return named and sub.get("type") == "string" and sub.get("pattern") in (CURRENCY_PATTERN, None)
 
 
-def is_iban(key: str, sub: dict[str, Any]) -> bool:
-    """A free string field for an IBAN (by a word of its name or description)."""
-    words = {*LEXICON.words(key), *LEXICON.words(str(sub.get("description", "")))}
-    return (
-        "iban" in words and sub.get("type") == "string" and not {"pattern", "format"} & sub.keys()
-    )
+def shaped_reader(key: str, sub: dict[str, Any]) -> Callable[[str], list[str]] | None:
+    """For a free string field that holds an IBAN (a word of its name or description) or a
+    phone number (its name's lexicon concept): what reads the values of that shape a document
+    states (``ibans_in``, ``phones_in``); None for any other field."""
+    if sub.get("type") != "string" or {"pattern", "format", "enum", "const"} & sub.keys():
+        return None
+    if "iban" in {*LEXICON.words(key), *LEXICON.words(str(sub.get("description", "")))}:
+        return ibans_in
+    return phones_in if "phone" in (LEXICON.concepts_for(key) or ()) else None
 
 
 def _narrowed(key: str, sub: dict[str, Any], document: str) -> dict[str, Any] | None:
@@ -170,8 +175,8 @@ def _narrowed(key: str, sub: dict[str, Any], document: str) -> dict[str, Any] | 
         return _stated_currencies(sub, document)
     if "enum" in sub or "const" in sub:
         return sub
-    if is_iban(key, sub):
-        stated = ibans_in(document)
+    if read := shaped_reader(key, sub):
+        stated = read(document)
         return {**sub, "enum": stated} if stated else None
     if is_currency(key, sub):
         signed = currencies_in(document)

@@ -56,6 +56,10 @@ _YEARLESS = [
 ]
 _WORD_MONTHS = {"may"}  # month names that are also words: a month only with a capital
 # day first: dotted dates everywhere, slashed ones where the text writes decimal commas
+# a phone number as printed: an optional +, digits in groups joined by a space, dot, dash,
+# slash or parentheses (+49 176 44455566, (555) 123-4567, 05 56 44 21 90)
+_PHONE = re.compile(r"(?<![\w+.,/-])(?:\+|\(\d)?\d[\d()]*(?:[ ./-]\(?\d[\d()]*)*(?![\w,.]?\d)")
+_YEARS = re.compile(r"(?:19|20)\d\d\s?[-/]\s?(?:19|20)\d\d")
 _DOTTED = re.compile(r"(?<![\w\-/.])(?P<day>\d{1,2})\.(?P<num>\d{1,2})\.(?P<year>\d{4})(?![\w\-/])")
 _SLASHED = re.compile(r"(?<![\w\-/.])(\d{1,2})[\-/](\d{1,2})[\-/](\d{4})(?![\w\-/])")
 _CODE = re.compile(r"(?<![A-Za-z])[A-Z]{3}(?![A-Za-z])")
@@ -235,6 +239,18 @@ def ibans_in(source: str) -> list[str]:
     printed, not validated), so a tax, card or company number never passes."""
     found = [m.group() for m in _IBAN.finditer(source)]
     return list(dict.fromkeys(v for v in found if 15 <= len(re.sub(r"[ \u00a0]", "", v)) <= 34))
+
+
+def phones_in(source: str) -> list[str]:
+    """The phone numbers a text states, as written, each once: 7 to 15 digits in groups
+    (E.164's length), not a date, an amount or a year range (``2020-2023``)."""
+    found = []
+    for m in _PHONE.finditer(source):
+        text = m.group().strip()
+        digits = sum(c.isdigit() for c in text)
+        if 7 <= digits <= 15 and not dates_in(text) and not _YEARS.fullmatch(text):
+            found.append(text)
+    return list(dict.fromkeys(found))
 
 
 def currencies_named(source: str) -> set[str]:

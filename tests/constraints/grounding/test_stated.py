@@ -10,6 +10,7 @@ from stencil.constraints.grounding.stated import (
     dates_in,
     ibans_in,
     numbers_in,
+    phones_in,
     times_in,
 )
 
@@ -130,3 +131,17 @@ def test_currencies_in(text, codes):
 )
 def test_ibans_in(text, ibans):
     assert ibans_in(text) == ibans
+
+
+@pytest.mark.parametrize(
+    ("text", "phones"),
+    [
+        ("Rückruf unter 0171 2233445.", ["0171 2233445"]),
+        ("WhatsApp: +49 176 44455566 — Lena", ["+49 176 44455566"]),
+        ("Call (555) 123-4567 or 555.123.4567", ["(555) 123-4567", "555.123.4567"]),
+        ("Tel. +44 (0)20 7946 0958", ["+44 (0)20 7946 0958"]),
+        ("Total 1.284,60 on 2026-10-14 and 14.03.2026; 2020-2023; room 16", []),
+    ],
+)
+def test_phones_in(text, phones):
+    assert phones_in(text) == phones
