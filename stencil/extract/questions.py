@@ -13,8 +13,8 @@ currency field when the document states no number, date or currency, or nothing 
 ``pattern`` allows (a required one is asked; a value the document does not state then makes
 the record an error: ``merge``). A currency field (a three-letter code, or an enum of them)
 only takes the currencies the document states by code, sign or name (``stated.currencies_in``,
-``currencies_named``), an IBAN or phone field only the IBANs or phone numbers it states
-(``shaped_reader``).
+``currencies_named``), an IBAN, DOI or phone field only the IBANs, DOIs or phone numbers it
+states (``shaped_reader``).
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from stencil.constraints import (
     currencies_in,
     currencies_named,
     dates_in,
+    dois_in,
     ibans_in,
     numbers_in,
     phones_in,
@@ -159,13 +160,14 @@ def is_currency(key: str, sub: dict[str, Any]) -> bool:
 
 
 def shaped_reader(key: str, sub: dict[str, Any]) -> Callable[[str], list[str]] | None:
-    """For a free string field that holds an IBAN (a word of its name or description) or a
-    phone number (its name's lexicon concept): what reads the values of that shape a document
-    states (``ibans_in``, ``phones_in``); None for any other field."""
+    """For a free string field that holds an IBAN or a DOI (a word of its name or description)
+    or a phone number (its name's lexicon concept): what reads the values of that shape a
+    document states (``ibans_in``, ``dois_in``, ``phones_in``); None for any other field."""
     if sub.get("type") != "string" or {"pattern", "format", "enum", "const"} & sub.keys():
         return None
-    if "iban" in {*LEXICON.words(key), *LEXICON.words(str(sub.get("description", "")))}:
-        return ibans_in
+    words = {*LEXICON.words(key), *LEXICON.words(str(sub.get("description", "")))}
+    if "iban" in words or "doi" in words:
+        return ibans_in if "iban" in words else dois_in
     return phones_in if "phone" in (LEXICON.concepts_for(key) or ()) else None
 
 

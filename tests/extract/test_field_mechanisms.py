@@ -82,13 +82,17 @@ def test_fields_the_document_cannot_fill_are_left_out(doc, gone):
     assert required <= set(props)  # required fields are always asked
 
 
-def test_iban_and_phone_fields_take_only_such_values_the_document_states():
+def test_shaped_fields_take_only_such_values_the_document_states():
     phone = {"type": "string", "maxLength": 40}
     schema = {"type": "object", "properties": {"iban": {"type": "string"}, "contact_phone": phone}}
     assert narrow_schema(schema, "Card 4417, since 2023, order 77-305")["properties"] == {}
     doc = "Tel. 0171 2233445, IBAN DE89 3704 0044 0532 0130 00"
     props = narrow_schema(schema, doc)["properties"]
     assert props["iban"]["enum"] == [doc[-27:]] and props["contact_phone"]["enum"] == [doc[5:17]]
+    doi = {"type": "object", "properties": {"doi": {"type": "string", "description": "10.xxxx/y"}}}
+    assert narrow_schema(doi, "doi.org/10.1007/s44295-026-00127-3.")["properties"]["doi"][
+        "enum"
+    ] == ["10.1007/s44295-026-00127-3"]
 
 
 def test_field_question_answers_one_key():

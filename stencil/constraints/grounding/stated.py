@@ -59,6 +59,8 @@ _WORD_MONTHS = {"may"}  # month names that are also words: a month only with a c
 # a phone number as printed: an optional +, digits in groups joined by a space, dot, dash,
 # slash or parentheses (+49 176 44455566, (555) 123-4567, 05 56 44 21 90)
 _PHONE = re.compile(r"(?<![\w+.,/-])(?:\+|\(\d)?\d[\d()]*(?:[ ./-]\(?\d[\d()]*)*(?![\w,.]?\d)")
+# a DOI (Crossref's pattern for modern DOIs: 10.prefix/suffix), without the punctuation after it
+_DOI = re.compile(r"(?<![\w.])10\.\d{4,9}/[^\s\"<>]+")
 _YEARS = re.compile(r"(?:19|20)\d\d\s?[-/]\s?(?:19|20)\d\d")
 _DOTTED = re.compile(r"(?<![\w\-/.])(?P<day>\d{1,2})\.(?P<num>\d{1,2})\.(?P<year>\d{4})(?![\w\-/])")
 _SLASHED = re.compile(r"(?<![\w\-/.])(\d{1,2})[\-/](\d{1,2})[\-/](\d{4})(?![\w\-/])")
@@ -251,6 +253,12 @@ def phones_in(source: str) -> list[str]:
         if 7 <= digits <= 15 and not dates_in(text) and not _YEARS.fullmatch(text):
             found.append(text)
     return list(dict.fromkeys(found))
+
+
+def dois_in(source: str) -> list[str]:
+    """The DOIs a text states (``10.18653/v1/2025.acl-1.11``), each once, without the
+    sentence's punctuation after them."""
+    return list(dict.fromkeys(m.group().rstrip(".,;:)]") for m in _DOI.finditer(source)))
 
 
 def currencies_named(source: str) -> set[str]:

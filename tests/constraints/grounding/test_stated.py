@@ -8,6 +8,7 @@ from stencil.constraints.grounding.stated import (
     currencies_in,
     date_mentions,
     dates_in,
+    dois_in,
     ibans_in,
     numbers_in,
     phones_in,
@@ -145,3 +146,8 @@ def test_ibans_in(text, ibans):
 )
 def test_phones_in(text, phones):
     assert phones_in(text) == phones
+
+
+def test_dois_in():
+    text = "https://doi.org/10.18653/v1/2025.acl-1.11\nDOI: 10.1007/s44295-026-00127-3. Vol. 10.5"
+    assert dois_in(text) == ["10.18653/v1/2025.acl-1.11", "10.1007/s44295-026-00127-3"]
