@@ -14,7 +14,8 @@ currency field when the document states no number, date or currency, or nothing 
 the record an error: ``merge``). A currency field (a three-letter code, or an enum of them)
 only takes the currencies the document states by code, sign or name (``stated.currencies_in``,
 ``currencies_named``), an IBAN, DOI or phone field only the IBANs, DOIs or phone numbers it
-states (``shaped_reader``).
+states (``shaped_reader``); a field named for a code (``order_id``) only spans with a digit in each
+part (``CODE_PATTERN``).
 """
 
 from __future__ import annotations
@@ -49,6 +50,8 @@ ANSWER = 'Reply with JSON, key "{key}"{items}, copied from the document.'
 ITEMS = ": every item it lists, in order"
 NOT_STATED = {"optional": " Not stated: {{}}.", "null": ' Not stated: {{"{key}": null}}.'}
 CURRENCY_PATTERN = "^[A-Z]{3}$"
+CODE_PATTERN = r"^\S*\d\S*(?: \S*\d\S*)*$"
+"""A code: each of its space-separated parts holds a digit (``BK-558213``, ``812 345 678``)."""
 LIST_PENALTY = 1.0
 _RUN_WORDS = 8
 _AMOUNT = re.compile(r"\d[.,]\d\d(?!\d|[.,]\d)")
@@ -171,6 +174,14 @@ def shaped_reader(key: str, sub: dict[str, Any]) -> Callable[[str], list[str]] |
     return phones_in if "phone" in (LEXICON.concepts_for(key) or ()) else None
 
 
+def is_code(key: str, sub: dict[str, Any]) -> bool:
+    """A free string field whose name ends with a word that asks for a code (``order_id``,
+    ``invoice_no``, ``reference``: the lexicon's ``[kinds] code``)."""
+    words = LEXICON.words(key)
+    free = not {"pattern", "format", "enum", "const"} & sub.keys()
+    return free and sub.get("type") == "string" and bool(words) and words[-1] in LEXICON.code_words
+
+
 def _narrowed(key: str, sub: dict[str, Any], document: str) -> dict[str, Any] | None:
     """The field's schema for this document, or None when the document has no value for it."""
     if is_currency(key, sub) and "enum" in sub:
@@ -180,6 +191,8 @@ def _narrowed(key: str, sub: dict[str, Any], document: str) -> dict[str, Any] | 
     if read := shaped_reader(key, sub):
         stated = read(document)
         return {**sub, "enum": stated} if stated else None
+    if is_code(key, sub):
+        sub = {**sub, "pattern": CODE_PATTERN}
     if is_currency(key, sub):
         signed = currencies_in(document)
         codes = signed + sorted(currencies_named(document) - set(signed))

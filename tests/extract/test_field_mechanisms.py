@@ -4,6 +4,8 @@ distinct lines, optional fields left out when the document has no value."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from stencil.constraints import DocumentIndex
@@ -93,6 +95,22 @@ def test_shaped_fields_take_only_such_values_the_document_states():
     assert narrow_schema(doi, "doi.org/10.1007/s44295-026-00127-3.")["properties"]["doi"][
         "enum"
     ] == ["10.1007/s44295-026-00127-3"]
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "takes"),
+    [
+        ("order_id", "BK-558213", True),
+        ("invoiceNo", "812 345 678 00021", True),  # parts with a digit each
+        ("reference", "Derek Holloway", False),  # no digit: no code
+        ("invoice_no", "Rechnung 2024", False),  # a label's word before the code
+    ],
+)
+def test_a_code_field_takes_a_span_with_a_digit_in_each_part(key, value, takes):
+    schema = {"type": "object", "properties": {key: {"type": "string"}}}
+    sub = narrow_schema(schema, f"Ref: {value}, page 2.")["properties"][key]
+    assert (re.search(sub["pattern"], value) is not None) == takes
+    assert narrow_schema(schema, "No code in these words.")["properties"] == {}
 
 
 def test_field_question_answers_one_key():
