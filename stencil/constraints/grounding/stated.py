@@ -4,7 +4,8 @@ English, German, French, Spanish and Italian (``2024-03-04``, ``March 4, 2024``,
 ``04.03.2024``, ``4 de marzo de 2024`` -> ``"2024-03-04"``; both days of a range that names
 its month once: ``4-6 December 2026``) and currencies (``€``, ``EUR``,
 ``£`` -> ``"EUR"``, ``"GBP"``), for grounding free number, ``format: date`` and currency fields
-in the values of a source text. Month names and currency signs are the lexicon's
+in the values of a source text; and IBANs, phone numbers and DOIs as written, for the fields
+that ask for one. Month names and currency signs are the lexicon's
 (``lexicon.toml``); ``document_index.DocumentIndex`` reads a document through these."""
 
 from __future__ import annotations
@@ -56,15 +57,15 @@ _YEARLESS = [
 ]
 _WORD_MONTHS = {"may"}  # month names that are also words: a month only with a capital
 # day first: dotted dates everywhere, slashed ones where the text writes decimal commas
+_DOTTED = re.compile(r"(?<![\w\-/.])(?P<day>\d{1,2})\.(?P<num>\d{1,2})\.(?P<year>\d{4})(?![\w\-/])")
+_SLASHED = re.compile(r"(?<![\w\-/.])(\d{1,2})[\-/](\d{1,2})[\-/](\d{4})(?![\w\-/])")
+_CODE = re.compile(r"(?<![A-Za-z])[A-Z]{3}(?![A-Za-z])")
 # a phone number as printed: an optional +, digits in groups joined by a space, dot, dash,
 # slash or parentheses (+49 176 44455566, (555) 123-4567, 05 56 44 21 90)
 _PHONE = re.compile(r"(?<![\w+.,/-])(?:\+|\(\d)?\d[\d()]*(?:[ ./-]\(?\d[\d()]*)*(?![\w,.]?\d)")
 # a DOI (Crossref's pattern for modern DOIs: 10.prefix/suffix), without the punctuation after it
 _DOI = re.compile(r"(?<![\w.])10\.\d{4,9}/[^\s\"<>]+")
-_YEARS = re.compile(r"(?:19|20)\d\d\s?[-/]\s?(?:19|20)\d\d")
-_DOTTED = re.compile(r"(?<![\w\-/.])(?P<day>\d{1,2})\.(?P<num>\d{1,2})\.(?P<year>\d{4})(?![\w\-/])")
-_SLASHED = re.compile(r"(?<![\w\-/.])(\d{1,2})[\-/](\d{1,2})[\-/](\d{4})(?![\w\-/])")
-_CODE = re.compile(r"(?<![A-Za-z])[A-Z]{3}(?![A-Za-z])")
+_YEARS = re.compile(r"(?:19|20)\d\d\s?[-/]\s?(?:19|20)\d\d")  # a year range, no phone
 # an IBAN as printed: country, check digits, then letters and digits in groups of four (the
 # last shorter) with or without a space between groups
 _IBAN = re.compile(
