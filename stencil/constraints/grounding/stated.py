@@ -62,7 +62,7 @@ _SLASHED = re.compile(r"(?<![\w\-/.])(\d{1,2})[\-/](\d{1,2})[\-/](\d{4})(?![\w\-
 _CODE = re.compile(r"(?<![A-Za-z])[A-Z]{3}(?![A-Za-z])")
 # a phone number as printed: an optional +, digits in groups joined by a space, dot, dash,
 # slash or parentheses (+49 176 44455566, (555) 123-4567, 05 56 44 21 90)
-_PHONE = re.compile(r"(?<![\w+.,/-])(?:\+|\(\d)?\d[\d()]*(?:[ ./-]\(?\d[\d()]*)*(?![\w,.]?\d)")
+_PHONE = re.compile(r"(?<![\w+.,/-])(?:\+|\(\d)?\d[\d()]*(?:[ ./-]\(?\d[\d()]*)*(?![\w,.]?\d|/)")
 # a DOI (Crossref's pattern for modern DOIs: 10.prefix/suffix), without the punctuation after it
 _DOI = re.compile(r"(?<![\w.])10\.\d{4,9}/[^\s\"<>]+")
 _YEARS = re.compile(r"(?:19|20)\d\d\s?[-/]\s?(?:19|20)\d\d")  # a year range, no phone

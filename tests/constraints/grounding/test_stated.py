@@ -142,6 +142,7 @@ def test_ibans_in(text, ibans):
         ("Call (555) 123-4567 or 555.123.4567", ["(555) 123-4567", "555.123.4567"]),
         ("Tel. +44 (0)20 7946 0958", ["+44 (0)20 7946 0958"]),
         ("Total 1.284,60 on 2026-10-14 and 14.03.2026; 2020-2023; room 16", []),
+        ("https://doi.org/10.18653/v1/2023.emnlp-main.42", []),  # a DOI's prefix
     ],
 )
 def test_phones_in(text, phones):
