@@ -65,6 +65,7 @@ _CODE = re.compile(r"(?<![A-Za-z])[A-Z]{3}(?![A-Za-z])")
 _PHONE = re.compile(r"(?<![\w+.,/-])(?:\+|\(\d)?\d[\d()]*(?:[ ./-]\(?\d[\d()]*)*(?![\w,.]?\d|/)")
 # a DOI (Crossref's pattern for modern DOIs: 10.prefix/suffix), without the punctuation after it
 _DOI = re.compile(r"(?<![\w.])10\.\d{4,9}/[^\s\"<>]+")
+_CLOCK_TIME = re.compile(r"(?<![\d:.,])\d{1,2}:\d{2}(?::\d{2})?(?![\d:])")
 _YEARS = re.compile(r"(?:19|20)\d\d\s?[-/]\s?(?:19|20)\d\d")  # a year range, no phone
 # an IBAN as printed: country, check digits, then letters and digits in groups of four (the
 # last shorter) with or without a space between groups
@@ -87,8 +88,10 @@ def number_mentions(source: str) -> list[float]:
 
 def number_spans(source: str) -> list[tuple[int, int, float]]:
     """``(start, end, reading)`` for every reading of every number a text states, in order
-    (``95k``, ``$1.5K``: thousands)."""
-    found = list(_NUMBER.finditer(source))
+    (``95k``, ``$1.5K``: thousands); the hours and minutes of a clock time (``18:00``) are a
+    time's, no number's."""
+    clock = [m.span() for m in _CLOCK_TIME.finditer(source)]
+    found = [m for m in _NUMBER.finditer(source) if not any(s <= m.start() < e for s, e in clock)]
     mark = decimal_mark([m.group() for m in found])
     spans = [(m.start(), m.end(), v) for m in found for v in _readings(m.group(), mark)]
     for m in _THOUSANDS.finditer(source):
