@@ -14,8 +14,8 @@ currency field when the document states no number, date or currency, or nothing 
 the record an error: ``merge``). A currency field (a three-letter code, or an enum of them)
 only takes the currencies the document states by code, sign or name (``stated.currencies_in``,
 ``currencies_named``), an IBAN, DOI or phone field only the IBANs, DOIs or phone numbers it
-states (``shaped_reader``); a field named for a code (``order_id``) only spans with a digit in each
-part (``CODE_PATTERN``).
+states (``shaped_reader``); another field named for a code (``order_id``) only spans with a
+digit in each part (``CODE_PATTERN``).
 """
 
 from __future__ import annotations
@@ -166,11 +166,12 @@ def shaped_reader(key: str, sub: dict[str, Any]) -> Callable[[str], list[str]] |
     """For a free string field that holds an IBAN or a DOI (a word of its name or description)
     or a phone number (its name's lexicon concept): what reads the values of that shape a
     document states (``ibans_in``, ``dois_in``, ``phones_in``); None for any other field."""
-    if sub.get("type") != "string" or {"pattern", "format", "enum", "const"} & sub.keys():
+    if not _free_string(sub):
         return None
     words = {*LEXICON.words(key), *LEXICON.words(str(sub.get("description", "")))}
-    if "iban" in words or "doi" in words:
-        return ibans_in if "iban" in words else dois_in
+    for word, read in (("iban", ibans_in), ("doi", dois_in)):
+        if word in words:
+            return read
     return phones_in if "phone" in (LEXICON.concepts_for(key) or ()) else None
 
 
@@ -178,8 +179,12 @@ def is_code(key: str, sub: dict[str, Any]) -> bool:
     """A free string field whose name ends with a word that asks for a code (``order_id``,
     ``invoice_no``, ``reference``: the lexicon's ``[kinds] code``)."""
     words = LEXICON.words(key)
-    free = not {"pattern", "format", "enum", "const"} & sub.keys()
-    return free and sub.get("type") == "string" and bool(words) and words[-1] in LEXICON.code_words
+    return _free_string(sub) and bool(words) and words[-1] in LEXICON.code_words
+
+
+def _free_string(sub: dict[str, Any]) -> bool:
+    """A string without a ``pattern``, ``format``, ``enum`` or ``const`` of its own."""
+    return sub.get("type") == "string" and not {"pattern", "format", "enum", "const"} & sub.keys()
 
 
 def _narrowed(key: str, sub: dict[str, Any], document: str) -> dict[str, Any] | None:
@@ -191,14 +196,14 @@ def _narrowed(key: str, sub: dict[str, Any], document: str) -> dict[str, Any] | 
     if read := shaped_reader(key, sub):
         stated = read(document)
         return {**sub, "enum": stated} if stated else None
-    if is_code(key, sub):
-        sub = {**sub, "pattern": CODE_PATTERN}
     if is_currency(key, sub):
         signed = currencies_in(document)
         codes = signed + sorted(currencies_named(document) - set(signed))
         return (
             {**{k: v for k, v in sub.items() if k != "pattern"}, "enum": codes} if codes else None
         )
+    if is_code(key, sub):  # after the currency: a ``currency_code`` is a currency
+        sub = {**sub, "pattern": CODE_PATTERN}
     if sub.get("type") in ("number", "integer") and not numbers_in(document):
         return None
     if sub.get("format") == "date" and not dates_in(document):

@@ -111,6 +111,10 @@ def test_a_code_field_takes_a_span_with_a_digit_in_each_part(key, value, takes):
     sub = narrow_schema(schema, f"Ref: {value}, page 2.")["properties"][key]
     assert (re.search(sub["pattern"], value) is not None) == takes
     assert narrow_schema(schema, "No code in these words.")["properties"] == {}
+    currency = {"type": "object", "properties": {"currency_code": {"type": "string"}}}
+    assert narrow_schema(currency, "Total 12,00 €")["properties"]["currency_code"]["enum"] == [
+        "EUR"
+    ]
 
 
 def test_field_question_answers_one_key():

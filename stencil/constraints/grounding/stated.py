@@ -252,7 +252,7 @@ def phones_in(source: str) -> list[str]:
     (E.164's length), not a date, an amount or a year range (``2020-2023``)."""
     found = []
     for m in _PHONE.finditer(source):
-        text = m.group().strip()
+        text = m.group()
         digits = sum(c.isdigit() for c in text)
         if 7 <= digits <= 15 and not dates_in(text) and not _YEARS.fullmatch(text):
             found.append(text)
