@@ -72,7 +72,8 @@ no punctuation after it (not the ``Euro`` of ``2.220 Euro, 78 m²``)."""
 _AFTER = re.compile(r"^(?:[.,]-+)?\s?([^\w\s]*[^\W\d]*)")
 """The word just after a number (``€``, ``EUR``, ``Euro``, after a ``,-``)."""
 _CENTS = re.compile(r"\d[.,]\d\d")
-_TO = re.compile(r"\s*(?:-|–|—|to|bis|à|a|al)\s*$", re.IGNORECASE)
+_TO = re.compile(r"\s*(?:-|–|—|to|and|bis|und|à|et|a|al|y|e)\s*$", re.IGNORECASE)
+"""What joins a range's two ends (``46,000 - 58,000 EUR``, ``between 50 and 60k €``)."""
 _DOI = re.compile(r"(?<![\w.])10\.\d{4,9}/[^\s\"<>]+")
 _CLOCK_TIME = re.compile(r"(?<![\d:.,])\d{1,2}:\d{2}(?::\d{2})?(?![\d:])")
 _YEARS = re.compile(r"(?:19|20)\d\d\s?[-/]\s?(?:19|20)\d\d")  # a year range, no phone

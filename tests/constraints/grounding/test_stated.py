@@ -161,6 +161,7 @@ def test_dois_in():
         ("Kaltmiete 740 €, Kaution 2.220 Euro, 78 m², 3 Zimmer, Nr. 112", [740, 2220, 2.22]),
         ("Loyer 820 € CC, dépôt 1500€, 2 pièces", [820, 1500]),  # not the € before the 2
         ("Salary 46,000 - 58,000 EUR", [46000, 46, 58000, 58]),  # a range's first end
+        ("zwischen 50 und 60k €", [50, 60000]),
         ("£38k–£44k a year", [38000, 44000]),
         ("Tickets $35 (10K race, bib 12), US$ 12 online", [35, 12]),
         ("Miete 740,- EUR; EUR: 5; 8 euros", [740, 5, 8]),
