@@ -27,7 +27,6 @@ from .grounding import claimed_kinds, described_numbers, uses_grounding
 from .grounding.document_index import DocumentIndex, Label, number_runs, without_label
 from .grounding.lexicon import LEXICON, Lexicon
 from .grounding.stated import (
-    amounts_in,
     currencies_in,
     currencies_named,
     date_mentions,
@@ -49,7 +48,6 @@ from .translation import Translation, translate
 from .vocab import TokenVocab, special_token_ids
 
 __all__ = [
-    "amounts_in",
     "claimed_kinds",
     "described_numbers",
     "CompileCancelledError",

@@ -30,12 +30,10 @@ from typing import Any
 
 from stencil.constraints import (
     LEXICON,
-    amounts_in,
     claimed_kinds,
     currencies_in,
     currencies_named,
     dates_in,
-    described_numbers,
     dois_in,
     ibans_in,
     numbers_in,
@@ -184,23 +182,6 @@ def is_code(key: str, sub: dict[str, Any]) -> bool:
     return _free_string(sub) and bool(words) and words[-1] in LEXICON.code_words
 
 
-def is_money(key: str, sub: dict[str, Any]) -> bool:
-    """A number field (no ``enum`` or ``const``) whose name asks for money (a word of the
-    lexicon's ``[kinds] money``: ``monthly_rent``, ``ticket_price``, ``net_amount``)."""
-    free = sub.get("type") in ("number", "integer") and not {"enum", "const"} & sub.keys()
-    return free and bool(set(LEXICON.words(key)) & LEXICON.money_words)
-
-
-def _amounts(sub: dict[str, Any], document: str) -> dict[str, Any]:
-    """A money field asked as an enum of the amounts the document states (``amounts_in``) and
-    the numbers its own description states (``0 if free``); as it is where it states none."""
-    values = [*amounts_in(document), *described_numbers(sub)]
-    values = [int(v) if v == int(v) else v for v in values]
-    if sub["type"] == "integer":
-        values = [v for v in values if isinstance(v, int)]
-    return {**sub, "enum": list(dict.fromkeys(values))} if amounts_in(document) and values else sub
-
-
 def _free_string(sub: dict[str, Any]) -> bool:
     """A string without a ``pattern``, ``format``, ``enum`` or ``const`` of its own."""
     return sub.get("type") == "string" and not {"pattern", "format", "enum", "const"} & sub.keys()
@@ -225,8 +206,6 @@ def _narrowed(key: str, sub: dict[str, Any], document: str) -> dict[str, Any] | 
         sub = {**sub, "pattern": CODE_PATTERN}
     if sub.get("type") in ("number", "integer") and not numbers_in(document):
         return None
-    if is_money(key, sub):
-        return _amounts(sub, document)
     if sub.get("format") == "date" and not dates_in(document):
         return None
     if sub.get("type") == "string" and "pattern" in sub and not states_match(document, sub):

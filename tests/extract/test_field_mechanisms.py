@@ -97,24 +97,6 @@ def test_shaped_fields_take_only_such_values_the_document_states():
     ] == ["10.1007/s44295-026-00127-3"]
 
 
-def test_a_money_field_takes_the_amounts_the_document_states():
-    """An amount's field (``[kinds] money`` in its name) is asked as an enum of the amounts
-    the document states and those its description defines; any stated number where it
-    states no amount; other number fields as they are."""
-    free = {"type": "number", "description": "0 if free"}
-    rooms = {"type": "integer"}
-    schema = {"type": "object", "properties": {"monthly_rent": free, "rooms": rooms}}
-    doc = "Flat, 3 rooms, 78 m², Georg-Str. 112: 740 € a month, deposit 2.220 Euro."
-    props = narrow_schema(schema, doc)["properties"]
-    assert props["monthly_rent"]["enum"] == [740, 2220, 2.22, 0] and props["rooms"] == rooms
-    assert narrow_schema(schema, "3 rooms, 78 m²")["properties"]["monthly_rent"] == free
-    deposit = {"type": "object", "properties": {"deposit": {"type": "integer"}}}
-    assert narrow_schema(deposit, "Deposit 1.500,50 € or EUR 900")["properties"]["deposit"] == {
-        "type": "integer",
-        "enum": [900],
-    }
-
-
 @pytest.mark.parametrize(
     ("key", "value", "takes"),
     [

@@ -152,7 +152,7 @@ def test_labels_neither_quoted_nor_imposed():
     schema = {"type": "object", "properties": {"total": {"type": "number"}}}
     (q,) = field_questions(narrow_schema(schema, doc))
     assert "Total due" not in q.text and "1,896" not in q.text
-    assert q.schema["properties"]["total"] == {"type": "number", "enum": [1580, 1896]}  # amounts
+    assert q.schema["properties"]["total"] == {"type": "number"}  # grounding: any stated number
 
 
 def test_the_prefix_says_what_one_record_is():

@@ -24,8 +24,6 @@ class Lexicon:
     """the concepts whose value is a date (``due``, ``issued``)."""
     code_words: frozenset[str]
     """the last words of a field's name that ask for a code (``order_id``, ``invoice_no``)."""
-    money_words: frozenset[str]
-    """the words of a number field's name that ask for money (``ticket_price``, ``deposit``)."""
     fields: Mapping[tuple[str, ...], tuple[str, ...]]
     """a run of a field's words -> the concepts it asks for, best first."""
     abbreviations: Mapping[str, tuple[str, ...]]
@@ -75,7 +73,6 @@ def load_lexicon(path: Path = _FILE) -> Lexicon:
         labels=MappingProxyType({c: tuple(ws) for c, ws in data["labels"].items()}),
         dated=frozenset(data["kinds"]["date"]),
         code_words=frozenset(data["kinds"]["code"]),
-        money_words=frozenset(data["kinds"]["money"]),
         fields=MappingProxyType({tuple(f.split()): tuple(cs) for f, cs in data["fields"].items()}),
         abbreviations=MappingProxyType(
             {w: tuple(full.split()) for w, full in data["abbreviations"].items()}

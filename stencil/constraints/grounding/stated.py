@@ -64,16 +64,6 @@ _CODE = re.compile(r"(?<![A-Za-z])[A-Z]{3}(?![A-Za-z])")
 # slash or parentheses (+49 176 44455566, (555) 123-4567, 05 56 44 21 90)
 _PHONE = re.compile(r"(?<![\w+.,/-])(?:\+|\(\d)?\d[\d()]*(?:[ ./-]\(?\d[\d()]*)*(?![\w,.]?\d|/)")
 # a DOI (Crossref's pattern for modern DOIs: 10.prefix/suffix), without the punctuation after it
-_NEAR = 8
-"""How many characters from a number its currency's sign, code or name may stand (``740,- EUR``)."""
-_BEFORE = re.compile(r"(?<!\w)([^\W\d]*[^\w\s,;.()]*[^\W\d]*):?\s?$")
-"""The word just before a number (``€``, ``EUR:``, ``US$``): letters and signs, no digit and
-no punctuation after it (not the ``Euro`` of ``2.220 Euro, 78 m²``)."""
-_AFTER = re.compile(r"^(?:[.,]-+)?\s?([^\w\s]*[^\W\d]*)")
-"""The word just after a number (``€``, ``EUR``, ``Euro``, after a ``,-``)."""
-_CENTS = re.compile(r"\d[.,]\d\d")
-_TO = re.compile(r"\s*(?:-|–|—|to|and|bis|und|à|et|a|al|y|e)\s*$", re.IGNORECASE)
-"""What joins a range's two ends (``46,000 - 58,000 EUR``, ``between 50 and 60k €``)."""
 _DOI = re.compile(r"(?<![\w.])10\.\d{4,9}/[^\s\"<>]+")
 _CLOCK_TIME = re.compile(r"(?<![\d:.,])\d{1,2}:\d{2}(?::\d{2})?(?![\d:])")
 _YEARS = re.compile(r"(?:19|20)\d\d\s?[-/]\s?(?:19|20)\d\d")  # a year range, no phone
@@ -267,36 +257,6 @@ def phones_in(source: str) -> list[str]:
         if 7 <= digits <= 15 and not dates_in(text) and not _YEARS.fullmatch(text):
             found.append(text)
     return list(dict.fromkeys(found))
-
-
-def amounts_in(source: str) -> list[float]:
-    """The numbers a text states as money, each once, in order: written with cents (``13.77``,
-    ``1.190,00``), or with a currency's sign, code or name beside them (``€ 740``, ``740 EUR``,
-    ``$95k``, ``46.000 Euro``), or as the first end of a range whose other end is money
-    (``46,000 - 58,000 EUR``)."""
-    spans = number_spans(source)
-    money = [_cents(source, s, e) or _priced(source, s, e) for s, e, _ in spans]
-    for i in reversed(range(len(spans))):  # a range's first end takes its last end's money
-        end = spans[i][1]
-        j = next((j for j in range(i + 1, len(spans)) if spans[j][0] >= end), None)
-        if j is not None and money[j] and _TO.match(source[end : spans[j][0]]):
-            money[i] = True
-    return list(dict.fromkeys(v for (_, _, v), m in zip(spans, money, strict=True) if m))
-
-
-def _cents(source: str, start: int, end: int) -> bool:
-    """Whether the number at ``start:end`` ends with two decimals (not a dotted date's part)."""
-    return bool(_CENTS.fullmatch(source[max(start, end - 4) : end]))
-
-
-def _priced(source: str, start: int, end: int) -> bool:
-    """Whether the word just before or just after the number at ``start:end`` is a currency's
-    sign, code or name (``€ 740``, ``740,- EUR``, ``$95k``; not the ``€`` of the amount
-    before it in ``1500€, 2 rooms``)."""
-    before = _BEFORE.search(source[max(0, start - _NEAR) : start])
-    after = _AFTER.match(source[end : end + _NEAR])
-    words = [m.group(1) for m in (before, after) if m]
-    return any(currencies_in(w) or currencies_named(w) for w in words)
 
 
 def dois_in(source: str) -> list[str]:
