@@ -83,14 +83,22 @@ class _TextParser(HTMLParser):
         "article", "header", "footer", "table", "ul", "ol", "dt", "dd", "pre", "blockquote",
     }  # fmt: skip
 
+    # a footnote mark or an exponent as the page shows it (``Zhang<sup>1</sup>`` -> ``Zhang¹``,
+    # ``m<sup>2</sup>`` -> ``m²``): a name stays apart from its affiliation's number
+    _RAISED = {"sup": str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹"),
+               "sub": str.maketrans("0123456789", "₀₁₂₃₄₅₆₇₈₉")}  # fmt: skip
+
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
         self.parts: list[str] = []
         self.skipping = 0
+        self.raised: list[str] = []
 
     def handle_starttag(self, tag: str, attrs: list) -> None:
         if tag in self._SKIP:
             self.skipping += 1
+        elif tag in self._RAISED:
+            self.raised.append(tag)
         elif tag in self._BLOCK:
             self.parts.append("\n")
         elif tag in ("td", "th"):
@@ -99,12 +107,16 @@ class _TextParser(HTMLParser):
     def handle_endtag(self, tag: str) -> None:
         if tag in self._SKIP:
             self.skipping = max(0, self.skipping - 1)
+        elif tag in self._RAISED and tag in self.raised:
+            self.raised.remove(tag)
         elif tag in self._BLOCK:
             self.parts.append("\n")
 
     def handle_data(self, data: str) -> None:
         if not self.skipping:
-            self.parts.append(data)
+            self.parts.append(
+                data.translate(self._RAISED[self.raised[-1]]) if self.raised else data
+            )
 
 
 def json_to_text(text: str) -> str:

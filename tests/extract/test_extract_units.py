@@ -84,6 +84,11 @@ def test_decode_any_encoding(text: str, encoding: str) -> None:
 def test_html_and_csv_to_text() -> None:
     html = "<html><title>T</title><style>x{}</style><p>a &amp; b</p><td>1</td><td>2</td></html>"
     assert html_to_text(html) == "T\na & b\n| 1 | 2"
+    authors = (
+        "<span>Wei Zhang</span><sup>1,2</sup><p><sup>1</sup>Tsinghua University, 68 m<sup>2</sup>"
+    )
+    assert html_to_text(authors) == "Wei Zhang¹,²\n¹Tsinghua University, 68 m²"
+    assert html_to_text("H<sub>2</sub>O, x<sup>n</sup>") == "H₂O, xn"
     assert csv_to_text("name;age\nAda;36\n") == "name: Ada\nage: 36"
     assert csv_to_text("just one line") == "just one line"
 
