@@ -44,8 +44,8 @@ def mark_grounded(
     ``number`` / ``integer`` subschema without ``enum`` or ``const`` is narrowed to them and
     the numbers its description states (``described_numbers``); with
     ``dates`` (ISO strings), every such ``format: date`` string. A grounded string with a
-    ``pattern`` is a span or one of the ``readings`` (normalized values the source states)
-    that the pattern and its length bounds allow."""
+    date or time ``pattern`` is one of the ``readings`` (normalized values the source states)
+    that the pattern and its length bounds allow, a span only where there is none."""
     count = 0
 
     def walk(node: Any, claimed: str = "") -> Any:
@@ -60,14 +60,15 @@ def mark_grounded(
         if flag or (flag is None and ground_strings and _groundable_string(node)):
             if node.get("type") != "string":
                 raise ConstraintError('x-grounded applies to {"type": "string"} subschemas only')
+            stated = [r for r in readings if _allows(node, r)] if _reads(node) else []
+            if stated:  # never a span of one (``11:48`` of ``11:48 PM``)
+                return {"type": "string", "enum": stated}
             count += 1
             kept = {k: node[k] for k in ("minLength", "maxLength") if k in node}
             fmt = node.get("format", "")
             # a span-safe format, the kinds of value its siblings claim and a pattern ride along
             tag = f"{SENTINEL}{count}:{fmt}:{'' if fmt else claimed}:{node.get('pattern', '')}"
-            spans = {"type": "string", "const": tag, **kept}
-            other = [r for r in readings if _allows(node, r)] if _reads(node) else []
-            return {"anyOf": [spans, {"type": "string", "enum": other}]} if other else spans
+            return {"type": "string", "const": tag, **kept}
         out = {k: walk(v) for k, v in node.items() if k not in _OWN_KEYS}
         if isinstance(node.get("properties"), dict):
             # an object may claim kinds for properties asked apart (``x-claimed``)

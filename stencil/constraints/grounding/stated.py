@@ -24,11 +24,14 @@ _NUMBER = re.compile(
 _SPACES = " \u00a0\u202f\u2009'"
 # a number of thousands written with k (95k, $1.5K, 80 k€)
 _THOUSANDS = re.compile(r"(?<![\w.,\-/])(\d{1,3}(?:[.,]\d{1,2})?) ?[kK](?![^\W\d_])")
-# a time of day: 9:15, 09.15 Uhr, 15h30, 3 pm, 9 Uhr (a dot or none only before Uhr / h / am / pm)
-_CLOCK = r"\s?(?:Uhr|h(?![^\W\d_])|[ap]\.?m\.?(?![^\W\d_]))"
+# a time of day: 9:15, 09.15 Uhr, 20.00 uur, 15h30, 3 pm, 9 Uhr, kl. 18.30, ore 20.30 (a dot or
+# none only before Uhr / uur / h / am / pm, a dot after a clock word: kl, klo, ore, alle, godz)
+_CLOCK = r"\s?(?:Uhr|uur|h(?![^\W\d_])|[ap]\.?m\.?(?![^\W\d_]))"
+_CLOCK_WORD = r"(?P<word>(?:kl|klo|ore|alle|godz)\.?\s?)"
 _TIME = re.compile(
-    rf"(?<![\w.:,])(?P<h>[01]?\d|2[0-3])(?:[:h](?P<m>[0-5]\d)(?::[0-5]\d)?(?![\d:])|\.(?P<dm>[0-5]\d)(?={_CLOCK})"
-    rf"|(?={_CLOCK}))(?:\s?(?P<half>[ap])\.?m\.?)?(?![\w:])",
+    rf"(?<![\w.:,]){_CLOCK_WORD}?(?P<h>[01]?\d|2[0-3])(?:[:h](?P<m>[0-5]\d)(?::[0-5]\d)?(?![\d:])"
+    rf"|\.(?P<dm>[0-5]\d)(?(word)(?!\d|[.,]\d)|(?={_CLOCK}))|(?={_CLOCK}))"
+    rf"(?:\s?(?P<half>[ap])\.?m\.?)?(?![\w:])",
     re.IGNORECASE,
 )
 _MONTH = r"(?P<mon>[^\W\d_]{3,10})\.?"
@@ -208,7 +211,8 @@ def _yearless(source: str, found: list[tuple[int, int, str]]) -> list[tuple[int,
 
 def times_in(source: str) -> list[str]:
     """The times of day a text states, as 24-hour ``HH:MM``, each once, in order (``9:15``,
-    ``09.15 Uhr``, ``15h30``, ``3 pm`` -> ``09:15``, ``09:15``, ``15:30``, ``15:00``)."""
+    ``09.15 Uhr``, ``15h30``, ``3 pm``, ``kl. 18.30`` -> ``09:15``, ``09:15``, ``15:30``,
+    ``15:00``, ``18:30``)."""
     out = []
     for m in _TIME.finditer(source):
         hour, minute = int(m["h"]), int(m["m"] or m["dm"] or 0)

@@ -188,6 +188,7 @@ TIME = {"type": "string", "pattern": "^[0-2][0-9]:[0-5][0-9]$"}
         ("Einladung: am 4. März um 9.15 Uhr in Saal 20, Ende 11:30.", ["09:15", "11:30"]),
         ("Rendez-vous à 15h30, salle 20:15B.", ["15:30"]),  # 20:15B is a room, no time
         ("Doors open at 7 pm; talk 19:30-21:00.", ["19:00", "19:30", "21:00"]),
+        ("Dec 1, 2026 · 11:48 PM", ["23:48"]),  # the reading, never the span 11:48
     ],
 )
 def test_a_pattern_string_takes_a_time_the_document_states(
@@ -197,7 +198,18 @@ def test_a_pattern_string_takes_a_time_the_document_states(
     compiled = smol_compiler.compile(
         Constraint.json_schema(schema, source_text=doc, ground_strings=True)
     )
-    for value in ("09:15", "11:30", "15:30", "19:00", "19:30", "20:15", "21:00", "07:00"):
+    for value in (
+        "09:15",
+        "11:30",
+        "15:30",
+        "19:00",
+        "19:30",
+        "20:15",
+        "21:00",
+        "07:00",
+        "11:48",
+        "23:48",
+    ):
         ok = value in allowed
         assert accepts_text(compiled, smol_tokenizer, json.dumps({"start": value})) is ok, value
 
