@@ -68,9 +68,10 @@ def outcome(
     merged = merge(schema, answers, grounding)
     if merged.missing:
         error = f"the document states no value for required field(s): {', '.join(merged.missing)}"
-        return Outcome(key, error=error, **counts)
+    else:
+        error = None  # with an error, the fields the document states are the record's partial
     text = json.dumps(merged.data, ensure_ascii=False)
-    return Outcome(key, text=text, spans=merged.spans, **counts)
+    return Outcome(key, text=text, spans=merged.spans, error=error, **counts)
 
 
 def _loads(text: str) -> Any:

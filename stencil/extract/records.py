@@ -3,7 +3,8 @@
 A record is ``{"file", "sha256", "ok", "data" | "error", "tokens", "finish_reason"}``, plus
 ``"spans"`` with ``data`` and ``"warnings"`` when there are any. ``data`` always validates
 against the schema (jsonschema): an output that does not parse or validate becomes an error
-record. ``spans`` maps the JSON pointer of each value the document states to its ``[start,
+record. A document that states no value for a required field gets an error record with the
+fields it does state as ``"partial"`` (and their ``"spans"``), for a reviewer to complete. ``spans`` maps the JSON pointer of each value the document states to its ``[start,
 end]`` in the document's text (code points; ``stencil.extract.spans``), e.g. ``{"/seller":
 [0, 24], "/total": [310, 318], "/line_items/0/description": [120, 139]}``.
 """
@@ -54,6 +55,9 @@ def outcome_record(doc: Document, outcome: Outcome, validator: Any) -> dict[str,
     tokens = {"prompt": outcome.prompt_tokens, "completion": outcome.completion_tokens}
     extra = {"tokens": tokens, "finish_reason": outcome.finish_reason}
     warnings = [*doc.warnings, *outcome.warnings]
+    if outcome.error is not None and outcome.text is not None:  # what the document does state
+        partial = {"partial": json.loads(outcome.text), "spans": outcome.spans}
+        return _record(doc, False, warnings, error=outcome.error, **partial, **extra)
     if outcome.error is not None or outcome.text is None:
         return _record(doc, False, warnings, error=outcome.error or "no output", **extra)
     try:

@@ -97,7 +97,7 @@ def _section(record: dict[str, Any]) -> str:
     body = f"<pre>{_marked(text, spans, ids)}</pre>" if doc.text is not None else ""
     return (
         f"<section><h2>{name}</h2>{''.join(notes)}"
-        f'<div class="split"><div>{table if "data" in record else ""}</div>'
+        f'<div class="split"><div>{table if _values(record) is not None else ""}</div>'
         f"<div>{body}</div></div></section>"
     )
 
@@ -125,8 +125,13 @@ def _leaves(record: dict[str, Any]) -> list[tuple[str, Any]]:
         else:
             out.append((pointer, value))
 
-    walk(record.get("data"), "")
+    walk(_values(record), "")
     return out
+
+
+def _values(record: dict[str, Any]) -> Any:
+    """The record's data, or the values an error record's document does state (``partial``)."""
+    return record.get("data", record.get("partial"))
 
 
 def _row(pointer: str, value: Any, fid: str | None, span: list[int] | None, text: str) -> str:

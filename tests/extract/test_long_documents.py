@@ -246,6 +246,11 @@ def test_no_required_date_is_invented_where_none_is_stated(llm, tmp_path):
     record = _extract(llm, tmp_path, "short.txt", text, LONG_SCHEMA)
     assert not record["ok"]
     assert "states no value for required field(s): next_meeting" in record["error"], record
+    assert "data" not in record and "next_meeting" not in record["partial"], record
+    spans = {p: text[s:e] for p, (s, e) in record["spans"].items()}
+    assert all(record["partial"][p[1:]] == v for p, v in spans.items()), record  # stated ones
+    page = (tmp_path / "review.html").read_text(encoding="utf-8")  # the partial values marked
+    assert all(f'<mark data-f="{i}">' in page for i in range(len(spans))), page
 
 
 def test_field_questions_compute_the_document_once(llm, tmp_path):
