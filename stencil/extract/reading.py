@@ -66,11 +66,9 @@ def outcome(
                 return Outcome(key, text=text, **counts)
         answers.append(WindowAnswer(window, check_record(asked, data, window.text)))
     merged = merge(schema, answers, grounding)
-    if merged.missing:
-        error = f"the document states no value for required field(s): {', '.join(merged.missing)}"
-    else:
-        error = None  # with an error, the fields the document states are the record's partial
-    text = json.dumps(merged.data, ensure_ascii=False)
+    missing = ", ".join(merged.missing)
+    error = f"the document states no value for required field(s): {missing}" if missing else None
+    text = json.dumps(merged.data, ensure_ascii=False)  # with an error: what it does state
     return Outcome(key, text=text, spans=merged.spans, error=error, **counts)
 
 

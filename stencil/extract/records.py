@@ -3,10 +3,11 @@
 A record is ``{"file", "sha256", "ok", "data" | "error", "tokens", "finish_reason"}``, plus
 ``"spans"`` with ``data`` and ``"warnings"`` when there are any. ``data`` always validates
 against the schema (jsonschema): an output that does not parse or validate becomes an error
-record. A document that states no value for a required field gets an error record with the
-fields it does state as ``"partial"`` (and their ``"spans"``), for a reviewer to complete. ``spans`` maps the JSON pointer of each value the document states to its ``[start,
+record. ``spans`` maps the JSON pointer of each value the document states to its ``[start,
 end]`` in the document's text (code points; ``stencil.extract.spans``), e.g. ``{"/seller":
-[0, 24], "/total": [310, 318], "/line_items/0/description": [120, 139]}``.
+[0, 24], "/total": [310, 318], "/line_items/0/description": [120, 139]}``. A document that
+states no value for a required field gets an error record with the fields it does state as
+``"partial"`` (and their ``"spans"``), for a reviewer to complete.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ class Job:
 
 @dataclass(slots=True)
 class Outcome:
-    """A backend's answer for one job: the raw output text, or why there is none."""
+    """A backend's answer for one job: the raw output text, or why there is none (both: the
+    error's partial record, what the document does state)."""
 
     key: int
     text: str | None = None
