@@ -85,8 +85,8 @@ class _TextParser(HTMLParser):
 
     # a footnote mark or an exponent as the page shows it (``Zhang<sup>1</sup>`` -> ``Zhang¹``,
     # ``m<sup>2</sup>`` -> ``m²``): a name stays apart from its affiliation's number
-    _RAISED = {"sup": str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹"),
-               "sub": str.maketrans("0123456789", "₀₁₂₃₄₅₆₇₈₉")}  # fmt: skip
+    _RAISED = {"sup": dict(zip("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹", strict=True)),
+               "sub": dict(zip("0123456789", "₀₁₂₃₄₅₆₇₈₉", strict=True))}  # fmt: skip
 
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
@@ -113,10 +113,12 @@ class _TextParser(HTMLParser):
             self.parts.append("\n")
 
     def handle_data(self, data: str) -> None:
-        if not self.skipping:
-            self.parts.append(
-                data.translate(self._RAISED[self.raised[-1]]) if self.raised else data
-            )
+        if self.skipping:
+            return
+        if self.raised:  # inside <sup> / <sub>
+            digits = self._RAISED[self.raised[-1]]
+            data = "".join(digits.get(c, c) for c in data)
+        self.parts.append(data)
 
 
 def json_to_text(text: str) -> str:
