@@ -1,7 +1,8 @@
 """The words documents print, as data (``lexicon.toml``): the labels printed before a value, per
 concept (``total``: ``Total due``, ``Gesamtbetrag``, ``Montant TTC`` ...), the field words that
-ask for each concept, month names, and currency signs and codes, in English, German, French,
-Spanish and Italian. ``LEXICON`` is read once at import; ``concepts_for`` finds a field's
+ask for each concept (in English, German, French, Spanish and Italian), month names (those and
+Dutch, Portuguese, Swedish, Danish, Norwegian, Polish and Czech), and currency signs, names and
+codes. ``LEXICON`` is read once at import; ``concepts_for`` finds a field's
 concepts by its name."""
 
 from __future__ import annotations
@@ -29,14 +30,19 @@ class Lexicon:
     abbreviations: Mapping[str, tuple[str, ...]]
     """a field's word -> the words it abbreviates (``nr`` -> number)."""
     months: Mapping[str, int]
-    """a month's name, its first three letters or another spelling -> its number."""
+    """a month's name (the genitive too: ``marca``), its first three letters (where those are
+    no word elsewhere) or another spelling -> its number."""
+    weekdays: Mapping[str, frozenset[int]]
+    """a weekday's name in lower case -> its number (Monday 0), as a set (``weekdays_named``
+    reads abbreviations, which may name several)."""
     currency_signs: Mapping[str, str]
-    """a currency sign -> its ISO 4217 code."""
+    """a currency sign (``€``, ``R$``, ``zł``) -> its ISO 4217 code."""
     currency_codes: frozenset[str]
     dollars: frozenset[str]
     """the codes a bare ``$`` (or the word ``dollars``) may stand for."""
-    currency_names: Mapping[str, str]
-    """a currency's name in words (lower case) -> its ISO 4217 code."""
+    currency_names: Mapping[str, tuple[str, ...]]
+    """a currency's name in words (lower case) -> its ISO 4217 code, or the codes it may
+    stand for (``kr``: SEK, NOK, DKK)."""
 
     def concepts_for(self, name: str) -> tuple[str, ...] | None:
         """The concepts a field asks for by the words of its name (``billingAddress``,
@@ -49,6 +55,15 @@ class Lexicon:
                 if found is not None:
                     return found
         return None
+
+    def weekdays_named(self, word: str, dotted: bool = False) -> frozenset[int]:
+        """The weekdays (Monday 0) ``word`` may name: a weekday's name, or a prefix of one of at
+        least three letters, or two where ``dotted`` (``Sa.``); empty where it names none."""
+        word = word.lower()
+        if len(word) < (2 if dotted else 3):
+            return frozenset()
+        found = [days for name, days in self.weekdays.items() if name.startswith(word)]
+        return frozenset().union(*found)
 
     def words(self, text: str) -> list[str]:
         """``text``'s words as the lexicon compares them: split on blanks, punctuation, ``_`` and
@@ -67,8 +82,16 @@ def load_lexicon(path: Path = _FILE) -> Lexicon:
         for number, month in enumerate(names, 1):
             months.setdefault(month, number)
             months.setdefault(month[:3], number)
+    for names in data["months_in_full"].values():
+        for number, month in enumerate(names, 1):
+            months.setdefault(month, number)
     for spelling, number in data["month_spellings"].items():
         months.setdefault(spelling, number)
+    weekdays: dict[str, frozenset[int]] = {}
+    for names in data["weekdays"].values():
+        for number, day in enumerate(names):
+            weekdays[day] = weekdays.get(day, frozenset()) | {number}
+    names = data["currencies"]["names"]
     return Lexicon(
         labels=MappingProxyType({c: tuple(ws) for c, ws in data["labels"].items()}),
         dated=frozenset(data["kinds"]["date"]),
@@ -78,10 +101,16 @@ def load_lexicon(path: Path = _FILE) -> Lexicon:
             {w: tuple(full.split()) for w, full in data["abbreviations"].items()}
         ),
         months=MappingProxyType(months),
+        weekdays=MappingProxyType(weekdays),
         currency_signs=MappingProxyType(dict(data["currencies"]["signs"])),
         currency_codes=frozenset(data["currencies"]["codes"]),
         dollars=frozenset(data["currencies"]["dollars"]),
-        currency_names=MappingProxyType(dict(data["currencies"]["names"])),
+        currency_names=MappingProxyType(
+            {
+                name: (codes,) if isinstance(codes, str) else tuple(codes)
+                for name, codes in names.items()
+            }
+        ),
     )
 
 

@@ -1,9 +1,9 @@
 """The values a text states, normalized: numbers in the text's own locale (``1,580.00``,
-``1.190,00``, ``264,30``, ``1 234,56`` -> 1580.0, 1190.0, 264.3, 1234.56), calendar dates in
-English, German, French, Spanish and Italian (``2024-03-04``, ``March 4, 2024``, ``4. März 2024``,
-``04.03.2024``, ``4 de marzo de 2024`` -> ``"2024-03-04"``; both days of a range that names
-its month once: ``4-6 December 2026``) and currencies (``€``, ``EUR``,
-``£`` -> ``"EUR"``, ``"GBP"``), for grounding free number, ``format: date`` and currency fields
+``1.190,00``, ``264,30``, ``1 234,56`` -> 1580.0, 1190.0, 264.3, 1234.56), calendar dates with
+the lexicon's month names (``2024-03-04``, ``March 4, 2024``, ``4. März 2024``, ``04.03.2024``,
+``4 de marzo de 2024``, ``4 marca 2024`` -> ``"2024-03-04"``; both days of a range that names
+its month once: ``4-6 December 2026``; a day and month in the year the text gives) and
+currencies (``€``, ``EUR``, ``zł`` -> ``"EUR"``, ``"EUR"``, ``"PLN"``), for grounding free number, ``format: date`` and currency fields
 in the values of a source text; and IBANs, phone numbers and DOIs as written, for the fields
 that ask for one. Month names and currency signs are the lexicon's
 (``lexicon.toml``); ``document_index.DocumentIndex`` reads a document through these."""
@@ -34,7 +34,7 @@ _TIME = re.compile(
     rf"(?:\s?(?P<half>[ap])\.?m\.?)?(?![\w:])",
     re.IGNORECASE,
 )
-_MONTH = r"(?P<mon>[^\W\d_]{3,10})\.?"
+_MONTH = r"(?P<mon>[^\W\d_]{3,12})\.?"
 _DAY = r"(?P<day>\d{1,2})(?:st|nd|rd|th|er|º|°)?\.?"
 _YEAR = r"(?P<year>\d{4})"
 _DATES = [
@@ -52,15 +52,20 @@ _RANGES = [
     (re.compile(rf"\b{_FIRST}{_TO}{_DAY} (?:de )?{_MONTH},? (?:de )?{_YEAR}\b"), ("first",)),
     (re.compile(rf"\b{_MONTH} {_FIRST}{_TO}{_DAY},? {_YEAR}\b"), ("first", "day")),
 ]
-# a day and month without a year (October 14, 14 octobre, 14. Oktober): read with the years of
-# the full dates beside it
+# a day and month without a year (October 14, 14 octobre, 14. Oktober): read with the years the
+# text gives beside it (its full dates, a month and year: Newsletter März 2026), and where a
+# weekday stands before it, in the year (or the one after or before) where that weekday falls
+_MONTH_YEAR = re.compile(rf"\b{_MONTH},? (?:de )?{_YEAR}\b")
+_WEEKDAY = re.compile(r"([^\W\d_]+)(?:-[^\W\d_]+)?(\.)?,?\s(?:(?:den|le|el|il|de)\s)?$")
 _YEARLESS = [
     re.compile(rf"\b{_MONTH} {_DAY}(?![\w\-/]|\.\d|,? \d)"),
     re.compile(rf"\b{_DAY} (?:de )?{_MONTH}(?![\w\-/]|\.\d|,? (?:de )?\d)"),
 ]
 _WORD_MONTHS = {"may"}  # month names that are also words: a month only with a capital
 # day first: dotted dates everywhere, slashed ones where the text writes decimal commas
-_DOTTED = re.compile(r"(?<![\w\-/.])(?P<day>\d{1,2})\.(?P<num>\d{1,2})\.(?P<year>\d{4})(?![\w\-/])")
+_DOTTED = re.compile(
+    r"(?<![\w\-/.])(?P<day>\d{1,2})\. ?(?P<num>\d{1,2})\. ?(?P<year>\d{4})(?![\w\-/])"
+)
 _SLASHED = re.compile(r"(?<![\w\-/.])(\d{1,2})[\-/](\d{1,2})[\-/](\d{4})(?![\w\-/])")
 _CODE = re.compile(r"(?<![A-Za-z])[A-Z]{3}(?![A-Za-z])")
 # a phone number as printed: an optional +, digits in groups joined by a space, dot, dash,
@@ -194,19 +199,47 @@ def date_spans(source: str) -> list[tuple[int, int, str]]:
 
 
 def _yearless(source: str, found: list[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
-    """The dates stated without a year, each in the years of the text's full dates (the
-    nearest first), where no full date covers the place."""
+    """The dates stated without a year, each in the years the text gives (``_lent_years``,
+    the nearest first), where no full date covers the place; where a weekday stands before
+    one, only in the years (of those, or one after or before) where it falls on that day."""
     out = []
     for pattern in _YEARLESS:
         for m in pattern.finditer(source):
             if m["mon"] in _WORD_MONTHS or any(a < m.end() and m.start() < b for a, b, _ in found):
                 continue
-            near = sorted(found, key=lambda f: abs(f[0] - m.start()))
-            for year in dict.fromkeys(iso[:4] for _, _, iso in near):
-                iso = _iso({**m.groupdict(), "year": year})
-                if iso is not None:
-                    out.append((m.start(), m.end(), iso))
+            years = _lent_years(source, found, m.start())
+            isos = [iso for y in years if (iso := _iso({**m.groupdict(), "year": y}))]
+            days = _weekday_before(source, m.start())
+            if days:
+                near = [str(int(y) + d) for d in (0, 1, -1) for y in years]
+                on_day = [iso for y in near if (iso := _iso({**m.groupdict(), "year": y}))]
+                on_day = [iso for iso in dict.fromkeys(on_day) if _weekday(iso) in days]
+                isos = on_day or isos
+            out += [(m.start(), m.end(), iso) for iso in isos]
     return out
+
+
+def _lent_years(source: str, found: list[tuple[int, int, str]], at: int) -> list[str]:
+    """The years the text gives for a date at ``at`` without one: those of its full dates,
+    then of its months named with a year (``März 2026``), each list the nearest first."""
+    dated = [(abs(a - at), iso[:4]) for a, _, iso in sorted(found, key=lambda f: abs(f[0] - at))]
+    named = [
+        (abs(m.start() - at), m["year"])
+        for m in _MONTH_YEAR.finditer(source)
+        if m["mon"].lower() in LEXICON.months
+        and not any(a < m.end() and m.start() < b for a, b, _ in found)
+    ]
+    return list(dict.fromkeys(y for _, y in [*dated, *sorted(named)]))
+
+
+def _weekday_before(source: str, at: int) -> frozenset[int]:
+    """The weekdays the word just before ``at`` names (``Saturday,``, ``Sa.``, ``samedi le``)."""
+    m = _WEEKDAY.search(source, max(0, at - 24), at)
+    return LEXICON.weekdays_named(m[1], dotted=bool(m[2])) if m else frozenset()
+
+
+def _weekday(iso: str) -> int:
+    return datetime.date.fromisoformat(iso).weekday()
 
 
 def times_in(source: str) -> list[str]:
@@ -232,13 +265,19 @@ def readings_in(source: str) -> list[str]:
 
 
 def currencies_in(source: str) -> list[str]:
-    """The ISO 4217 codes of the currencies a text states by code or sign, each once, in order."""
+    """The ISO 4217 codes of the currencies a text states by code or sign (``€``, ``R$``, a
+    ``zł`` that stands as a word), each once, in order."""
     found = [
         (m.start(), m.group())
         for m in _CODE.finditer(source)
         if m.group() in LEXICON.currency_codes
     ]
-    found += [(i, code) for i, c in enumerate(source) if (code := LEXICON.currency_signs.get(c))]
+    signs = sorted(LEXICON.currency_signs, key=len, reverse=True)
+    pattern = "|".join(
+        rf"(?<![^\W\d_]){re.escape(s)}(?![^\W\d_])" if s[0].isalpha() else re.escape(s)
+        for s in signs
+    )
+    found += [(m.start(), LEXICON.currency_signs[m.group()]) for m in re.finditer(pattern, source)]
     return list(dict.fromkeys(code for _, code in sorted(found)))
 
 
@@ -273,7 +312,9 @@ def currencies_named(source: str) -> set[str]:
     """The ISO 4217 codes of the currencies a text names in words (``euros``, ``Franken``;
     ``dollars``: every code a bare ``$`` may stand for)."""
     words = set(re.findall(r"\w+", source.lower()))
-    named = {code for name, code in LEXICON.currency_names.items() if name in words}
+    named = {
+        code for name, codes in LEXICON.currency_names.items() if name in words for code in codes
+    }
     return named | (set(LEXICON.dollars) if words & {"dollar", "dollars"} else set())
 
 

@@ -6,6 +6,7 @@ import pytest
 
 from stencil.constraints.grounding.stated import (
     currencies_in,
+    currencies_named,
     date_mentions,
     dates_in,
     dois_in,
@@ -59,6 +60,13 @@ def test_numbers_in_each_locale(text, numbers):
         ("Du vendredi 4 au dimanche 6 décembre 2026", ["2026-12-04", "2026-12-06"]),
         ("vom Freitag, 4. bis Sonntag, 6. Dezember 2026", ["2026-12-04", "2026-12-06"]),
         ("pages 245-276, 2025", []),
+        # month names of the lexicon's other languages (Polish and Czech in the genitive)
+        ("woensdag 7 oktober 2026, volgende 3 maart 2027", ["2026-10-07", "2027-03-03"]),
+        ("Lisboa, 14 de março de 2026", ["2026-03-14"]),
+        ("Kraków, 14 października 2026 r.", ["2026-10-14"]),
+        ("den 2 augusti 2026; 1. desember 2026", ["2026-08-02", "2026-12-01"]),
+        ("V Praze dne 14. března 2026, splatnost 28. 3. 2026", ["2026-03-14", "2026-03-28"]),
+        ("des 12 participants, le 3 mars 2026", ["2026-03-03"]),  # no month read in "des"
     ],
 )
 def test_dates_in_each_locale(text, dates):
@@ -100,6 +108,15 @@ def test_times_in(text, times):
         ("I bought it on October 14.", []),  # no year anywhere: no date
         ("Version 2 may work. 1 March 2025", ["2025-03-01"]),  # "may" the word
         ("v 3.5 Mar 2.1, 2024-01-01", ["2024-01-01"]),  # numbers around a month's letters
+        # a month named with its year lends it (after the full dates)
+        ("Newsletter März 2026\nKonzert am 14. März", ["2026-03-14"]),
+        ("Boletín de marzo de 2026: taller el 9 de abril", ["2026-04-09"]),
+        # a weekday before it: the year (or the one after) where the day falls
+        ("Posted 15 December 2026. Fri 8 Jan: party", ["2026-12-15", "2027-01-08"]),
+        ("Nyhetsbrev desember 2026. Lørdag 9. januar: konsert", ["2027-01-09"]),
+        ("Sa., 14. März; Newsletter März 2026", ["2026-03-14"]),
+        ("Posted 15 December 2026. 8 Jan: party", ["2026-12-15", "2026-01-08"]),  # no weekday
+        ("on 9 January 2026; again on 3 March", ["2026-01-09", "2026-03-03"]),  # "on" no day
     ],
 )
 def test_dates_without_a_year(text, dates):
@@ -119,10 +136,25 @@ def test_date_mentions_keep_repeats():
         ("Gesamt: 1.190,00 €", ["EUR"]),
         ("Total: CHF 14,30", ["CHF"]),
         ("ISO 9001, VAT 20%, ABC Ltd", []),  # three capitals that are no currency
+        ("Cena: 45,20 zł; R$ 120,00; 1 200 Kč; $5", ["PLN", "BRL", "CZK", "USD"]),
+        ("Złoty Róg, Kčarek", []),  # a sign of letters only as a word
     ],
 )
 def test_currencies_in(text, codes):
     assert currencies_in(text) == codes
+
+
+@pytest.mark.parametrize(
+    ("text", "codes"),
+    [
+        ("paid in euros", {"EUR"}),
+        ("Pris: 300 kr", {"SEK", "NOK", "DKK"}),  # kr: every krona it may be
+        ("1.200 kroner", {"NOK", "DKK"}),
+        ("100 dollars", {"USD", "CAD", "AUD", "NZD", "SGD", "HKD", "MXN"}),
+    ],
+)
+def test_currencies_named(text, codes):
+    assert currencies_named(text) == codes
 
 
 @pytest.mark.parametrize(
