@@ -24,13 +24,14 @@ _NUMBER = re.compile(
 _SPACES = " \u00a0\u202f\u2009'"
 # a number of thousands written with k (95k, $1.5K, 80 k€)
 _THOUSANDS = re.compile(r"(?<![\w.,\-/])(\d{1,3}(?:[.,]\d{1,2})?) ?[kK](?![^\W\d_])")
-# a time of day: 9:15, 09.15 Uhr, 20.00 uur, 15h30, 3 pm, 9 Uhr, kl. 18.30, ore 20.30 (a dot or
-# none only before Uhr / uur / h / am / pm, a dot after a clock word: kl, klo, ore, alle, godz)
+# a time of day: 9:15, 09.15 Uhr, 20.00 uur, 15h30, 3 pm, 9 Uhr, kl. 18.30, ore 20.30, kl 19 (a
+# dot or a bare hour only before Uhr / uur / h / am / pm or after a clock word: kl, klo, ore,
+# alle, godz)
 _CLOCK = r"\s?(?:Uhr|uur|h(?![^\W\d_])|[ap]\.?m\.?(?![^\W\d_]))"
 _CLOCK_WORD = r"(?P<word>(?:kl|klo|ore|alle|godz)\.?\s?)"
 _TIME = re.compile(
     rf"(?<![\w.:,]){_CLOCK_WORD}?(?P<h>[01]?\d|2[0-3])(?:[:h](?P<m>[0-5]\d)(?::[0-5]\d)?(?![\d:])"
-    rf"|\.(?P<dm>[0-5]\d)(?(word)(?!\d|[.,]\d)|(?={_CLOCK}))|(?={_CLOCK}))"
+    rf"|\.(?P<dm>[0-5]\d)(?(word)(?!\d|[.,]\d)|(?={_CLOCK}))|(?(word)(?![.,:]?\d)|(?={_CLOCK})))"
     rf"(?:\s?(?P<half>[ap])\.?m\.?)?(?![\w:])",
     re.IGNORECASE,
 )

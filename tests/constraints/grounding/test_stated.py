@@ -87,6 +87,7 @@ def test_dates_in_each_locale(text, dates):
             ["20:00", "18:30", "20:45", "09:15"],
         ),
         ("klo 12.5, alle 10.30.5, kl. 7.30.", ["07:30"]),
+        ("Konsert kl 19, festa alle 20; godz. 18", ["19:00", "20:00", "18:00"]),
     ],
 )
 def test_times_in(text, times):
