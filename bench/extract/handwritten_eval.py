@@ -44,10 +44,15 @@ SUMMARY = (
 COUNTS = ("invented values", "strings not in the document", "placeholder values")
 
 
-def split_docs(split: str, kinds: list[str] | None) -> list[str]:
-    """The split's document ids (``kind/NN``), optionally only some kinds."""
+def split_docs(split: str, kinds: list[str] | None, numbers: list[str] | None = None) -> list[str]:
+    """The split's document ids (``kind/NN``), optionally only some kinds and numbers."""
     docs = json.loads((CORPUS / "split.json").read_text(encoding="utf-8"))[split]
-    return [d for d in docs if kinds is None or d.split("/")[0] in kinds]
+    return [
+        d
+        for d in docs
+        if (kinds is None or d.split("/")[0] in kinds)
+        and (numbers is None or d.split("/")[1] in numbers)
+    ]
 
 
 def doc_path(doc: str) -> Path:
@@ -205,6 +210,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--split", choices=["dev", "heldout"], default="dev")
     p.add_argument("--models", nargs="+", default=["rules", "embedded"])
     p.add_argument("--kinds", nargs="+", default=None, help="document kinds (default: all)")
+    p.add_argument("--numbers", nargs="+", default=None, help="document numbers (14 15 ...)")
     p.add_argument("--records", type=Path, default=None, help="keep results files here")
     p.add_argument("--threads", type=int, default=None)
     p.add_argument(
@@ -213,7 +219,7 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(own)
     if args.score_only and not args.records:
         p.error("--score-only needs --records DIR")
-    docs = split_docs(args.split, args.kinds)
+    docs = split_docs(args.split, args.kinds, args.numbers)
     records, seconds = {}, {}
     with tempfile.TemporaryDirectory() as tmp:
         root = args.records or Path(tmp)
