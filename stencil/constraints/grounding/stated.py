@@ -25,13 +25,13 @@ _SPACES = " \u00a0\u202f\u2009'"
 # a number of thousands written with k (95k, $1.5K, 80 k€)
 _THOUSANDS = re.compile(r"(?<![\w.,\-/])(\d{1,3}(?:[.,]\d{1,2})?) ?[kK](?![^\W\d_])")
 # a time of day: 9:15, 09.15 Uhr, 20.00 uur, 15h30, 3 pm, 9 Uhr, kl. 18.30, ore 20.30, kl 19 (a
-# dot or a bare hour only before Uhr / uur / h / am / pm or after a clock word: kl, klo, ore,
-# alle, godz)
+# dot only before Uhr / uur / h / am / pm or after a clock word: kl, klo, ore, alle, godz; a
+# bare hour only before those or after kl, klo, ore, godz: "alle 11" is "all 11" elsewhere)
 _CLOCK = r"\s?(?:Uhr|uur|h(?![^\W\d_])|[ap]\.?m\.?(?![^\W\d_]))"
-_CLOCK_WORD = r"(?P<word>(?:kl|klo|ore|alle|godz)\.?\s?)"
+_CLOCK_WORD = r"(?P<word>(?:(?P<hour>kl|klo|ore|godz)|alle)\.?\s?)"
 _TIME = re.compile(
     rf"(?<![\w.:,]){_CLOCK_WORD}?(?P<h>[01]?\d|2[0-3])(?:[:h](?P<m>[0-5]\d)(?::[0-5]\d)?(?![\d:])"
-    rf"|\.(?P<dm>[0-5]\d)(?(word)(?!\d|[.,]\d)|(?={_CLOCK}))|(?(word)(?![.,:]?\d)|(?={_CLOCK})))"
+    rf"|\.(?P<dm>[0-5]\d)(?(word)(?!\d|[.,]\d)|(?={_CLOCK}))|(?(hour)(?![.,:]?\d)|(?={_CLOCK})))"
     rf"(?:\s?(?P<half>[ap])\.?m\.?)?(?![\w:])",
     re.IGNORECASE,
 )
@@ -53,9 +53,8 @@ _RANGES = [
     (re.compile(rf"\b{_FIRST}{_TO}{_DAY} (?:de )?{_MONTH},? (?:de )?{_YEAR}\b"), ("first",)),
     (re.compile(rf"\b{_MONTH} {_FIRST}{_TO}{_DAY},? {_YEAR}\b"), ("first", "day")),
 ]
-# a day and month without a year (October 14, 14 octobre, 14. Oktober): read with the years the
-# text gives beside it (its full dates, a month and year: Newsletter März 2026), and where a
-# weekday stands before it, in the year (or the one after or before) where that weekday falls
+# a day and month without a year (October 14, 14 octobre, 14. Oktober): read by the dates the
+# text gives beside it (its full dates, a month and year: Newsletter März 2026)
 _MONTH_YEAR = re.compile(rf"\b{_MONTH},? (?:de )?{_YEAR}\b")
 _WEEKDAY = re.compile(r"([^\W\d_]+)(?:-[^\W\d_]+)?(\.)?,?\s(?:(?:den|le|el|il|de)\s)?$")
 _YEARLESS = [
@@ -200,37 +199,48 @@ def date_spans(source: str) -> list[tuple[int, int, str]]:
 
 
 def _yearless(source: str, found: list[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
-    """The dates stated without a year, each in the years the text gives (``_lent_years``,
-    the nearest first), where no full date covers the place; where a weekday stands before
-    one, only in the years (of those, or one after or before) where it falls on that day."""
+    """The dates stated without a year, where no full date covers the place: for each date the
+    text gives (``_anchors``, the nearest first), the day's occurrence nearest it (``28
+    December`` in a letter of 11 January 2027: 2026-12-28), and on the same line its own year
+    too (``December 3 and March 4, 2024``); after a weekday, of the years before, of and after
+    each, those where it falls on that day."""
     out = []
     for pattern in _YEARLESS:
         for m in pattern.finditer(source):
             if m["mon"] in _WORD_MONTHS or any(a < m.end() and m.start() < b for a, b, _ in found):
                 continue
-            years = _lent_years(source, found, m.start())
-            isos = [iso for y in years if (iso := _iso({**m.groupdict(), "year": y}))]
+            near, years = [], []
+            for anchor, same_line in _anchors(source, found, m.start()):
+                dated = [_iso({**m.groupdict(), "year": anchor.year + d}) for d in (0, -1, 1)]
+                dated = [d for d in dated if d is not None]
+                ranked = sorted(dated, key=lambda d: abs(datetime.date.fromisoformat(d) - anchor))
+                near += ranked
+                years += [*dated[: int(same_line)], *ranked[:1]]
             days = _weekday_before(source, m.start())
-            if days:
-                near = [str(int(y) + d) for d in (0, 1, -1) for y in years]
-                on_day = [iso for y in near if (iso := _iso({**m.groupdict(), "year": y}))]
-                on_day = [iso for iso in dict.fromkeys(on_day) if _weekday(iso) in days]
-                isos = on_day or isos
-            out += [(m.start(), m.end(), iso) for iso in isos]
+            chosen = [d for d in near if _weekday(d) in days] or years
+            out += [(m.start(), m.end(), d) for d in dict.fromkeys(chosen)]
     return out
 
 
-def _lent_years(source: str, found: list[tuple[int, int, str]], at: int) -> list[str]:
-    """The years the text gives for a date at ``at`` without one: those of its full dates,
-    then of its months named with a year (``März 2026``), each list the nearest first."""
-    dated = [(abs(a - at), iso[:4]) for a, _, iso in sorted(found, key=lambda f: abs(f[0] - at))]
+def _anchors(
+    source: str, found: list[tuple[int, int, str]], at: int
+) -> list[tuple[datetime.date, bool]]:
+    """The dates the text gives for a date at ``at`` without a year, each with whether it is on
+    the same line: its full dates, then the middle of each month it names with a year (``März
+    2026``), each list the nearest first."""
+    line = (source.rfind("\n", 0, at) + 1, source.find("\n", at) % (len(source) + 1))
+    full = [(a, datetime.date.fromisoformat(iso)) for a, _, iso in found]
     named = [
-        (abs(m.start() - at), m["year"])
+        (m.start(), datetime.date(int(m["year"]), LEXICON.months[m["mon"].lower()], 15))
         for m in _MONTH_YEAR.finditer(source)
         if m["mon"].lower() in LEXICON.months
         and not any(a < m.end() and m.start() < b for a, b, _ in found)
     ]
-    return list(dict.fromkeys(y for _, y in [*dated, *sorted(named)]))
+    by_distance = [
+        *sorted(full, key=lambda f: abs(f[0] - at)),
+        *sorted(named, key=lambda f: abs(f[0] - at)),
+    ]
+    return [(d, line[0] <= a <= line[1]) for a, d in by_distance]
 
 
 def _weekday_before(source: str, at: int) -> frozenset[int]:

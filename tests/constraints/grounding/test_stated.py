@@ -87,7 +87,7 @@ def test_dates_in_each_locale(text, dates):
             ["20:00", "18:30", "20:45", "09:15"],
         ),
         ("klo 12.5, alle 10.30.5, kl. 7.30.", ["07:30"]),
-        ("Konsert kl 19, festa alle 20; godz. 18", ["19:00", "20:00", "18:00"]),
+        ("Konsert kl 19, ore 20; godz. 18; alle 11 ferdigheter", ["19:00", "20:00", "18:00"]),
     ],
 )
 def test_times_in(text, times):
@@ -100,8 +100,9 @@ def test_times_in(text, times):
         # a day and month without a year: the year of the full dates beside it
         ("Sent: 12 Nov 2026\nI bought it on October 14. It broke.", ["2026-11-12", "2026-10-14"]),
         ("Termin am 14. Oktober; Brief vom 01.09.2026", ["2026-10-14", "2026-09-01"]),
-        ("December 3, and 4 March 2024", ["2024-12-03", "2024-03-04"]),
-        # each year the text's full dates state, the nearest first
+        # on the full date's line: its year and the day's occurrence nearest it
+        ("December 3, and 4 March 2024", ["2024-12-03", "2023-12-03", "2024-03-04"]),
+        # on the line of several full dates: each one's year
         (
             "le 14 octobre, du 3 novembre 2026 et 2 janvier 2027",
             ["2026-10-14", "2027-10-14", "2026-11-03", "2027-01-02"],
@@ -116,7 +117,9 @@ def test_times_in(text, times):
         ("Posted 15 December 2026. Fri 8 Jan: party", ["2026-12-15", "2027-01-08"]),
         ("Nyhetsbrev desember 2026. Lørdag 9. januar: konsert", ["2027-01-09"]),
         ("Sa., 14. März; Newsletter März 2026", ["2026-03-14"]),
-        ("Posted 15 December 2026. 8 Jan: party", ["2026-12-15", "2026-01-08"]),  # no weekday
+        # on another line: the occurrence nearest the text's date
+        ("Posted 15 December 2026\n8 Jan: party", ["2026-12-15", "2027-01-08"]),
+        ("Stockholm 11 januari 2027\nköpt den 28 december", ["2027-01-11", "2026-12-28"]),
         ("on 9 January 2026; again on 3 March", ["2026-01-09", "2026-03-03"]),  # "on" no day
     ],
 )
