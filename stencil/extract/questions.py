@@ -57,6 +57,8 @@ _RUN_WORDS = 8
 _AMOUNT = re.compile(r"\d[.,]\d\d(?!\d|[.,]\d)")
 """An amount with cents (``13.77``, ``1.190,00``; not a date's ``04.12.2026``)."""
 _AROUND = ".,;:!?()[]{}\"'«»“”"
+_BARE_DOLLAR = re.compile(r"(?<![^\W\d_])\$")
+"""A ``$`` of no named country (not ``R$``, ``C$``, ``US$``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,14 +217,16 @@ def _narrowed(key: str, sub: dict[str, Any], document: str) -> dict[str, Any] | 
 
 def _stated_currencies(sub: dict[str, Any], document: str) -> dict[str, Any] | None:
     """A currency enum narrowed to the codes the document states by code, sign (a ``$``
-    stands for every dollar in the enum) or name (``euros``, ``dollars``); the whole enum
-    where it states none but states an amount of money (``13.77``: a receipt whose place says
-    its currency); None where it states neither (not asked where optional: a free event)."""
+    stands for every dollar in the enum) or name (``euros``, ``dollars``); None where it
+    states only others (``R$``, ``zł``: no value of the enum); the whole enum where it states
+    none but states an amount of money (``13.77``: a receipt whose place says its currency);
+    None where it states neither (not asked where optional: a free event)."""
     stated = set(currencies_in(document)) | currencies_named(document)
-    kept = [c for c in sub["enum"] if c in stated or ("$" in document and c in LEXICON.dollars)]
+    dollar = _BARE_DOLLAR.search(document) is not None
+    kept = [c for c in sub["enum"] if c in stated or (dollar and c in LEXICON.dollars)]
     if kept:
         return {**sub, "enum": kept}
-    return sub if _AMOUNT.search(document) else None
+    return sub if not (stated or dollar) and _AMOUNT.search(document) else None
 
 
 def states_match(document: str, sub: dict[str, Any]) -> bool:

@@ -41,6 +41,7 @@ def test_narrowed_schema_keeps_what_the_document_states():
         ("Rent $1,200 a month (CAD)", ["USD", "CAD"]),
         ("Price: 35 dollars", ["USD", "CAD"]),  # by name
         ("Eintritt: 12 Euro", ["EUR"]),
+        ("Rent C$1,200 or US$900", ["USD", "CAD"]),  # each dollar by its country
     ],
 )
 def test_a_currency_enum_takes_the_currencies_the_document_states(doc, enum):
@@ -54,6 +55,9 @@ def test_a_currency_enum_takes_the_currencies_the_document_states(doc, enum):
         ("Vortrag am 04.12.2026, 19 Uhr. Eintritt frei.", False),  # no money at all
         ("BLUE DOOR COFFEE, Boulder CO\nTotal   13.77", True),  # an amount: the model decides
         ("Gesamt 1.190,00", True),
+        ("Aluguel: R$ 2.350,00", False),  # a currency the enum lacks: no value of it
+        ("Razem: 45,20 zł", False),
+        ("Pris: 1 395,00 kr", False),
     ],
 )
 def test_a_currency_the_document_never_states_is_asked_only_beside_an_amount(doc, asked):
