@@ -143,10 +143,8 @@ def field_question(
     kinds of value the record's other fields take by type or format, which a grounded string
     then never holds, as in a whole-record answer: ``claimed_kinds``)."""
     asked, array = sub, sub.get("type") == "array"
-    if array:  # not stated: {} (a required list's [] in the record); stated: its items
-        asked = {**sub, "minItems": max(1, sub.get("minItems", 0))}
-        if isinstance(sub.get("items"), dict):
-            asked["items"] = _null_when_not_stated(sub["items"])
+    if array and isinstance(sub.get("items"), dict):  # not stated: {} or [] (no item forced)
+        asked = {**sub, "items": _null_when_not_stated(sub["items"])}
     answer = {"type": "object", "properties": {key: asked}, "additionalProperties": False}
     if claimed:
         answer["x-claimed"] = sorted(claimed)
