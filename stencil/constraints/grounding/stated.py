@@ -2,11 +2,12 @@
 ``1.190,00``, ``264,30``, ``1 234,56`` -> 1580.0, 1190.0, 264.3, 1234.56), calendar dates with
 the lexicon's month names (``2024-03-04``, ``March 4, 2024``, ``4. März 2024``, ``04.03.2024``,
 ``4 de marzo de 2024``, ``4 marca 2024`` -> ``"2024-03-04"``; both days of a range that names
-its month once: ``4-6 December 2026``; a day and month in the year the text gives) and
-currencies (``€``, ``EUR``, ``zł`` -> ``"EUR"``, ``"EUR"``, ``"PLN"``), for grounding free number, ``format: date`` and currency fields
-in the values of a source text; and IBANs, phone numbers and DOIs as written, for the fields
-that ask for one. Month names and currency signs are the lexicon's
-(``lexicon.toml``); ``document_index.DocumentIndex`` reads a document through these."""
+its month once: ``4-6 December 2026``; a day and month by the dates the text gives) and
+currencies (``€``, ``£``, ``zł`` -> ``"EUR"``, ``"GBP"``, ``"PLN"``), for grounding free
+number, ``format: date`` and currency fields in the values of a source text; and IBANs, phone
+numbers and DOIs as written, for the fields that ask for one. Month and weekday names and
+currency signs are the lexicon's (``lexicon.toml``); ``document_index.DocumentIndex`` reads a
+document through these."""
 
 from __future__ import annotations
 
@@ -211,11 +212,14 @@ def _yearless(source: str, found: list[tuple[int, int, str]]) -> list[tuple[int,
                 continue
             near, years = [], []
             for anchor, same_line in _anchors(source, found, m.start()):
-                dated = [_iso({**m.groupdict(), "year": anchor.year + d}) for d in (0, -1, 1)]
-                dated = [d for d in dated if d is not None]
-                ranked = sorted(dated, key=lambda d: abs(datetime.date.fromisoformat(d) - anchor))
+                isos = [_iso({**m.groupdict(), "year": anchor.year + d}) for d in (0, -1, 1)]
+                ranked = sorted(
+                    filter(None, isos), key=lambda d: abs(datetime.date.fromisoformat(d) - anchor)
+                )
                 near += ranked
-                years += [*dated[: int(same_line)], *ranked[:1]]
+                if same_line and isos[0]:
+                    years.append(isos[0])
+                years += ranked[:1]
             days = _weekday_before(source, m.start())
             chosen = [d for d in near if _weekday(d) in days] or years
             out += [(m.start(), m.end(), d) for d in dict.fromkeys(chosen)]
@@ -228,7 +232,8 @@ def _anchors(
     """The dates the text gives for a date at ``at`` without a year, each with whether it is on
     the same line: its full dates, then the middle of each month it names with a year (``März
     2026``), each list the nearest first."""
-    line = (source.rfind("\n", 0, at) + 1, source.find("\n", at) % (len(source) + 1))
+    start, end = source.rfind("\n", 0, at) + 1, source.find("\n", at)
+    end = len(source) if end < 0 else end
     full = [(a, datetime.date.fromisoformat(iso)) for a, _, iso in found]
     named = [
         (m.start(), datetime.date(int(m["year"]), LEXICON.months[m["mon"].lower()], 15))
@@ -240,7 +245,7 @@ def _anchors(
         *sorted(full, key=lambda f: abs(f[0] - at)),
         *sorted(named, key=lambda f: abs(f[0] - at)),
     ]
-    return [(d, line[0] <= a <= line[1]) for a, d in by_distance]
+    return [(d, start <= a <= end) for a, d in by_distance]
 
 
 def _weekday_before(source: str, at: int) -> frozenset[int]:
