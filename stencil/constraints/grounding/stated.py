@@ -73,7 +73,7 @@ _CODE = re.compile(r"(?<![A-Za-z])[A-Z]{3}(?![A-Za-z])")
 # slash or parentheses (+49 176 44455566, (555) 123-4567, 05 56 44 21 90)
 _PHONE = re.compile(r"(?<![\w+.,/-])(?:\+|\(\d)?\d[\d()]*(?:[ ./-]\(?\d[\d()]*)*(?![\w,.]?\d|/)")
 # a DOI (Crossref's pattern for modern DOIs: 10.prefix/suffix), without the punctuation after it
-_DOI = re.compile(r"(?<![\w.])10\.\d{4,9}/[^\s\"<>]+")
+_DOI = re.compile(r"(?<![\w.])10\.\d{4,9}/[-._;()/:A-Za-z0-9]+")
 _CLOCK_TIME = re.compile(r"(?<![\d:.,])\d{1,2}:\d{2}(?::\d{2})?(?![\d:])")
 _YEARS = re.compile(r"(?:19|20)\d\d\s?[-/]\s?(?:19|20)\d\d")  # a year range, no phone
 # an IBAN as printed: country, check digits, then letters and digits in groups of four (the

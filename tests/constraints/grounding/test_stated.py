@@ -193,3 +193,6 @@ def test_phones_in(text, phones):
 def test_dois_in():
     text = "https://doi.org/10.18653/v1/2025.acl-1.11\nDOI: 10.1007/s44295-026-00127-3. Vol. 10.5"
     assert dois_in(text) == ["10.18653/v1/2025.acl-1.11", "10.1007/s44295-026-00127-3"]
+    # a Markdown link: the DOI ends where Crossref's characters do
+    link = "DOI: [10.31219/osf.io/7xk2p](https://doi.org/10.31219/osf.io/7xk2p)"
+    assert dois_in(link) == ["10.31219/osf.io/7xk2p"]
