@@ -69,6 +69,14 @@ _DOTTED = re.compile(
 )
 _SLASHED = re.compile(r"(?<![\w\-/.])(\d{1,2})[\-/](\d{1,2})[\-/](\d{4})(?![\w\-/])")
 _CODE = re.compile(r"(?<![A-Za-z])[A-Z]{3}(?![A-Za-z])")
+# a currency sign of the lexicon, the longest first (``R$`` before ``$``); one of letters only
+# as a word (``zł``, not inside ``złoty``)
+_SIGN = re.compile(
+    "|".join(
+        rf"(?<![^\W\d_]){re.escape(s)}(?![^\W\d_])" if s[0].isalpha() else re.escape(s)
+        for s in sorted(LEXICON.currency_signs, key=len, reverse=True)
+    )
+)
 # a phone number as printed: an optional +, digits in groups joined by a space, dot, dash,
 # slash or parentheses (+49 176 44455566, (555) 123-4567, 05 56 44 21 90)
 _PHONE = re.compile(r"(?<![\w+.,/-])(?:\+|\(\d)?\d[\d()]*(?:[ ./-]\(?\d[\d()]*)*(?![\w,.]?\d|/)")
@@ -205,35 +213,36 @@ def _yearless(source: str, found: list[tuple[int, int, str]]) -> list[tuple[int,
     December`` in a letter of 11 January 2027: 2026-12-28), and on the same line its own year
     too (``December 3 and March 4, 2024``); after a weekday, of the years before, of and after
     each, those where it falls on that day."""
+    full, named = _anchors(source, found)
     out = []
     for pattern in _YEARLESS:
         for m in pattern.finditer(source):
-            if m["mon"] in _WORD_MONTHS or any(a < m.end() and m.start() < b for a, b, _ in found):
+            at = m.start()
+            if m["mon"] in _WORD_MONTHS or any(a < m.end() and at < b for a, b, _ in found):
                 continue
+            line_start, line_end = source.rfind("\n", 0, at) + 1, source.find("\n", at)
+            line_end = len(source) if line_end < 0 else line_end
             near, years = [], []
-            for anchor, same_line in _anchors(source, found, m.start()):
+            for where, anchor in [*_nearest(full, at), *_nearest(named, at)]:
                 isos = [_iso({**m.groupdict(), "year": anchor.year + d}) for d in (0, -1, 1)]
                 ranked = sorted(
                     filter(None, isos), key=lambda d: abs(datetime.date.fromisoformat(d) - anchor)
                 )
                 near += ranked
-                if same_line and isos[0]:
+                if line_start <= where <= line_end and isos[0]:
                     years.append(isos[0])
                 years += ranked[:1]
-            days = _weekday_before(source, m.start())
+            days = _weekday_before(source, at)
             chosen = [d for d in near if _weekday(d) in days] or years
-            out += [(m.start(), m.end(), d) for d in dict.fromkeys(chosen)]
+            out += [(at, m.end(), d) for d in dict.fromkeys(chosen)]
     return out
 
 
 def _anchors(
-    source: str, found: list[tuple[int, int, str]], at: int
-) -> list[tuple[datetime.date, bool]]:
-    """The dates the text gives for a date at ``at`` without a year, each with whether it is on
-    the same line: its full dates, then the middle of each month it names with a year (``März
-    2026``), each list the nearest first."""
-    start, end = source.rfind("\n", 0, at) + 1, source.find("\n", at)
-    end = len(source) if end < 0 else end
+    source: str, found: list[tuple[int, int, str]]
+) -> tuple[list[tuple[int, datetime.date]], list[tuple[int, datetime.date]]]:
+    """The dates a text gives for its dates without a year, each with its place: its full
+    dates, and the middle of each month it names with a year (``März 2026``)."""
     full = [(a, datetime.date.fromisoformat(iso)) for a, _, iso in found]
     named = [
         (m.start(), datetime.date(int(m["year"]), LEXICON.months[m["mon"].lower()], 15))
@@ -241,11 +250,11 @@ def _anchors(
         if m["mon"].lower() in LEXICON.months
         and not any(a < m.end() and m.start() < b for a, b, _ in found)
     ]
-    by_distance = [
-        *sorted(full, key=lambda f: abs(f[0] - at)),
-        *sorted(named, key=lambda f: abs(f[0] - at)),
-    ]
-    return [(d, start <= a <= end) for a, d in by_distance]
+    return full, named
+
+
+def _nearest(anchors: list[tuple[int, datetime.date]], at: int) -> list[tuple[int, datetime.date]]:
+    return sorted(anchors, key=lambda f: abs(f[0] - at))
 
 
 def _weekday_before(source: str, at: int) -> frozenset[int]:
@@ -288,12 +297,7 @@ def currencies_in(source: str) -> list[str]:
         for m in _CODE.finditer(source)
         if m.group() in LEXICON.currency_codes
     ]
-    signs = sorted(LEXICON.currency_signs, key=len, reverse=True)
-    pattern = "|".join(
-        rf"(?<![^\W\d_]){re.escape(s)}(?![^\W\d_])" if s[0].isalpha() else re.escape(s)
-        for s in signs
-    )
-    found += [(m.start(), LEXICON.currency_signs[m.group()]) for m in re.finditer(pattern, source)]
+    found += [(m.start(), LEXICON.currency_signs[m.group()]) for m in _SIGN.finditer(source)]
     return list(dict.fromkeys(code for _, code in sorted(found)))
 
 
