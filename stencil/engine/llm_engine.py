@@ -21,7 +21,7 @@ from stencil.engine.output_processor import OutputProcessor
 from stencil.engine.outputs import RequestOutput
 from stencil.engine.pooling import Pooler
 from stencil.engine.request import Request
-from stencil.engine.sampler import Sampler
+from stencil.engine.sampler import Sampler, raw_logprobs
 from stencil.engine.sampling_params import SamplingParams
 from stencil.engine.scheduler import Scheduler
 from stencil.engine.sequence import Sequence, SequenceStatus
@@ -257,8 +257,9 @@ class LLMEngine:
                 if self.drafter is not None:
                     self.drafter.cost.observe(sched.num_tokens, time.perf_counter() - start)
                 logits, seqs, drafting = split_rows(logits, seqs)
+                unmasked = raw_logprobs(logits, seqs)
                 self.guided.apply(logits, seqs, self.runner.ops, time.perf_counter() - start)
-                rows = self.sampler(logits, seqs)
+                rows = self.sampler(logits, seqs, unmasked)
         except Exception as e:  # a batch-wide failure (the forward): fail the batch, keep serving
             logger.exception("step failed")
             for s in sched.scheduled:

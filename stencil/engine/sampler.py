@@ -31,10 +31,15 @@ class Sampler:
         self.eos_token_ids = sorted(eos_token_ids)
         self.decode_token = decode_token  # id -> (text, bytes or None), for logprobs
 
-    def __call__(self, logits: torch.Tensor, seqs: list[Sequence]) -> list[SampledRow]:
-        """``logits [rows, vocab]`` (already masked by the guided stage) -> one result per row."""
+    def __call__(
+        self, logits: torch.Tensor, seqs: list[Sequence], unmasked: dict | None = None
+    ) -> list[SampledRow]:
+        """``logits [rows, vocab]`` (already masked by the guided stage) -> one result per row;
+        ``unmasked``: row -> its logprobs before the mask, for the rows that ask raw logprobs
+        (``raw_logprobs``)."""
         want_lp = [s.params.logprobs is not None for s in seqs]
         raw = torch.log_softmax(logits, dim=-1) if any(want_lp) else None
+        unmasked = unmasked or {}
         greedy = self._plain_greedy_tokens(logits, seqs)
         out: list[SampledRow] = []
         for i, seq in enumerate(seqs):
@@ -47,7 +52,9 @@ class Sampler:
             try:  # one row's failure ends only its own sequence
                 self.process(logits[i], seq)
                 token = self._sample_row(logits[i], seq)
-                lp = self.logprobs(raw[i], token, seq.params.logprobs) if want_lp[i] else None
+                lp = None
+                if want_lp[i]:
+                    lp = self.logprobs(unmasked.get(i, raw[i]), token, seq.params.logprobs)
                 out.append(SampledRow(token, lp))
             except Exception as e:
                 logger.exception("sampling failed for %s", seq.request_id)
@@ -132,6 +139,16 @@ class Sampler:
             vals, ids = torch.topk(raw, k)
             top = [entry(int(i), float(v)) for v, i in zip(vals, ids, strict=True)]
         return PositionLogprobs(entry(token, float(raw[token])), top)
+
+
+def raw_logprobs(logits: torch.Tensor, seqs: list[Sequence]) -> dict[int, torch.Tensor]:
+    """Row -> ``log_softmax`` of its logits as the forward gave them (before the guided mask),
+    for the rows whose sequence asks ``logprobs_mode="raw_logprobs"``."""
+    return {
+        i: torch.log_softmax(logits[i], dim=-1)
+        for i, s in enumerate(seqs)
+        if s.params.logprobs is not None and s.params.logprobs_mode == "raw_logprobs"
+    }
 
 
 def race(probs: torch.Tensor, generator: torch.Generator) -> int:

@@ -16,6 +16,7 @@ MAX_TOP_LOGPROBS = 20
 MAX_STOP_STRINGS = 16
 MAX_STOP_STRING_LEN = 256
 MAX_ID_LIST = 1024
+LOGPROBS_MODES = ("processed_logprobs", "raw_logprobs")
 
 
 @dataclass(slots=True)
@@ -23,6 +24,9 @@ class SamplingParams:
     """How to sample one request's completions.
 
     ``logprobs``: None = none; k >= 0 = the chosen token's logprob plus the top k.
+    ``logprobs_mode``: what those logprobs are of (vLLM's names): ``"processed_logprobs"``, the
+    distribution sampled from (under the constraint's mask); ``"raw_logprobs"``, the model's own
+    (the forward's logits, before the mask): how much the model wanted the token it was given.
     ``constraint``: a :class:`stencil.Constraint`; the output then always matches it.
     ``close_on_length``: inside a constraint, reserve enough of ``max_tokens`` to close the
     structure validly instead of stopping mid-structure with ``finish_reason="length"``.
@@ -50,6 +54,7 @@ class SamplingParams:
     stop_token_ids: list[int] = field(default_factory=list)
     ignore_eos: bool = False
     logprobs: int | None = None
+    logprobs_mode: str = "processed_logprobs"
     skip_special_tokens: bool = True
     include_stop_str_in_output: bool = False
     constraint: Constraint | None = None
@@ -89,6 +94,10 @@ class SamplingParams:
                 0 <= self.logprobs <= MAX_TOP_LOGPROBS,
                 f"logprobs must be in [0, {MAX_TOP_LOGPROBS}], got {self.logprobs}",
             )
+        _require(
+            self.logprobs_mode in LOGPROBS_MODES,
+            f"logprobs_mode must be one of {', '.join(LOGPROBS_MODES)}, got {self.logprobs_mode!r}",
+        )
         _require(
             self.proposer is None or callable(getattr(self.proposer, "propose", None)),
             "proposer must be an object with a propose(output, max_chars) method, "

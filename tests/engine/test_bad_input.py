@@ -197,6 +197,7 @@ def test_unknown_config_field(tiny_models):
         ({"frequency_penalty": -3.0}, "frequency_penalty"),
         ({"logprobs": -1}, "logprobs"),
         ({"logprobs": 10_000}, "logprobs"),
+        ({"logprobs_mode": "raw_logits"}, "logprobs_mode"),
         ({"stop": [""]}, "stop"),
         ({"logit_bias": {5: 1e9}}, "logit_bias"),
         ({"logit_bias": {5: float("nan")}}, "logit_bias"),

@@ -175,3 +175,21 @@ def test_config_from_json_string():
     cfg = EngineConfig(speculative_config='{"method": "ngram", "num_speculative_tokens": 3}')
     assert cfg.speculative_config.num_speculative_tokens == 3
     assert EngineConfig().speculative_config is None
+
+
+@pytest.mark.parametrize("mode", ["processed_logprobs", "raw_logprobs"])
+def test_logprobs_under_speculation_equal_plain(pair, mode):
+    """A verified draft token's logprobs (either mode) are the plain engine's at its position."""
+    plain, spec = pair
+    accepted = spec.get_metrics()["spec_decode_num_accepted_tokens_total"]
+    params = SamplingParams(
+        temperature=0, max_tokens=48, logprobs=2, logprobs_mode=mode,
+        constraint=CONSTRAINTS["grounded"],
+    )  # fmt: skip
+    prompt = f"Extract the invoice: {DOC}"
+    (a,), (b,) = (llm.generate([prompt], params, use_tqdm=False)[0].outputs for llm in pair)
+    assert b.token_ids == a.token_ids
+    assert spec.get_metrics()["spec_decode_num_accepted_tokens_total"] > accepted
+    for x, y in zip(a.logprobs, b.logprobs, strict=True):
+        assert y.chosen.logprob == pytest.approx(x.chosen.logprob, abs=1e-4)
+        assert [t.token_id for t in y.top] == [t.token_id for t in x.top]

@@ -12,14 +12,21 @@ from stencil.engine.sequence import Sequence
 
 
 def sample_against_draft(
-    sampler: Sampler, row: torch.Tensor, seq: Sequence, draft: int | None
+    sampler: Sampler,
+    row: torch.Tensor,
+    seq: Sequence,
+    draft: int | None,
+    unmasked: torch.Tensor | None = None,
 ) -> SampledRow:
     """The token for one masked ``row [vocab]`` of ``seq``: greedy rows and rows without a draft
-    (the bonus row) sample as without speculation; sampled rows by rejection against ``draft``."""
+    (the bonus row) sample as without speculation; sampled rows by rejection against ``draft``.
+    ``unmasked``: the row's logprobs before the mask, where the sequence asks raw logprobs."""
     if draft is None or seq.params.greedy:
-        return sampler(row.unsqueeze(0), [seq])[0]  # [1, vocab]
+        return sampler(row.unsqueeze(0), [seq], {0: unmasked} if unmasked is not None else None)[0]
     k = seq.params.logprobs
-    raw = torch.log_softmax(row, dim=-1) if k is not None else None
+    raw = None
+    if k is not None:
+        raw = unmasked if unmasked is not None else torch.log_softmax(row, dim=-1)
     sampler.process(row, seq)
     probs = sampler.probs(row, seq)  # [vocab], top-p / min-p leave it unnormalized
     probs = probs / probs.sum()

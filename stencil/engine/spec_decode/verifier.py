@@ -22,7 +22,7 @@ from stencil.engine.block_manager import BlockManager
 from stencil.engine.guided import GuidedDecoding
 from stencil.engine.metrics import EngineMetrics
 from stencil.engine.output_processor import OutputProcessor
-from stencil.engine.sampler import Sampler
+from stencil.engine.sampler import Sampler, raw_logprobs
 from stencil.engine.sequence import Sequence
 from stencil.engine.spec_decode.rejection_sampler import sample_against_draft
 
@@ -68,11 +68,12 @@ class Verifier:
         i = 0
         while True:
             row = logits[i]  # [vocab], follows the verified tokens so far
+            unmasked = raw_logprobs(row.unsqueeze(0), [seq]).get(0)
             self.guided.apply(row.unsqueeze(0), [seq], self.ops)
             if seq.is_finished:  # the mask fill failed
                 return
             draft = drafts[i] if i < len(drafts) else None
-            sampled = sample_against_draft(self.sampler, row, seq, draft)
+            sampled = sample_against_draft(self.sampler, row, seq, draft, unmasked)
             if sampled.failed or seq.is_finished:
                 return
             before = seq.num_tokens
