@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ctypes
+
 import llguidance
 import numpy as np
 import torch
@@ -94,11 +96,21 @@ class Matcher:
             raise IndexError(f"bitmask row {row} out of range")
         address = bitmask.data_ptr() + row * bitmask.stride(0) * 4
         self._m.unsafe_compute_mask_ptr(address, self._words * 4)
+        self._allow_forced_prefixes(address)
         if self._spans is not None:
             self._spans.restrict(self._ground[-1], address, self._scratch_at)
             self._spans.refuse_long(self._ground[-1], address, self._m)
         if width > self._words:
             bitmask[row, self._words :] = 0
+
+    def _allow_forced_prefixes(self, address: int) -> None:
+        """Where the next bytes are forced, llguidance's mask allows only its own tokenization
+        of them, which splits a word the model began where the model would not (after `Agn` of
+        `Agnieszka`: `ies` only, where Qwen's tokenizer writes `iesz`): every token spelling a
+        prefix of the forced bytes is as valid, so the mask allows them too."""
+        forced = self._m.compute_ff_bytes()
+        for t in self._vocab.prefix_tokens(forced) if forced else ():
+            ctypes.c_uint32.from_address(address + 4 * (t >> 5)).value |= 1 << (t & 31)
 
     def is_terminated(self) -> bool:
         return self._m.is_stopped() and not self._m.is_error()

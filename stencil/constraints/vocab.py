@@ -10,6 +10,9 @@ from typing import Any
 
 import llguidance
 
+PREFIX_BYTES = 64
+"""How far ``prefix_tokens`` looks (longer tokens are runs of spaces or dashes)."""
+
 
 @dataclass(frozen=True, slots=True, eq=False)
 class TokenVocab:
@@ -27,6 +30,8 @@ class TokenVocab:
     tokenizer_json: str = field(default="", repr=False)
     """The tokenizer's ``tokenizer.json`` text: what ``from_tokenizer_json`` rebuilds it from
     (in a compile worker process; the llguidance tokenizer itself is not picklable)."""
+    _by_bytes: dict[bytes, tuple[int, ...]] = field(default_factory=dict, init=False, repr=False)
+    """Bytes -> the plain tokens spelling them (built on first use: ``prefix_tokens``)."""
 
     @classmethod
     def from_hf(
@@ -68,6 +73,18 @@ class TokenVocab:
 
     def decode_bytes(self, token_ids: list[int]) -> bytes:
         return self.llg_tokenizer.decode_bytes([t for t in token_ids if t < self.tokenizer_size])
+
+    def prefix_tokens(self, data: bytes) -> list[int]:
+        """Every plain (not special) token whose bytes are a non-empty prefix of ``data`` (of
+        its first ``PREFIX_BYTES``)."""
+        if not self._by_bytes:
+            by: dict[bytes, list[int]] = {}
+            for t in range(self.tokenizer_size):
+                if not self.llg_tokenizer.is_special_token(t):
+                    by.setdefault(self.token_bytes(t), []).append(t)
+            self._by_bytes.update((b, tuple(ids)) for b, ids in by.items() if b)
+        heads = (data[:k] for k in range(1, min(len(data), PREFIX_BYTES) + 1))
+        return [t for head in heads for t in self._by_bytes.get(head, ())]
 
     def is_special(self, token_id: int) -> bool:
         return 0 <= token_id < self.tokenizer_size and self.llg_tokenizer.is_special_token(token_id)
