@@ -11,7 +11,7 @@ import json
 import numpy as np
 import pytest
 
-from stencil.constraints import Constraint, allocate_token_bitmask
+from stencil.constraints import Constraint, allocate_token_bitmask, bitmask_to_bool
 
 DOC = "Present: Zbigniew Kaczmarek, Agnieszka Wróbel-Sowa (chair). Minutes: Agnieszka Wróbel-Sowa."
 GROUNDED = {
@@ -31,8 +31,7 @@ MONTH = {
 def allowed(matcher, vocab) -> np.ndarray:
     mask = allocate_token_bitmask(1, vocab.vocab_size)
     matcher.fill_next_token_bitmask(mask, 0)
-    bits = np.unpackbits(mask.numpy()[0].view(np.uint8), bitorder="little")
-    return bits[: vocab.vocab_size].astype(bool)
+    return bitmask_to_bool(mask, vocab.vocab_size)[0].numpy()
 
 
 @pytest.mark.parametrize("name", ["smol", "qwen"])
