@@ -64,11 +64,10 @@ def _edge_char(separators: frozenset[str]) -> str:
 
 _START, _END = _edge_char(_NO_START), _edge_char(_NO_END)
 # the units (chunks) a sibling property claims by its type or format, which a plain grounded
-# string then never contains: an address, an ISO-style date (and any date the source states,
-# in words too: ``_date_chunks``), a number with a decimal fraction
+# string then never contains: an address, a number with a decimal fraction, and a date the
+# source states, in digits or words (``_date_chunks``: ``112/03/2026`` in a code is none)
 _CLAIMED = {
     "email": re.compile(EMAIL),
-    "date": re.compile(r"[0-9]{1,4}[\-/.][0-9]{1,2}[\-/.][0-9]{1,4}"),
     "number": re.compile(r"[0-9][0-9,]*\.[0-9]+"),
 }
 # the longest span (JSON characters) checked against a grounded string's pattern at compile time
@@ -335,7 +334,7 @@ class _LarkWriter:
         name = f"GROUNDED_{number}"
         low, high = node.get("minLength", 1), node.get("maxLength")
         claims = [k for k in claimed.split(",") if k]
-        kinds = [_CLAIMED[k] for k in claims]
+        kinds = [_CLAIMED[k] for k in claims if k in _CLAIMED]
         barred = {c for c in set(self.chunks) if any(k.fullmatch(c) for k in kinds)}
         dates = self.dates if "date" in claims else frozenset()
         chunks = [_BARRIER if c in barred or i in dates else c for i, c in enumerate(self.chunks)]

@@ -502,3 +502,16 @@ def test_a_date_in_words_is_claimed_by_a_date_sibling(smol_compiler, smol_tokeni
     assert accepts_text(compiled, smol_tokenizer, '{"ref": "AB 17"}')
     for date in ("Nov 15, 2026", "15, 2026", "4. März 2027"):
         assert accepts_text(compiled, smol_tokenizer, f'{{"ref": "{date}"}}') is (sibling is None)
+
+
+def test_a_date_sibling_claims_dates_not_date_shaped_codes(smol_compiler, smol_tokenizer):
+    """A code whose digits look like a date (``112/03/2026``: no day 112) stays a span; the
+    document's real dates, in digits too, stay claimed."""
+    props = {"number": {"type": "string"}, "issued": {"type": "string", "format": "date"}}
+    schema = {"type": "object", "properties": props, "additionalProperties": False}
+    doc = "Faktura VAT nr FV/112/03/2026\nData wystawienia: 12.03.2026 (2026-03-12)"
+    constraint = Constraint.json_schema(schema, source_text=doc, ground_strings=True)
+    compiled = smol_compiler.compile(constraint)
+    assert accepts_text(compiled, smol_tokenizer, '{"number": "FV/112/03/2026"}')
+    for date in ("12.03.2026", "2026-03-12"):
+        assert not accepts_text(compiled, smol_tokenizer, f'{{"number": "{date}"}}')
