@@ -34,9 +34,11 @@ from stencil.constraints import (
     currencies_in,
     currencies_named,
     dates_in,
+    described_numbers,
     dois_in,
     ibans_in,
     numbers_in,
+    numbers_in_units,
     phones_in,
     readings_in,
 )
@@ -204,13 +206,31 @@ def _narrowed(key: str, sub: dict[str, Any], document: str) -> dict[str, Any] | 
         )
     if is_code(key, sub):  # after the currency: a ``currency_code`` is a currency
         sub = {**sub, "pattern": CODE_PATTERN}
-    if sub.get("type") in ("number", "integer") and not numbers_in(document):
-        return None
+    if sub.get("type") in ("number", "integer"):
+        return _stated_numbers(key, sub, document)
     if sub.get("format") == "date" and not dates_in(document):
         return None
     if sub.get("type") == "string" and "pattern" in sub and not states_match(document, sub):
         return None
     return sub
+
+
+def _stated_numbers(key: str, sub: dict[str, Any], document: str) -> dict[str, Any] | None:
+    """A number field for this document: None where it states no number (in the field's
+    units, where the field's name or description names any: ``yearly``, ``per month``,
+    ``sqm``); narrowed to those where it states others in other units (``16 € pro Stunde``,
+    ``12 % pension``, ``850 sq ft``: ``numbers_in_units``)."""
+    stated = numbers_in(document)
+    named = LEXICON.units_in(" ".join([*LEXICON.words(key), str(sub.get("description", ""))]))
+    if not named or not stated:
+        return sub if stated else None
+    kept = numbers_in_units(document, frozenset(unit for _, unit in named))
+    if len(kept) == len(stated):
+        return sub
+    kept = list(dict.fromkeys([*kept, *described_numbers(sub)]))
+    if sub["type"] == "integer":
+        kept = [int(v) for v in kept if v == int(v)]
+    return {**sub, "enum": kept} if kept else None
 
 
 def _stated_currencies(sub: dict[str, Any], document: str) -> dict[str, Any] | None:
@@ -274,7 +294,7 @@ def _kind(sub: dict[str, Any]) -> str:
     kind = "/".join(k for k in kind if k != "null") if isinstance(kind, list) else str(kind)
     if sub.get("format") in ("date", "date-time", "time", "email", "uri"):
         return sub["format"]
-    if "enum" in sub:
+    if "enum" in sub and kind not in ("number", "integer"):  # a number: the document's, unlisted
         return "one of " + ", ".join(json.dumps(v, ensure_ascii=False) for v in sub["enum"][:12])
     if kind == "array":
         items = sub.get("items") if isinstance(sub.get("items"), dict) else {}

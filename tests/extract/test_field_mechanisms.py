@@ -102,6 +102,36 @@ def test_shaped_fields_take_only_such_values_the_document_states():
 
 
 @pytest.mark.parametrize(
+    ("doc", "enum"),
+    [
+        ("Wir zahlen 15,50 € brutto pro Stunde.", None),  # an hourly wage only: not asked
+        ("Ayuda de 600 euros al mes, 12 % de pensión, 37 horas a la semana.", None),
+        ("Stundenlohn: 14 €; ab 2027 Tarif", [2027]),  # the label names the hour
+        ("£38,000 to £44,000 per year, 25 days' leave, from 9.50 an hour", [38000, 44000, 25]),
+        ("Gehalt 52.000 € (brutto im Jahr)", "asked whole"),  # nothing in another unit
+    ],
+)
+def test_a_number_field_that_names_its_unit_takes_no_number_in_another(doc, enum):
+    """A field named or described for a period, an area or a share never takes a number the
+    document states per another period, in another area unit or as a share."""
+    sub = {"type": "number", "description": "Lower end of the yearly salary range"}
+    props = narrow_schema({"properties": {"salary_min": sub}}, doc)["properties"]
+    assert props.get("salary_min") == (
+        None if enum is None else sub if enum == "asked whole" else {**sub, "enum": enum}
+    )
+    free = {"type": "number", "description": "Amount"}  # names no unit: every number
+    assert narrow_schema({"properties": {"x": free}}, doc)["properties"]["x"] == free
+
+
+def test_an_area_in_square_feet_is_no_size_in_square_metres():
+    schema = {"properties": {"size_sqm": {"type": "integer"}, "rent": {"type": "number"}}}
+    doc = "Studio, 850 sq ft, $1,950 per month, built 1998"
+    props = narrow_schema(schema, doc)["properties"]
+    assert props["size_sqm"] == {"type": "integer", "enum": [1998]}  # no rent per month
+    assert props["rent"] == {"type": "number"}
+
+
+@pytest.mark.parametrize(
     ("key", "value", "takes"),
     [
         ("order_id", "BK-558213", True),

@@ -43,6 +43,9 @@ class Lexicon:
     currency_names: Mapping[str, tuple[str, ...]]
     """a currency's name in words (lower case) -> its ISO 4217 code, or the codes it may
     stand for (``kr``: SEK, NOK, DKK)."""
+    units: Mapping[str, re.Pattern[str]]
+    """a unit (``hour``, ``month``, ``square_metre``, ``percent``) -> what reads its words
+    (``pro Stunde``, ``/mes``, ``m²``, ``%``) in lower-case text."""
 
     def concepts_for(self, name: str) -> tuple[str, ...] | None:
         """The concepts a field asks for by the words of its name (``billingAddress``,
@@ -64,6 +67,12 @@ class Lexicon:
             return frozenset()
         found = [days for name, days in self.weekdays.items() if name.startswith(word)]
         return frozenset().union(*found)
+
+    def units_in(self, text: str) -> list[tuple[int, str]]:
+        """``(position, unit)`` of each unit ``text`` names, in order."""
+        lower = text.lower()
+        found = [(m.start(), u) for u, p in self.units.items() for m in p.finditer(lower)]
+        return sorted(found)
 
     def words(self, text: str) -> list[str]:
         """``text``'s words as the lexicon compares them: split on blanks, punctuation, ``_`` and
@@ -111,7 +120,20 @@ def load_lexicon(path: Path = _FILE) -> Lexicon:
                 for name, codes in names.items()
             }
         ),
+        units=MappingProxyType({u: _phrases(ws) for u, ws in data["units"].items()}),
     )
+
+
+def _phrases(phrases: list[str]) -> re.Pattern[str]:
+    """What reads any of ``phrases`` (lower case), not inside a word at a letter's end
+    (``/an`` is not ``/ano``'s start)."""
+    edges = [
+        ("(?<!\\w)" if p[0].isalnum() else "")
+        + re.escape(p)
+        + ("(?!\\w)" if p[-1].isalnum() else "")
+        for p in sorted(phrases, key=len, reverse=True)
+    ]
+    return re.compile("|".join(edges))
 
 
 LEXICON = load_lexicon()

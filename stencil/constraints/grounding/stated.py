@@ -79,11 +79,19 @@ _SIGN = re.compile(
 )
 # a phone number as printed: an optional +, digits in groups joined by a space, dot, dash,
 # slash or parentheses (+49 176 44455566, (555) 123-4567, 05 56 44 21 90)
-_PHONE = re.compile(r"(?<![\w+.,/-])(?:\+|\(\d)?\d[\d()]*(?:[ ./-]\(?\d[\d()]*)*(?![\w,.]?\d|/)")
+_PHONE = re.compile(
+    r"(?<![\w+.,/-])(?:\+|\(\d)?\d[\d()]*(?:(?:[ ./-]| [-–/] )\(?\d[\d()]*)*(?![\w,.]?\d|/)"
+)  # groups apart by a space, dot, hyphen or slash, or a spaced dash or slash (``030 - 232 18``)
+# how far a number's unit may stand from it, and what ends its clause first
+_UNIT_REACH = 24
+_UNIT_STOP = re.compile(r"[0-9\n;()|\[\]]|,\s")
+_LABEL_STOP = re.compile(
+    r"[0-9\n;()\[\].,!?]"
+)  # a label before a number: its sentence's, its row's
 # a DOI (Crossref's pattern for modern DOIs: 10.prefix/suffix), without the punctuation after it
 _DOI = re.compile(r"(?<![\w.])10\.\d{4,9}/[-._;()/:A-Za-z0-9]+")
 _CLOCK_TIME = re.compile(r"(?<![\d:.,])\d{1,2}:\d{2}(?::\d{2})?(?![\d:])")
-_YEARS = re.compile(r"(?:19|20)\d\d\s?[-/]\s?(?:19|20)\d\d")  # a year range, no phone
+_YEARS = re.compile(r"(?:19|20)\d\d\s?[-–/]\s?(?:19|20)\d\d")  # a year range, no phone
 # an IBAN as printed: country, check digits, then letters and digits in groups of four (the
 # last shorter) with or without a space between groups
 _IBAN = re.compile(
@@ -96,6 +104,28 @@ def numbers_in(source: str) -> list[float]:
     reads two ways (``1,580``: 1580 or 1.58) takes the text's decimal mark, or both readings when
     the text never shows which mark it uses."""
     return list(dict.fromkeys(number_mentions(source)))
+
+
+def numbers_in_units(source: str, units: frozenset[str]) -> list[float]:
+    """The numbers a text states (as ``numbers_in``) less those stated only in a unit outside
+    ``units`` (the lexicon's ``hour``, ``month``, ``square_metre``, ``percent`` ...): for a
+    field that names its unit, ``15,50 € pro Stunde`` is no yearly salary."""
+    spans = number_spans(source)
+    return list(dict.fromkeys(v for s, e, v in spans if _unit(source, s, e) in (None, *units)))
+
+
+def _unit(source: str, start: int, end: int) -> str | None:
+    """The unit a number's next words name (``€ brutto pro Stunde``, ``m²``) within its clause
+    (no digit, line break, bracket, semicolon or comma between: ``£44k pro rata, paid
+    monthly`` is yearly), else the last its label names (``Stundenlohn:``, same sentence)."""
+    after = source[end : end + _UNIT_REACH]
+    after = after[: stop.start()] if (stop := _UNIT_STOP.search(after)) else after
+    if found := LEXICON.units_in(after):
+        return found[0][1]
+    before = source[max(0, start - _UNIT_REACH) : start]
+    before = before[max((m.end() for m in _LABEL_STOP.finditer(before)), default=0) :]
+    found = LEXICON.units_in(before)
+    return found[-1][1] if found else None
 
 
 def number_mentions(source: str) -> list[float]:

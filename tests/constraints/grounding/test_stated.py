@@ -12,6 +12,7 @@ from stencil.constraints.grounding.stated import (
     dois_in,
     ibans_in,
     numbers_in,
+    numbers_in_units,
     phones_in,
     times_in,
 )
@@ -182,6 +183,8 @@ def test_ibans_in(text, ibans):
         ("WhatsApp: +49 176 44455566 — Lena", ["+49 176 44455566"]),
         ("Call (555) 123-4567 or 555.123.4567", ["(555) 123-4567", "555.123.4567"]),
         ("Tel. +44 (0)20 7946 0958", ["+44 (0)20 7946 0958"]),
+        ("telefoon 030 - 232 18 40, Fax 0711 / 12 34 56", ["030 - 232 18 40", "0711 / 12 34 56"]),
+        ("open 2019 – 2024, rooms 12 - 14", []),  # a year range and a range
         ("Total 1.284,60 on 2026-10-14 and 14.03.2026; 2020-2023; room 16", []),
         ("https://doi.org/10.18653/v1/2023.emnlp-main.42", []),  # a DOI's prefix
     ],
@@ -196,3 +199,19 @@ def test_dois_in():
     # a Markdown link: the DOI ends where Crossref's characters do
     link = "DOI: [10.31219/osf.io/7xk2p](https://doi.org/10.31219/osf.io/7xk2p)"
     assert dois_in(link) == ["10.31219/osf.io/7xk2p"]
+
+
+@pytest.mark.parametrize(
+    ("text", "units", "numbers"),
+    [
+        ("15,50 € pro Stunde, 37 timer om ugen, 600 euros al mes", {"year"}, []),
+        ("15,50 € pro Stunde, 37 timer om ugen, 600 euros al mes", {"hour"}, [15.5]),
+        ("Rent: 1,200/month. 65 m² (700 sq ft)", {"square_metre"}, [65.0]),
+        ("| Bedrooms | 2\n| Square feet | 850", {"square_metre"}, [2.0]),  # a row's label
+        ("RAL 35.000,00 € + 10 % bonus, 2 sedi", {"year"}, [35000.0, 2.0]),  # RAL: yearly pay
+        ("Budget: £38k–£44k pro rata, paid monthly.", {"year"}, [38000.0, 44000.0]),
+        ("Kaltmiete 850,00 €, Kaution 2.550,00 €", {"month"}, [850.0, 2550.0]),  # no unit: kept
+    ],
+)
+def test_numbers_in_units(text, units, numbers):
+    assert numbers_in_units(text, frozenset(units)) == numbers
