@@ -16,7 +16,7 @@ from stencil.engine.sampling_params import SamplingParams
 from stencil.extract import questions, reading
 from stencil.extract.document_proposer import DocumentProposer
 from stencil.extract.merge import Grounding
-from stencil.extract.odds import cuttable, reread
+from stencil.extract.odds import cuttable, reread, weighed_number
 from stencil.extract.prompt import (
     SAFETY_TOKENS,
     HFTokenCounter,
@@ -201,6 +201,8 @@ class EngineExtractor:
                     params = replace(self.params, frequency_penalty=penalty, proposer=part.proposer)
                     if self.per_field and cuttable(schema):
                         params = replace(params, logprobs=TOP_LOGPROBS)
+                    elif self.per_field and weighed_number(schema):
+                        params = replace(params, logprobs=0, logprobs_mode="raw_logprobs")
                     part.schemas[rid] = schema
                     if self.spec.per_document:
                         constraint = self.spec.constraint(part.window.text, schema)
@@ -283,7 +285,7 @@ class _Doc:
 
     def finish(self, part: _Part, out: Any, decode: Any) -> None:
         """Take one finished request's answer, reread where the model's odds say so: a string
-        closed at a separator (``span_ends``)."""
+        closed at a separator (``span_ends``), a number it did not want left out (``odds``)."""
         completion = out.outputs[0]
         key = out.request_id.rpartition(":")[2]
         schema = part.schemas.pop(out.request_id, {})

@@ -1,5 +1,7 @@
 """A field question's answer reread by the model's odds, the same way for every backend: a
-string closed at a separator where closing is near (``span_ends``).
+string closed at a separator where closing is near (``span_ends``); an optional number the
+model did not want left out (``unwanted``: by its raw logprobs, which the in-process engine
+gives, before the constraint's mask).
 
 The in-process engine hands over token ids, per-position logprobs and its tokenizer's decode;
 an OpenAI-compatible server (``--server``) hands over ``choice.logprobs.content``, per position
@@ -24,6 +26,40 @@ def cuttable(schema: dict[str, Any]) -> bool:
     return len(props) == 1 and all(isinstance(v, dict) and is_top_string(v) for v in props.values())
 
 
+UNWANTED = -3.0
+"""A number's digit the model gave less than e^-3 (5%) before the mask is one the constraint
+pushed on it: what it wanted is no number the document states (an hourly wage for a yearly
+salary, ``2`` rooms of a ``bilocale``), so the field is not stated."""
+
+
+def weighed_number(schema: dict[str, Any]) -> bool:
+    """Whether a field question's answer is an optional top-level number, left out where the
+    model did not want it (its question asks raw logprobs: ``unwanted``)."""
+    props = schema.get("properties") or {}
+    return (
+        len(props) == 1 and not schema.get("required") and all(_numeric(v) for v in props.values())
+    )
+
+
+def _numeric(sub: Any) -> bool:
+    kinds = sub.get("type") if isinstance(sub, dict) else None
+    kinds = kinds if isinstance(kinds, list) else [kinds]
+    return bool({"number", "integer"} & set(kinds))
+
+
+def unwanted(logprobs: Sequence[PositionLogprobs]) -> bool:
+    """Whether a number answer holds a value token the model gave under ``UNWANTED`` (raw
+    logprobs; a token the constraint forced has 0). Only tokens after the key's colon count:
+    the answer's braces are the format's, not the model's reading."""
+    text = ""
+    for position in logprobs:
+        token = position.chosen
+        if ":" in text and any(c.isdigit() for c in token.token) and token.logprob < UNWANTED:
+            return True
+        text += token.token
+    return False
+
+
 def reread(
     key: str,
     schema: dict[str, Any],
@@ -33,8 +69,11 @@ def reread(
     decode: Callable[[Sequence[int]], str],
 ) -> str:
     """The answer ``text`` to field ``key`` (its question's answer ``schema``) as the model's
-    odds read it: the string closed at a separator, else as it is (also where ``logprobs`` is
+    odds read it: the string closed at a separator, an optional number the model did not want
+    not stated (``{}``; ``logprobs`` raw there), else as it is (also where ``logprobs`` is
     empty or None)."""
+    if logprobs and weighed_number(schema):
+        return "{}" if unwanted(logprobs) else text
     if not logprobs or not cuttable(schema):
         return text
     return close_at_separator(key, token_ids, logprobs, decode) or text
