@@ -70,8 +70,8 @@ class OutputProcessor:
                 seq.logprobs.append(lp)
                 seq.cumulative_logprob += lp.chosen.logprob
             self._push(seq, token)
-            if guided:
-                self._jump_forward(seq)
+            if guided and not seq.params.asks_raw_logprobs:
+                self._jump_forward(seq)  # raw logprobs: every token from a forward, none jumped
             if closing and (not seq.is_finished or seq.finish_reason == "length"):
                 closed = self._close(seq, snapshot)
             if seq.trace is not None:

@@ -147,7 +147,7 @@ def raw_logprobs(logits: torch.Tensor, seqs: list[Sequence]) -> dict[int, torch.
     return {
         i: torch.log_softmax(logits[i], dim=-1)
         for i, s in enumerate(seqs)
-        if s.params.logprobs is not None and s.params.logprobs_mode == "raw_logprobs"
+        if s.params.asks_raw_logprobs
     }
 
 

@@ -26,7 +26,8 @@ class SamplingParams:
     ``logprobs``: None = none; k >= 0 = the chosen token's logprob plus the top k.
     ``logprobs_mode``: what those logprobs are of (vLLM's names): ``"processed_logprobs"``, the
     distribution sampled from (under the constraint's mask); ``"raw_logprobs"``, the model's own
-    (the forward's logits, before the mask): how much the model wanted the token it was given.
+    (the forward's logits, before the mask): how much the model wanted the token it was given;
+    then no token is jumped forward (each comes from a forward and has its raw logprob).
     ``constraint``: a :class:`stencil.Constraint`; the output then always matches it.
     ``close_on_length``: inside a constraint, reserve enough of ``max_tokens`` to close the
     structure validly instead of stopping mid-structure with ``finish_reason="length"``.
@@ -69,6 +70,11 @@ class SamplingParams:
         self.stop = list(self.stop or [])
         self.stop_token_ids = list(self.stop_token_ids or [])
         self._check()
+
+    @property
+    def asks_raw_logprobs(self) -> bool:
+        """Whether logprobs are asked, of the model's own distribution (``raw_logprobs``)."""
+        return self.logprobs is not None and self.logprobs_mode == "raw_logprobs"
 
     def _check(self) -> None:
         _require(
