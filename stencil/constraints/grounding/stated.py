@@ -82,12 +82,11 @@ _SIGN = re.compile(
 _PHONE = re.compile(
     r"(?<![\w+.,/-])(?:\+|\(\d)?\d[\d()]*(?:(?:[ ./-]| [-–/] )\(?\d[\d()]*)*(?![\w,.]?\d|/)"
 )  # groups apart by a space, dot, hyphen or slash, or a spaced dash or slash (``030 - 232 18``)
-# how far a number's unit may stand from it, and what ends its clause first
+# how far a number's unit may stand from it, what ends its clause first, and what ends the
+# label before it (its sentence's, its table row's)
 _UNIT_REACH = 24
 _UNIT_STOP = re.compile(r"[0-9\n;()|\[\]]|,\s")
-_LABEL_STOP = re.compile(
-    r"[0-9\n;()\[\].,!?]"
-)  # a label before a number: its sentence's, its row's
+_LABEL_STOP = re.compile(r"[0-9\n;()\[\].,!?]")
 # a DOI (Crossref's pattern for modern DOIs: 10.prefix/suffix), without the punctuation after it
 _DOI = re.compile(r"(?<![\w.])10\.\d{4,9}/[-._;()/:A-Za-z0-9]+")
 _CLOCK_TIME = re.compile(r"(?<![\d:.,])\d{1,2}:\d{2}(?::\d{2})?(?![\d:])")
