@@ -23,7 +23,7 @@ from .errors import (
     UnstatedValueError,
     UnsupportedSchemaError,
 )
-from .grounding import claimed_kinds, described_numbers, uses_grounding
+from .grounding import claimed_kinds, described_numbers, number_enum, uses_grounding
 from .grounding.document_index import DocumentIndex, Label, number_runs, without_label
 from .grounding.lexicon import LEXICON, Lexicon
 from .grounding.stated import (
@@ -83,6 +83,7 @@ __all__ = [
     "dates_in",
     "dois_in",
     "ibans_in",
+    "number_enum",
     "number_mentions",
     "number_runs",
     "number_spans",

@@ -34,9 +34,9 @@ from stencil.constraints import (
     currencies_in,
     currencies_named,
     dates_in,
-    described_numbers,
     dois_in,
     ibans_in,
+    number_enum,
     numbers_in,
     numbers_in_units,
     phones_in,
@@ -227,9 +227,7 @@ def _stated_numbers(key: str, sub: dict[str, Any], document: str) -> dict[str, A
     kept = numbers_in_units(document, frozenset(unit for _, unit in named))
     if len(kept) == len(stated):
         return sub
-    kept = list(dict.fromkeys([*kept, *described_numbers(sub)]))
-    if sub["type"] == "integer":
-        kept = [int(v) for v in kept if v == int(v)]
+    kept = number_enum(sub, kept)
     return {**sub, "enum": kept} if kept else None
 
 

@@ -7,6 +7,19 @@ text states; ``lexicon`` (``lexicon.toml``) holds the words documents print (lab
 currency signs) and ``document_index`` reads one document through both."""
 
 from .lark_writer import grounded_lark
-from .marking import claimed_kinds, described_numbers, mark_grounded, uses_grounding
+from .marking import (
+    claimed_kinds,
+    described_numbers,
+    mark_grounded,
+    number_enum,
+    uses_grounding,
+)
 
-__all__ = ["claimed_kinds", "described_numbers", "grounded_lark", "mark_grounded", "uses_grounding"]
+__all__ = [
+    "claimed_kinds",
+    "described_numbers",
+    "grounded_lark",
+    "mark_grounded",
+    "number_enum",
+    "uses_grounding",
+]

@@ -76,14 +76,21 @@ def mark_grounded(
             kinds = ",".join(sorted(kinds))
             out["properties"] = {k: walk(v, kinds) for k, v in node["properties"].items()}
         if numbers and node.get("type") in ("number", "integer") and not _fixed(node):
-            stated = dict.fromkeys([*numbers, *described_numbers(node)])
-            wanted = [v for v in stated if node["type"] == "number" or v == int(v)]
-            out["enum"] = [int(v) if node["type"] == "integer" else v for v in wanted]
+            out["enum"] = number_enum(node, numbers)
         if dates and node.get("format") == "date" and not _fixed(node):
             out["enum"] = dates
         return out
 
     return walk(schema), count
+
+
+def number_enum(node: dict[str, Any], numbers: list[float]) -> list[float]:
+    """The values a ``number`` / ``integer`` subschema may take: ``numbers`` and those its
+    description states (``described_numbers``), each once; an integer's whole ones, as ints."""
+    stated = dict.fromkeys([*numbers, *described_numbers(node)])
+    if node.get("type") == "integer":
+        return [int(v) for v in stated if v == int(v)]
+    return list(stated)
 
 
 def described_numbers(node: Any) -> list[float]:
