@@ -23,7 +23,7 @@ from .errors import (
     UnstatedValueError,
     UnsupportedSchemaError,
 )
-from .grounding import claimed_kinds, described_numbers, number_enum, uses_grounding
+from .grounding import claimed_kinds, described_numbers, number_enum, unwrapped, uses_grounding
 from .grounding.document_index import DocumentIndex, Label, number_runs, without_label
 from .grounding.lexicon import LEXICON, Lexicon
 from .grounding.stated import (
@@ -94,6 +94,7 @@ __all__ = [
     "special_token_ids",
     "times_in",
     "translate",
+    "unwrapped",
     "uses_grounding",
     "without_label",
 ]

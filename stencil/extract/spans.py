@@ -5,7 +5,8 @@ end]``, offsets in code points (Python ``str`` indices; ``Array.from(text)`` in 
 the document's text as ``stencil extract`` read it (HTML as its visible text, PDF as its text
 layer), so ``text[start:end]`` is what the value was read from:
 
-- a string: its verbatim occurrence (grounded strings are spans of the document by construction);
+- a string: its verbatim occurrence (grounded strings are spans of the document by construction;
+  a space where the document wraps its line, ``soft_breaks``, spans the break);
 - a number: where the document states it, in the document's spelling (``1.190,00`` -> 1190.0);
 - a date: where it is stated in any spelling the readers know (``4. März 2024`` ->
   ``"2024-03-04"``; a slashed ``03/04/2024`` counts for both of its readings).
@@ -23,7 +24,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from stencil.constraints import date_spans, number_spans
+from stencil.constraints import date_spans, number_spans, unwrapped
 
 Occurrence = tuple[int, int, str]
 """``(start, end, how)``: how is ``verbatim`` (the value's own text) or ``stated`` (another
@@ -38,15 +39,17 @@ class Locator:
         self.offset = offset
         self._numbers = number_spans(text)
         self._dates = date_spans(text)
+        self._unwrapped, self._origin = unwrapped(text)
 
     def occurrences(self, leaf: Any) -> list[Occurrence]:
         """Every place (offsets into ``text``) that states ``leaf``, in order."""
         if isinstance(leaf, bool) or leaf is None or leaf == "":
             return []
         if isinstance(leaf, str):
+            origin = self._origin
             found = [
-                (m.start(), m.start() + len(leaf), "verbatim")
-                for m in re.finditer(f"(?={re.escape(leaf)})", self.text)
+                (origin[m.start()], origin[m.start() + len(leaf) - 1] + 1, "verbatim")
+                for m in re.finditer(f"(?={re.escape(leaf)})", self._unwrapped)
             ]
             found += [(s, e, "stated") for s, e, iso in self._dates if iso == leaf]
             return sorted(set(found))

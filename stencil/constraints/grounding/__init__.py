@@ -4,7 +4,8 @@ dates that it states. ``marking`` finds the grounded strings, ``lark_writer`` wr
 (``span_automaton``: the C walk in ``csrc/span_walk.c``; ``span_automaton_ref``: its Python twin)
 of the source, stepping tokens through a ``token_trie``; ``stated`` reads the numbers and dates a
 text states; ``lexicon`` (``lexicon.toml``) holds the words documents print (labels, month names,
-currency signs) and ``document_index`` reads one document through both."""
+currency signs) and ``document_index`` reads one document through both; ``soft_breaks`` finds
+where a text was wrapped inside a sentence."""
 
 from .lark_writer import grounded_lark
 from .marking import (
@@ -14,6 +15,7 @@ from .marking import (
     number_enum,
     uses_grounding,
 )
+from .soft_breaks import unwrapped
 
 __all__ = [
     "claimed_kinds",
@@ -21,5 +23,6 @@ __all__ = [
     "grounded_lark",
     "mark_grounded",
     "number_enum",
+    "unwrapped",
     "uses_grounding",
 ]

@@ -5,10 +5,10 @@ string: no ``pattern``, ``enum``, ``const`` or ``format`` other than ``email``) 
 before the usual JSON Schema translation, so everything else keeps its exact semantics. The
 translated schema is then written as a Lark grammar: the objects, arrays and unions on the way
 to a grounded string become rules, every other subtree stays an inline ``%json { ... }`` block,
-and each grounded string is a lexeme over the JSON-escaped source, cut into chunks at word
-boundaries (words, single punctuation and whitespace characters, escapes), so a value starts and
-ends on a chunk boundary, never at whitespace, never starts with a separator such as `,` `;` `)`
-nor ends with one such as `,` `(`.
+and each grounded string is a lexeme over the JSON-escaped source (each soft line break one
+space: ``soft_breaks``), cut into chunks at word boundaries (words, single punctuation and
+whitespace characters, escapes), so a value starts and ends on a chunk boundary, never at
+whitespace, never starts with a separator such as `,` `;` `)` nor ends with one such as `,` `(`.
 
 A plain grounded string (no ``format``, ``pattern`` or length bound) is co-matched: its lexeme
 is only the trie of the spans' first ``WINDOW`` bytes (exact: llguidance checks the tokens that
@@ -32,6 +32,7 @@ from typing import Any
 from ..errors import ConstraintError, UnstatedValueError, UnsupportedSchemaError
 from ..json_schema.ecma_regex import ecma_pattern, structure
 from .marking import EMAIL, SENTINEL, SPAN_FORMATS
+from .soft_breaks import unwrapped
 from .stated import date_spans
 
 # an email address and a code with digits (words joined by - / . , : with a digit: a date,
@@ -86,22 +87,24 @@ _ARRAY_KEYS = frozenset({"type", "items", "minItems", "maxItems"})
 
 
 def source_chunks(source: str) -> list[str]:
-    """The JSON-escaped source cut at word boundaries (the units a grounded value is made of)."""
+    """The JSON-escaped source, each soft line break one space (a value copied across one has
+    a space), cut at word boundaries: the units a grounded value is made of."""
     return [
         json.dumps(c, ensure_ascii=False)[1:-1] if _ESCAPED.search(c) else c
-        for c in _CHUNK.findall(source)
+        for c in _CHUNK.findall(unwrapped(source)[0])
     ]
 
 
 def _date_chunks(source: str) -> frozenset[int]:
     """The chunks (by index) of the dates the source states in words or digits (``Nov 15,
     2026``, ``4. März 2024``): what a sibling ``format: date`` field claims whole."""
-    spans = date_spans(source)
+    text = unwrapped(source)[0]  # as ``source_chunks`` cuts it
+    spans = date_spans(text)
     if not spans:
         return frozenset()
     return frozenset(
         i
-        for i, m in enumerate(_CHUNK.finditer(source))
+        for i, m in enumerate(_CHUNK.finditer(text))
         if any(a < m.end() and m.start() < b for a, b, _ in spans)
     )
 

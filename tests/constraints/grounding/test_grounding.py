@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from stencil.constraints import Constraint, ConstraintError, translate
 from stencil.constraints.errors import UnsupportedSchemaError
 from stencil.constraints.grounding.marking import mark_grounded
+from stencil.constraints.grounding.soft_breaks import soft_breaks
 from stencil.constraints.grounding.stated import dates_in, numbers_in
 
 SETTINGS = settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))
@@ -515,3 +516,39 @@ def test_a_date_sibling_claims_dates_not_date_shaped_codes(smol_compiler, smol_t
     assert accepts_text(compiled, smol_tokenizer, '{"number": "FV/112/03/2026"}')
     for date in ("12.03.2026", "2026-03-12"):
         assert not accepts_text(compiled, smol_tokenizer, f'{{"number": "{date}"}}')
+
+
+WRAPPED = (
+    "Vliv městského tepelného ostrova na spotřebu energie\n"
+    "na chlazení bytových domů v Brně\n"
+    "\n"
+    "Hotel Bayerischer\n"
+    "Hof in München, Empfang  \n"
+    "   und Buchhaltung\n"
+    "contact:\n"
+    "jana@example.com\n"
+    "Phone 030 123\n"
+    "email: jana@example.com\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("value", "ok"),
+    [
+        ("Vliv městského tepelného ostrova na spotřebu energie na chlazení bytových domů", True),
+        ("Vliv městského tepelného ostrova na spotřebu energie\nna chlazení", False),
+        ("Empfang und Buchhaltung", True),  # the blanks around a soft break are one space
+        ("Hotel Bayerischer Hof", False),  # before a capital: the line may end a value
+        ("Hotel Bayerischer\nHof", True),
+        ("Phone 030 123 email", False),  # before a label
+    ],
+)
+def test_a_value_goes_on_across_a_soft_line_break(smol_compiler, smol_tokenizer, value, ok):
+    compiled = smol_compiler.compile(Constraint.json_schema(NAME, source_text=WRAPPED))
+    text = json.dumps({"v": value}, ensure_ascii=False)
+    assert accepts_text(compiled, smol_tokenizer, text) is ok
+
+
+def test_soft_breaks_are_inside_sentences():
+    broken = [WRAPPED[s:e] for s, e in soft_breaks(WRAPPED)]
+    assert broken == ["\n", "  \n   "]  # not after `contact:`, before `email:` or a capital
