@@ -164,8 +164,12 @@ def test_window_schema_makes_fields_optional_only_with_several_windows():
         ("Paid 1.190,00 EUR on 04.03.2024", "amount", 1190.0, "1.190,00"),
         ("Paid on 04/03/2024, 2.50 each", "date", "2024-04-03", "04/03/2024"),  # either reading
         ("Paid on 04/03/2024, 2.50 each", "date", "2024-03-04", "04/03/2024"),
-        ("se reúnen en el portal del\n  edificio.", "place", "el portal del edificio",
-         "el portal del\n  edificio"),  # a value across a soft line break
+        (
+            "se reúnen en el portal del\n  edificio.",
+            "place",
+            "el portal del edificio",
+            "el portal del\n  edificio",
+        ),  # a value across a soft line break
     ],
 )
 def test_a_value_maps_to_its_stated_spelling(document, key, value, expected):

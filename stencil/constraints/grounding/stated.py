@@ -39,10 +39,13 @@ _TIME = re.compile(
 _MONTH = r"(?P<mon>[^\W\d_]{3,12})\.?"
 _DAY = r"(?P<day>\d{1,2})(?:st|nd|rd|th|er|º|°)?\.?"
 _YEAR = r"(?P<year>\d{4})"
+_YY = r"(?P<yy>\d{2})"  # a year of this century by its last two digits
 _DATES = [
     re.compile(rf"(?<![\w\-/.]){_YEAR}(?P<sep>[\-/.])(?P<num>\d{{1,2}})(?P=sep){_DAY}(?![\w\-/])"),
     re.compile(rf"\b{_MONTH} {_DAY},? {_YEAR}\b"),
-    re.compile(rf"\b{_DAY} (?:de )?{_MONTH},? (?:de )?{_YEAR}\b"),
+    re.compile(rf"\b{_DAY} (?:de |of )?{_MONTH},? (?:del? )?{_YEAR}\b"),
+    re.compile(rf"(?<![\w\-/.]){_DAY}-{_MONTH}-(?:{_YEAR}|{_YY})(?![\w\-/])"),  # 03-Mar-26
+    re.compile(rf"\b{_DAY} {_MONTH} '{_YY}\b"),  # 3 Mar '26
 ]
 # the first day of a range that names its month and year once (4-6 December 2026, du 4 au 6
 # décembre 2026, 4. bis 6. Dezember 2026, del 4 al 6 de diciembre de 2026, Dec 4-6, 2026; a
@@ -65,8 +68,9 @@ _YEARLESS = [
 _WORD_MONTHS = {"may"}  # month names that are also words: a month only with a capital
 # day first: dotted dates everywhere, slashed ones where the text writes decimal commas
 _DOTTED = re.compile(
-    r"(?<![\w\-/.])(?P<day>\d{1,2})\. ?(?P<num>\d{1,2})\. ?(?P<year>\d{4})(?![\w\-/])"
-)
+    r"(?<![\w\-/.])(?P<day>\d{1,2})\. ?(?P<num>\d{1,2})\. ?(?:(?P<year>\d{4})|(?P<yy>\d{2}))"
+    r"(?![\w\-/]|[.,]\d)"
+)  # 04.03.2026, 28. 3. 2026, 04.03.26
 _SLASHED = re.compile(r"(?<![\w\-/.])(\d{1,2})[\-/](\d{1,2})[\-/](\d{4})(?![\w\-/])")
 _CODE = re.compile(r"(?<![A-Za-z])[A-Z]{3}(?![A-Za-z])")
 # a currency sign of the lexicon, the longest first (``R$`` before ``$``); one of letters only
@@ -374,7 +378,8 @@ def _iso(parts: dict) -> str | None:
         month = LEXICON.months.get(parts["mon"].lower())
         if month is None:
             return None
+    year = int(parts["year"]) if parts.get("year") else 2000 + int(parts["yy"])
     try:
-        return datetime.date(int(parts["year"]), month, int(parts["day"])).isoformat()
+        return datetime.date(year, month, int(parts["day"])).isoformat()
     except ValueError:
         return None

@@ -68,6 +68,12 @@ def test_numbers_in_each_locale(text, numbers):
         ("den 2 augusti 2026; 1. desember 2026", ["2026-08-02", "2026-12-01"]),
         ("V Praze dne 14. března 2026, splatnost 28. 3. 2026", ["2026-03-14", "2026-03-28"]),
         ("des 12 participants, le 3 mars 2026", ["2026-03-03"]),  # no month read in "des"
+        ("Due: 3rd of March 2026; 14 de septiembre del 2026", ["2026-03-03", "2026-09-14"]),
+        (
+            "Invoice 03-Mar-2026, shipped 5-Mar-26, paid 9 Mar '26",
+            ["2026-03-03", "2026-03-05", "2026-03-09"],
+        ),
+        ("Bon 07.12.26 14:02, Python 3.11.2.1, 1.2.26.4", ["2026-12-07"]),  # a two-digit year
     ],
 )
 def test_dates_in_each_locale(text, dates):
