@@ -85,25 +85,24 @@ def workers(title: str) -> list[psutil.Process]:
 
 class Killer(threading.Thread):
     """SIGKILLs the first process whose title contains ``title`` (e.g. an actor running a batch:
-    ``'MapBatches(ExtractActor)).submit'``), once, within ``timeout`` seconds. ``killed`` holds
-    its pid afterwards."""
+    ``'MapBatches(ExtractActor)).submit'``), once, ``delay`` seconds after it shows, until
+    stopped (however long a loaded machine takes to start the actors). ``killed`` holds its pid
+    afterwards."""
 
-    def __init__(self, title: str, timeout: float = 120.0, delay: float = 0.0) -> None:
+    def __init__(self, title: str, delay: float = 0.0) -> None:
         super().__init__(daemon=True)
-        self.title, self.timeout, self.delay = title, timeout, delay
+        self.title, self.delay = title, delay
         self.killed: int | None = None
         self._done = threading.Event()
 
     def run(self) -> None:
-        deadline = time.monotonic() + self.timeout
-        while not self._done.is_set() and time.monotonic() < deadline:
+        while not self._done.is_set():
             found = workers(self.title)
-            if found:
-                self._done.wait(self.delay)
-                with contextlib.suppress(ProcessLookupError):
+            if found and not self._done.wait(self.delay):
+                with contextlib.suppress(ProcessLookupError):  # gone: look for the next one
                     os.kill(found[0].pid, signal.SIGKILL)
                     self.killed = found[0].pid
-                return
+                    return
             self._done.wait(0.1)
 
     def stop(self) -> None:
