@@ -165,7 +165,7 @@ def test_window_schema_makes_fields_optional_only_with_several_windows():
         ("Paid on 04/03/2024, 2.50 each", "date", "2024-04-03", "04/03/2024"),  # either reading
         ("Paid on 04/03/2024, 2.50 each", "date", "2024-03-04", "04/03/2024"),
         (
-            "se reúnen en el portal del\n  edificio.",
+            "En Zaragoza, a 25 de octubre, se reúnen en el portal del\n  edificio.",
             "place",
             "el portal del edificio",
             "el portal del\n  edificio",

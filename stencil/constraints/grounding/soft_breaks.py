@@ -5,17 +5,21 @@ domů``). A model copies such a value with a space, as it reads it; grounding le
 break, with the line's trailing and the next line's leading blanks, is one space in the text its
 spans are cut from), and ``spans`` place the value back on the document's two lines.
 
-A break is soft where the next line goes on with a lowercase word that is no label (``email:``)
-and the line before holds text that does not end with ``:``. A break before a capital, a digit
-or a bullet is kept: it may end a table row, a heading or an address line, where a value ends.
+A break is soft where a line of running text (``MIN_LINE`` characters or more, ending with a
+letter or a comma) goes on with a lowercase word that is neither a label (``email:``) nor an
+abbreviation or a code (``tel.``, ``arXiv:2607``). Any other break is kept: before a capital, a
+digit or a bullet, after a short line or a bracket, it may end a table row, a heading, a list's
+item or an address line, where a value ends.
 """
 
 from __future__ import annotations
 
 import re
 
-_BREAK = re.compile(r"[ \t]*\r?\n[ \t]*(?=[^\W\d_])")
-_LABEL = re.compile(r"[^\W\d_][\w .'-]{0,30}:(?:\s|$)")
+MIN_LINE = 40
+_BREAK = re.compile(r"(?<=[^\W\d_]|,)[ \t]*\r?\n[ \t]*(?=[^\W\d_])")
+_NOT_GOING_ON = re.compile(r"[^\W\d_][\w .'-]{0,30}:(?:\s|$)|\S*:|[^\W\d_]{1,4}\.(?!\S)")
+"""A label (``email: ...``), a word with a colon (``arXiv:2607``), an abbreviation (``tel.``)."""
 
 
 def soft_breaks(text: str) -> list[tuple[int, int]]:
@@ -23,11 +27,9 @@ def soft_breaks(text: str) -> list[tuple[int, int]]:
     found = []
     for m in _BREAK.finditer(text):
         start, end = m.span()
-        before = text[text.rfind("\n", 0, start) + 1 : start]
-        after = text[end : (text.find("\n", end) + 1 or len(text) + 1) - 1]
-        if text[end].islower() and before.strip() and not before.endswith(":"):
-            if not _LABEL.match(after):
-                found.append((start, end))
+        line = text[text.rfind("\n", 0, start) + 1 : start].strip()
+        if len(line) >= MIN_LINE and text[end].islower() and not _NOT_GOING_ON.match(text, end):
+            found.append((start, end))
     return found
 
 
