@@ -89,16 +89,20 @@ _ARRAY_KEYS = frozenset({"type", "items", "minItems", "maxItems"})
 def source_chunks(source: str) -> list[str]:
     """The JSON-escaped source, each soft line break one space (a value copied across one has
     a space), cut at word boundaries: the units a grounded value is made of."""
+    return _chunks(unwrapped(source)[0])
+
+
+def _chunks(text: str) -> list[str]:
+    """``text`` (unwrapped) cut at word boundaries, JSON-escaped."""
     return [
         json.dumps(c, ensure_ascii=False)[1:-1] if _ESCAPED.search(c) else c
-        for c in _CHUNK.findall(unwrapped(source)[0])
+        for c in _CHUNK.findall(text)
     ]
 
 
-def _date_chunks(source: str) -> frozenset[int]:
-    """The chunks (by index) of the dates the source states in words or digits (``Nov 15,
-    2026``, ``4. März 2024``): what a sibling ``format: date`` field claims whole."""
-    text = unwrapped(source)[0]  # as ``source_chunks`` cuts it
+def _date_chunks(text: str) -> frozenset[int]:
+    """The chunks (by index) of the dates an unwrapped source states in words or digits (``Nov
+    15, 2026``, ``4. März 2024``): what a sibling ``format: date`` field claims whole."""
     spans = date_spans(text)
     if not spans:
         return frozenset()
@@ -255,10 +259,10 @@ def _some_span_matches(
 class _LarkWriter:
     def __init__(self, root: dict[str, Any], source: str) -> None:
         self.root = root
-        self.source = source
+        self.text = unwrapped(source)[0]  # what the chunks are cut from
         self.defs = root.get("$defs", {})
         self.guidance = root.get("x-guidance", {})
-        self.chunks = source_chunks(source)
+        self.chunks = _chunks(self.text)
         self.rules: dict[str, str] = {}
         self.ref_rules: dict[str, str] = {}
         self.grounded_defs = _grounded_defs(self.defs)
@@ -268,7 +272,7 @@ class _LarkWriter:
     @functools.cached_property
     def dates(self) -> frozenset[int]:
         """The chunks of the dates the source states (read once, where a date is claimed)."""
-        return _date_chunks(self.source)
+        return _date_chunks(self.text)
 
     def grammar(self) -> str:
         body = {k: v for k, v in self.root.items() if k not in ("$defs", "x-guidance")}

@@ -3,11 +3,11 @@
 the lexicon's month names (``2024-03-04``, ``March 4, 2024``, ``4. März 2024``, ``04.03.2024``,
 ``4 de marzo de 2024``, ``4 marca 2024``, ``04-Mar-24``, ``04.03.24`` -> ``"2024-03-04"``; both
 days of a range that names its month once: ``4-6 December 2026``; a day and month by the dates
-the text gives) and currencies (``€``, ``£``, ``zł`` -> ``"EUR"``, ``"GBP"``, ``"PLN"``), for grounding free
-number, ``format: date`` and currency fields in the values of a source text; and IBANs, phone
-numbers and DOIs as written, for the fields that ask for one. Month and weekday names and
-currency signs are the lexicon's (``lexicon.toml``); ``document_index.DocumentIndex`` reads a
-document through these."""
+the text gives) and currencies (``€``, ``£``, ``zł`` -> ``"EUR"``, ``"GBP"``, ``"PLN"``), for
+grounding free number, ``format: date`` and currency fields in the values of a source text;
+and IBANs, phone numbers and DOIs as written, for the fields that ask for one. Month and weekday
+names and currency signs are the lexicon's (``lexicon.toml``); ``document_index.DocumentIndex``
+reads a document through these."""
 
 from __future__ import annotations
 
