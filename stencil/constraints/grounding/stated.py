@@ -95,6 +95,7 @@ _LABEL_STOP = re.compile(r"[0-9\n;()\[\].,!?]")
 _DOI = re.compile(r"(?<![\w.])10\.\d{4,9}/[-._;()/:A-Za-z0-9]+")
 _CLOCK_TIME = re.compile(r"(?<![\d:.,])\d{1,2}:\d{2}(?::\d{2})?(?![\d:])")
 _YEARS = re.compile(r"(?:19|20)\d\d\s?[-–/]\s?(?:19|20)\d\d")  # a year range, no phone
+_ACT = re.compile(r"\d{1,4}/(?:19|20)\d\d|(?:19|20)\d\d/\d{1,4}")  # an act's number, no phone
 # an IBAN as printed: country, check digits, then letters and digits in groups of four (the
 # last shorter) with or without a space between groups
 _IBAN = re.compile(
@@ -345,12 +346,14 @@ def ibans_in(source: str) -> list[str]:
 
 def phones_in(source: str) -> list[str]:
     """The phone numbers a text states, as written, each once: 7 to 15 digits in groups
-    (E.164's length), not a date, an amount or a year range (``2020-2023``)."""
+    (E.164's length), not a date, an amount, a year range (``2020-2023``) or an act's number
+    and year (``Regulation (EU) 2016/679``, ``D.Lgs. 196/2003``)."""
     found = []
     for m in _PHONE.finditer(source):
         text = m.group()
         digits = sum(c.isdigit() for c in text)
-        if 7 <= digits <= 15 and not dates_in(text) and not _YEARS.fullmatch(text):
+        no_phone = dates_in(text) or _YEARS.fullmatch(text) or _ACT.fullmatch(text)
+        if 7 <= digits <= 15 and not no_phone:
             found.append(text)
     return list(dict.fromkeys(found))
 

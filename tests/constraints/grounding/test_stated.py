@@ -193,6 +193,7 @@ def test_ibans_in(text, ibans):
         ("open 2019 – 2024, rooms 12 - 14", []),  # a year range and a range
         ("Total 1.284,60 on 2026-10-14 and 14.03.2026; 2020-2023; room 16", []),
         ("https://doi.org/10.18653/v1/2023.emnlp-main.42", []),  # a DOI's prefix
+        ("Rozporządzenie (UE) 2016/679; D.Lgs. 196/2003; tel. 0711/123456", ["0711/123456"]),
     ],
 )
 def test_phones_in(text, phones):
