@@ -15,7 +15,7 @@ the record an error: ``merge``). A currency field (a three-letter code, or an en
 only takes the currencies the document states by code, sign or name (``stated.currencies_in``,
 ``currencies_named``), an IBAN, DOI or phone field only the IBANs, DOIs or phone numbers it
 states (``shaped_reader``); another field named for a code (``order_id``) only spans with a
-digit in each part (``CODE_PATTERN``).
+digit in each part, no amount or two-digit number (``CODE_PATTERN``).
 """
 
 from __future__ import annotations
@@ -52,8 +52,17 @@ ANSWER = 'Reply with JSON, key "{key}"{items}, copied from the document.'
 ITEMS = ": every item it lists, in order"
 NOT_STATED = {"optional": " Not stated: {{}}.", "null": ' Not stated: {{"{key}": null}}.'}
 CURRENCY_PATTERN = "^[A-Z]{3}$"
-CODE_PATTERN = r"^\S*\d\S*(?: \S*\d\S*)*$"
-"""A code: each of its space-separated parts holds a digit (``BK-558213``, ``812 345 678``)."""
+_CODE_CHAR = r"[^\s,;:()\[\]{}<>\"'@]"
+_MARK = r"[^\d\s,;:()\[\]{}<>\"'@.$€£¥₹%]"
+_PART = rf"{_CODE_CHAR}*\d{_CODE_CHAR}*"
+CODE_PATTERN = (
+    rf"^(?:{_PART}{_MARK}{_CODE_CHAR}*|{_CODE_CHAR}*{_MARK}{_PART}|\d{{3,}}|{_PART}(?: {_PART})+)$"
+)
+"""A code: space-separated parts of letters, digits and joiners (no sentence punctuation,
+bracket, quote or ``@``), each with a digit (``BK-558213``, ``812 345 678``); a code of one
+part also a letter or joiner other than a decimal mark, currency or ``%`` (``2026/7``,
+``#4471``), or three digits or more: no amount (``14.99``), time (``19:04``), e-mail, share
+or house number (``20``)."""
 LIST_PENALTY = 1.0
 _RUN_WORDS = 8
 _AMOUNT = re.compile(r"\d[.,]\d\d(?!\d|[.,]\d)")

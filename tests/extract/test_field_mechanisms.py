@@ -138,11 +138,21 @@ def test_an_area_in_square_feet_is_no_size_in_square_metres():
         ("invoiceNo", "812 345 678 00021", True),  # parts with a digit each
         ("reference", "Derek Holloway", False),  # no digit: no code
         ("invoice_no", "Rechnung 2024", False),  # a label's word before the code
+        ("order_id", "2026/7", True),
+        ("order_id", "4471", True),
+        ("order_id", "14.99", False),  # an amount
+        ("order_id", "$14.99", False),
+        ("order_id", "20", False),  # a house number, a count
+        ("order_id", "20%", False),
+        ("order_id", "19:04", False),  # a time
+        ("order_id", "[19:04]", False),
+        ("order_id", "22, 7412", False),  # a sentence's comma
+        ("order_id", "a.b4@mail.com", False),  # an e-mail
     ],
 )
-def test_a_code_field_takes_a_span_with_a_digit_in_each_part(key, value, takes):
+def test_a_code_field_takes_a_span_with_a_digit_in_each_part_and_no_amount(key, value, takes):
     schema = {"type": "object", "properties": {key: {"type": "string"}}}
-    sub = narrow_schema(schema, f"Ref: {value}, page 2.")["properties"][key]
+    sub = narrow_schema(schema, f"Ref: {value}, form B-7.")["properties"][key]
     assert (re.search(sub["pattern"], value) is not None) == takes
     assert narrow_schema(schema, "No code in these words.")["properties"] == {}
     currency = {"type": "object", "properties": {"currency_code": {"type": "string"}}}

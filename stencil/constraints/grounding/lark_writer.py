@@ -234,10 +234,11 @@ def _some_span_matches(
     ``low``..``high`` characters of JSON text) fully matches every one of ``regexes`` (Lark regex
     bodies). With ``in_words`` (a regex that admits no whitespace, as every span format) only the
     spans inside a run of non-space chunks are tried, whatever their bounds: exact. Otherwise
-    spans over ``_SPAN_CHECK`` characters are not tried: past it, the answer is yes."""
-    if not in_words and (high is None or high > _SPAN_CHECK):
-        return True
+    spans over ``_SPAN_CHECK`` characters are not tried: a value only a longer span holds is
+    not stated (its optional field left out, never a string opened with no way to close)."""
     wholes = [re.compile(r.replace("\\/", "/")) for r in regexes]
+    bounded = high is not None and (in_words or high <= _SPAN_CHECK)
+    limit = high if bounded else _SPAN_CHECK
     space = [c.isspace() or c in _SPACE_CHUNKS for c in chunks]
     for i, first in enumerate(chunks):
         if not _may_start(first):
@@ -247,7 +248,7 @@ def _some_span_matches(
             if chunks[j] == _BARRIER or (in_words and space[j]):
                 break
             text += chunks[j]
-            if len(text) > (_SPAN_CHECK if high is None else high):
+            if len(text) > limit:
                 if in_words and high is None:
                     return True  # a run this long: assumed to hold one
                 break

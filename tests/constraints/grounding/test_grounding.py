@@ -450,14 +450,15 @@ def test_a_pattern_no_span_matches_leaves_out_an_optional_property(smol_compiler
 @pytest.mark.parametrize(
     "kind",
     [{"format": f} for f in ("email", "uri", "uuid", "ipv4")]
-    + [{"pattern": "^[A-Z]{2}[0-9]{2}$"}, {"pattern": "^[0-9]{5}$"}],  # no span bounded so
+    + [{"pattern": "^[A-Z]{2}[0-9]{2}$"}, {"pattern": "^[0-9]{5}$"}]  # no span bounded so
+    + [{"pattern": "^[A-Z]+[0-9]+$"}],  # unbounded: the spans up to 256 characters are tried
 )
 def test_a_format_no_span_holds_leaves_out_an_optional_property(
     smol_compiler, smol_tokenizer, kind
 ):
-    """A document stating no value of a format (or of a pattern bounding its length): the optional
-    property is left out, so no walk opens it and meets a dead end (llguidance finds an empty
-    span lexeme only once inside it: "NoExtensionBias")."""
+    """A document stating no value of a format or pattern: the optional property is left out,
+    so no walk opens it and meets a dead end (llguidance finds an empty span lexeme only once
+    inside it: "NoExtensionBias")."""
     schema = {
         "type": "object",
         "properties": {"v": {"type": "string", **kind}},
