@@ -52,8 +52,9 @@ ANSWER = 'Reply with JSON, key "{key}"{items}, copied from the document.'
 ITEMS = ": every item it lists, in order"
 NOT_STATED = {"optional": " Not stated: {{}}.", "null": ' Not stated: {{"{key}": null}}.'}
 CURRENCY_PATTERN = "^[A-Z]{3}$"
-_CODE_CHAR = r"[^\s,;:()\[\]{}<>\"'@]"
-_MARK = r"[^\d\s,;:()\[\]{}<>\"'@.$€£¥₹%]"
+_NO_CODE = r"\s,;:()\[\]{}<>\"'@"  # blanks, sentence punctuation, brackets, quotes, ``@``
+_CODE_CHAR = rf"[^{_NO_CODE}]"
+_MARK = rf"[^\d{_NO_CODE}.$€£¥₹%]"  # a code's letter or joiner: no digit, decimal mark, currency
 _PART = rf"{_CODE_CHAR}*\d{_CODE_CHAR}*"
 CODE_PATTERN = (
     rf"^(?:{_PART}{_MARK}{_CODE_CHAR}*|{_CODE_CHAR}*{_MARK}{_PART}|\d{{3,}}|{_PART}(?: {_PART})+)$"
