@@ -23,9 +23,17 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from stencil.constraints import DocumentIndex, date_spans, number_runs, numbers_in, without_label
+from stencil.constraints import (
+    DocumentIndex,
+    date_spans,
+    number_runs,
+    numbers_in,
+    period_spans,
+    without_label,
+)
 
 _TABLE_ROWS = 2
+_LEAD_LINES = 2  # a row's description lines above its amount's line
 _TAIL = " \t€£$¥₹%*ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 _SEPARATOR_END = re.compile(r"\s*[,;|·–—/-]\s*$")
 _FREE_KEYS = ("enum", "const", "format", "pattern")
@@ -111,16 +119,21 @@ def _times(item: Any, document: str) -> int:
 
 
 def _rows(index: DocumentIndex) -> list[tuple[str, set[float], float | None]]:
-    """Each line as a table row: its text, the numbers it states, the amount it ends with
-    (None: the line does not end with a number, or it holds a date or a label such as Total or
-    VAT: not an item's row)."""
-    rows = []
+    """Each line as a table row: its text (a row's with the lines just above it that are no
+    row, up to a blank line: a description set above its amount), the numbers it states, the
+    amount it ends with (None: the line does not end with a number, ends with a period such as
+    ``09/2018 – 03/2020`` or ``Sept. 2019 – Mar. 2022``, or holds a date or a label such as
+    Total or VAT: not an item's row)."""
+    rows, lead = [], []
     for i, line in enumerate(index.text.splitlines()):
         spans = number_runs(line)
         tail = line[spans[-1][1] :] if spans else line
         ends = bool(spans) and not tail.strip(_TAIL) and i not in index.label_lines
         ends = ends and not date_spans(line)  # a date's line is no item's row
-        rows.append((line, set(numbers_in(line)), spans[-1][2][0] if ends else None))
+        ends = ends and not any(s <= spans[-1][0] < e for s, e in period_spans(line))
+        text = " ".join(" ".join([*lead, line]).split()) if ends else line
+        rows.append((text, set(numbers_in(text)), spans[-1][2][0] if ends else None))
+        lead = [] if ends or not line.strip() else [*lead, line][-_LEAD_LINES:]
     return rows
 
 
@@ -143,7 +156,7 @@ def _on_row(
 
 def _on_line(value: Any, text: str, numbers: set[float]) -> bool:
     if isinstance(value, str):
-        return value.strip() in text
+        return " ".join(value.split()) in " ".join(text.split())
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value) in numbers
     return True

@@ -117,14 +117,47 @@ def test_an_optional_part_off_the_row_leaves_the_item_not_the_row(needed, kept):
     assert check_record(schema, {"lines": [item]}, EN) == ({"lines": kept} if kept else {})
 
 
+def test_a_description_above_its_amount_is_the_rows():
+    """A row whose description stands on the lines above its amount (an e-mailed invoice)."""
+    doc = (
+        "INVOICE PR-0326\n\nWebsite copy for the new product pages\n"
+        "  6 pages @ £85.00 per page ........ £510.00\n\nRevisions to the About us page (flat\n"
+        "fee, agreed by email) .............. £120.00\n\nTOTAL DUE ........... £810.00\n"
+    )
+    items = [
+        {"description": "Website copy for the new product pages", "amount": 510.0},
+        {
+            "description": "Revisions to the About us page (flat fee, agreed by email)",
+            "amount": 120.0,
+        },
+        {"description": "INVOICE PR-0326", "amount": 810.0},  # no row of its own
+    ]
+    assert distinct_row_items(items, DocumentIndex(doc)) == items[:2]
+
+
+def test_a_month_before_the_amount_leaves_a_row():
+    """A row that names a month (``Miete März 2026``) and ends with its amount is a row."""
+    doc = "Miete März 2026   850,00\nMiete April 2026   850,00\nGesamt   1.700,00\n"
+    items = [{"description": "Miete März 2026", "amount": 850.0}]
+    assert distinct_row_items(items, DocumentIndex(doc)) == items
+
+
 def test_items_in_prose_are_not_rows():
     prose = EN + "Please pay the total amount of 2,400.00 EUR for the work done in 2024.\n"
     items = [{"description": "Please pay the total amount of", "amount": 2024.0}]
     assert distinct_row_items(items, DocumentIndex(prose)) == []
 
 
-def test_items_of_a_document_without_a_table_stand():
-    """A CV's jobs with their years: no line is a table row; each item kept once."""
-    cv = "Experience\nData engineer at Cabify (2023-now): Spark.\nAnalyst at BBVA (2020-2023).\n"
+@pytest.mark.parametrize(
+    "cv",
+    [
+        "Experience\nData engineer at Cabify (2023-now): Spark.\nAnalyst at BBVA (2020-2023).\n",
+        "Praxe\n09/2023 – dosud\nCabify, Data engineer\n04/2020 – 08/2023\nBBVA, Analyst\n",
+        "Cabify, Data engineer\n*Sept. 2023 – Mar. 2025*\nBBVA, Analyst\n*2020 – 2023*\n",
+    ],
+)
+def test_items_of_a_document_without_a_table_stand(cv):
+    """A CV's jobs with their years: no line is a table row (a period such as ``04/2020 -
+    08/2023`` ends with a number, but is no item's row); each item kept once."""
     jobs = [{"employer": "Cabify", "from_year": 2023}, {"employer": "BBVA", "from_year": 2020}]
     assert distinct_row_items([*jobs, jobs[0]], DocumentIndex(cv)) == jobs

@@ -47,10 +47,13 @@ _DATES = [
     re.compile(rf"(?<![\w\-/.]){_DAY}-{_MONTH}-(?:{_YEAR}|{_YY})(?![\w\-/])"),  # 03-Mar-26
     re.compile(rf"\b{_DAY} {_MONTH} '{_YY}\b"),  # 3 Mar '26
 ]
-# the first day of a range that names its month and year once (4-6 December 2026, du 4 au 6
-# décembre 2026, 4. bis 6. Dezember 2026, del 4 al 6 de diciembre de 2026, Dec 4-6, 2026; a
-# weekday before the last day: du vendredi 4 au dimanche 6 décembre 2026)
-_TO = r"\s?(?:[\-\u2013\u2014]|au|bis|al|to|until|through)\s?(?:del?\s)?(?:[^\W\d_]{3,10},?\s)?"
+# the first day of a range or pair of days that names its month and year once (4-6 December
+# 2026, du 4 au 6 décembre 2026, 4. bis 6. Dezember 2026, del 4 al 6 de diciembre de 2026, Dec
+# 4-6, 2026, 7 y 8 de noviembre de 2026; a weekday before the last day: sábado 7 y domingo 8)
+_TO = (
+    r"(?:\s?[\-\u2013\u2014&]\s?|\s(?:au|bis|al|a|to|until|through|and|und|et|y|e|i|og|och|en)\s)"
+    r"(?:del?\s)?(?:[^\W\d_]{3,10},?\s)?"
+)
 _FIRST = r"(?P<first>\d{1,2})(?:st|nd|rd|th|er|º|°)?\.?"
 # (month first, the last day is no date of ``_DATES`` either: both days read here)
 _RANGES = [
@@ -81,20 +84,33 @@ _SIGN = re.compile(
         for s in sorted(LEXICON.currency_signs, key=len, reverse=True)
     )
 )
-# a phone number as printed: an optional +, digits in groups joined by a space, dot, dash,
+# a phone number as printed: an optional + or (+, digits in groups joined by a space, dot, dash,
 # slash or parentheses (+49 176 44455566, (555) 123-4567, 05 56 44 21 90)
 _PHONE = re.compile(
-    r"(?<![\w+.,/-])(?:\+|\(\d)?\d[\d()]*(?:(?:[ ./-]| [-–/] )\(?\d[\d()]*)*(?![\w,.]?\d|/)"
+    r"(?<![\w+.,/(-])(?:\+|\(\+?(?=\d))?\d[\d()]*(?:(?:[ ./-]| [-–/] )\(?\d[\d()]*)*(?![\w,.]?\d|/)"
 )  # groups apart by a space, dot, hyphen or slash, or a spaced dash or slash (``030 - 232 18``)
 # how far a number's unit may stand from it, what ends its clause first, and what ends the
 # label before it (its sentence's, its table row's)
 _UNIT_REACH = 24
+# the rest of a range after its first number (`` – 9 000``, ``-£44``, `` bis 5.200``): the
+# range's unit is its last number's
+_RANGE_REST = re.compile(
+    r"\s?(?:[-\u2013\u2014]|to|bis|à|a|al|até|do|tot|till)\s?[^\w\s]{0,2}\s?\d[\d .,']*"
+)
 _UNIT_STOP = re.compile(r"[0-9\n;()|\[\]]|,\s")
 _LABEL_STOP = re.compile(r"[0-9\n;()\[\].,!?]")
 # a DOI (Crossref's pattern for modern DOIs: 10.prefix/suffix), without the punctuation after it
 _DOI = re.compile(r"(?<![\w.])10\.\d{4,9}/[-._;()/:A-Za-z0-9]+")
 _CLOCK_TIME = re.compile(r"(?<![\d:.,])\d{1,2}:\d{2}(?::\d{2})?(?![\d:])")
-_YEARS = re.compile(r"(?:19|20)\d\d\s?[-–/]\s?(?:19|20)\d\d")  # a year range, no phone
+# a month and year in digits (03/2021, 03.2021, 2021-03) or a year range without spaces
+# (2014-2016): its years are numbers, as in ``März 2021`` and ``2014 – 2016``
+_YYYY = r"(?:19|20)\d\d"
+_MONTH_NUM = r"(?:0?[1-9]|1[0-2])"
+_PERIOD = re.compile(
+    rf"(?<![\w.,\-/])(?:{_MONTH_NUM}[./](?P<y1>{_YYYY})|(?P<y2>{_YYYY})-{_MONTH_NUM}"
+    rf"|(?P<y3>{_YYYY})[-\u2013/](?P<y4>{_YYYY}))(?![\w\-/]|[.,]\d)"
+)
+_YEARS = re.compile(r"(?:19|20)\d\d\s?[-–/]\s?(?:19|20)\d\d")  # a range of years
 _ACT = re.compile(r"\d{1,4}/(?:19|20)\d\d|(?:19|20)\d\d/\d{1,4}")  # an act's number, no phone
 # an IBAN as printed: country, check digits, then letters and digits in groups of four (the
 # last shorter) with or without a space between groups
@@ -121,7 +137,10 @@ def numbers_in_units(source: str, units: frozenset[str]) -> list[float]:
 def _unit(source: str, start: int, end: int) -> str | None:
     """The unit a number's next words name (``€ brutto pro Stunde``, ``m²``) within its clause
     (no digit, line break, bracket, semicolon or comma between: ``£44k pro rata, paid
-    monthly`` is yearly), else the last its label names (``Stundenlohn:``, same sentence)."""
+    monthly`` is yearly), else the last its label names (``Stundenlohn:``, same sentence); a
+    range's first number has its last's (``7 500 – 9 000 zł miesięcznie``: both monthly)."""
+    if rest := _RANGE_REST.match(source, end):
+        end = rest.end()
     after = source[end : end + _UNIT_REACH]
     after = after[: stop.start()] if (stop := _UNIT_STOP.search(after)) else after
     if found := LEXICON.units_in(after):
@@ -140,14 +159,37 @@ def number_mentions(source: str) -> list[float]:
 def number_spans(source: str) -> list[tuple[int, int, float]]:
     """``(start, end, reading)`` for every reading of every number a text states, in order
     (``95k``, ``$1.5K``: thousands); the hours and minutes of a clock time (``18:00``) are a
-    time's, no number's."""
-    clock = [m.span() for m in _CLOCK_TIME.finditer(source)]
-    found = [m for m in _NUMBER.finditer(source) if not any(s <= m.start() < e for s, e in clock)]
+    time's, no number's; a month in digits beside its year (``03/2021``) states the year."""
+    periods = [m.span() for m in _PERIOD.finditer(source)]
+    taken = [m.span() for m in _CLOCK_TIME.finditer(source)] + periods
+    found = [m for m in _NUMBER.finditer(source) if not any(s <= m.start() < e for s, e in taken)]
     mark = decimal_mark([m.group() for m in found])
     spans = [(m.start(), m.end(), v) for m in found for v in _readings(m.group(), mark)]
+    spans += _period_years(source)
     for m in _THOUSANDS.finditer(source):
         spans.append((m.start(), m.end(), round(float(m.group(1).replace(",", ".")) * 1000, 6)))
     return sorted(spans, key=lambda s: (s[0], s[1]))
+
+
+def period_spans(source: str) -> list[tuple[int, int]]:
+    """``(start, end)`` of each period a text states, in order: a month of a year (``03/2021``,
+    ``2021-03``, ``Sept. 2019``, ``März 2021``) or a range of years (``2014-2016``, ``2017 –
+    2019``)."""
+    named = [m.span() for m in _MONTH_YEAR.finditer(source) if m["mon"].lower() in LEXICON.months]
+    return sorted(
+        [*(m.span() for m in (*_PERIOD.finditer(source), *_YEARS.finditer(source))), *named]
+    )
+
+
+def _period_years(source: str) -> list[tuple[int, int, float]]:
+    """``(start, end, year)`` for each year of a month in digits (``03/2021``, ``03.2021``,
+    ``2021-03``) or a year range without spaces (``2014-2016``) a text states, in order."""
+    return [
+        (m.start(g), m.end(g), float(m.group(g)))
+        for m in _PERIOD.finditer(source)
+        for g in ("y1", "y2", "y3", "y4")
+        if m.group(g)
+    ]
 
 
 def decimal_mark(runs: list[str]) -> str | None:
@@ -346,13 +388,13 @@ def ibans_in(source: str) -> list[str]:
 
 def phones_in(source: str) -> list[str]:
     """The phone numbers a text states, as written, each once: 7 to 15 digits in groups
-    (E.164's length), not a date, an amount, a year range (``2020-2023``) or an act's number
-    and year (``Regulation (EU) 2016/679``, ``D.Lgs. 196/2003``)."""
+    (E.164's length), not a date, an amount, a period (``2020-2023``, ``09/2017 – 02/2021``) or
+    an act's number and year (``Regulation (EU) 2016/679``, ``D.Lgs. 196/2003``)."""
     found = []
     for m in _PHONE.finditer(source):
         text = m.group()
         digits = sum(c.isdigit() for c in text)
-        no_phone = dates_in(text) or _YEARS.fullmatch(text) or _ACT.fullmatch(text)
+        no_phone = dates_in(text) or period_spans(text) or _ACT.fullmatch(text)
         if 7 <= digits <= 15 and not no_phone:
             found.append(text)
     return list(dict.fromkeys(found))

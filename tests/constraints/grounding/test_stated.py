@@ -33,6 +33,10 @@ from stencil.constraints.grounding.stated import (
         ("Price 1,580 and 2.50", [1580.0, 2.5]),
         ("only 1,580", [1580.0, 1.58]),  # no decimal mark shown: both readings
         ("Datum 17.4.2024, v1.2.3, 19:56, MwSt. 19%", [19.0]),  # no date, version or clock time
+        # a month and year in digits, a year range without spaces: the years
+        ("03/2021 – heute, 06.2016 – 02.2021", [2021.0, 2016.0]),
+        ("2019-05 to 2021-11; TU Berlin 2014-2016", [2019.0, 2021.0, 2014.0, 2016.0]),
+        ("geb. 17.03.1991, Regulation 2016/679", []),  # a date and an act's number: none
     ],
 )
 def test_numbers_in_each_locale(text, numbers):
@@ -55,6 +59,8 @@ def test_numbers_in_each_locale(text, numbers):
         ("Sevilla, 11/11/2024", ["2024-11-11"]),  # day = month: one reading either way
         # a range naming its month and year once: both days
         ("du 4 au 6 décembre 2026", ["2026-12-04", "2026-12-06"]),
+        ("sábado 7 y domingo 8 de noviembre de 2026", ["2026-11-07", "2026-11-08"]),  # a pair
+        ("13 and 14 June 2026", ["2026-06-13", "2026-06-14"]),
         ("4. bis 6. Dezember 2026", ["2026-12-04", "2026-12-06"]),
         ("del 4 al 6 de diciembre de 2026", ["2026-12-04", "2026-12-06"]),
         ("Dec 4\u20136, 2026", ["2026-12-04", "2026-12-06"]),
@@ -189,6 +195,7 @@ def test_ibans_in(text, ibans):
         ("WhatsApp: +49 176 44455566 — Lena", ["+49 176 44455566"]),
         ("Call (555) 123-4567 or 555.123.4567", ["(555) 123-4567", "555.123.4567"]),
         ("Tel. +44 (0)20 7946 0958", ["+44 (0)20 7946 0958"]),
+        ("Teléfono: (+34) 634 218 907; 09/2017 – 02/2021", ["(+34) 634 218 907"]),  # a period
         ("telefoon 030 - 232 18 40, Fax 0711 / 12 34 56", ["030 - 232 18 40", "0711 / 12 34 56"]),
         ("open 2019 – 2024, rooms 12 - 14", []),  # a year range and a range
         ("Total 1.284,60 on 2026-10-14 and 14.03.2026; 2020-2023; room 16", []),
@@ -218,6 +225,8 @@ def test_dois_in():
         ("RAL 35.000,00 € + 10 % bonus, 2 sedi", {"year"}, [35000.0, 2.0]),  # RAL: yearly pay
         ("Budget: £38k–£44k pro rata, paid monthly.", {"year"}, [38000.0, 44000.0]),
         ("Kaltmiete 850,00 €, Kaution 2.550,00 €", {"month"}, [850.0, 2550.0]),  # no unit: kept
+        ("Gehalt 4.500,00 – 5.200,00 € brutto monatlich", {"year"}, []),  # a range: its last's unit
+        ("Gehalt 4.500,00 – 5.200,00 € brutto monatlich", {"month"}, [4500.0, 5200.0]),
     ],
 )
 def test_numbers_in_units(text, units, numbers):
