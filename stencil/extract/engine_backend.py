@@ -16,7 +16,7 @@ from stencil.engine.sampling_params import SamplingParams
 from stencil.extract import questions, reading
 from stencil.extract.document_proposer import DocumentProposer
 from stencil.extract.merge import Grounding
-from stencil.extract.odds import cuttable, reread, weighed_number
+from stencil.extract.odds import reread, weighed_number
 from stencil.extract.prompt import (
     SAFETY_TOKENS,
     HFTokenCounter,
@@ -26,7 +26,7 @@ from stencil.extract.prompt import (
     record_line,
 )
 from stencil.extract.records import Job, Outcome
-from stencil.extract.span_ends import TOP_LOGPROBS
+from stencil.extract.span_ends import TOP_LOGPROBS, has_cut_strings
 from stencil.extract.windows import Window
 
 
@@ -199,7 +199,7 @@ class EngineExtractor:
             try:
                 for rid, ids, schema, penalty in part.ready():
                     params = replace(self.params, frequency_penalty=penalty, proposer=part.proposer)
-                    if self.per_field and cuttable(schema):
+                    if self.per_field and has_cut_strings(schema):
                         params = replace(params, logprobs=TOP_LOGPROBS)
                     elif self.per_field and weighed_number(schema):
                         params = replace(params, logprobs=0, logprobs_mode="raw_logprobs")

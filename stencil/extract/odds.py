@@ -16,15 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from stencil.engine.outputs import Logprob, PositionLogprobs
-from stencil.extract.span_ends import close_at_separator, is_top_string
-
-
-def cuttable(schema: dict[str, Any]) -> bool:
-    """Whether a field question's answer is a top-level string ``span_ends`` may close early
-    (its question asks for logprobs)."""
-    props = schema.get("properties") or {}
-    return len(props) == 1 and all(isinstance(v, dict) and is_top_string(v) for v in props.values())
-
+from stencil.extract.span_ends import close_at_separators, has_cut_strings
 
 UNWANTED = -3.0
 """A number's digit the model gave less than e^-3 (5%) before the mask is one the constraint
@@ -69,14 +61,14 @@ def reread(
     decode: Callable[[Sequence[int]], str],
 ) -> str:
     """The answer ``text`` to field ``key`` (its question's answer ``schema``) as the model's
-    odds read it: the string closed at a separator, an optional number the model did not want
+    odds read it: its strings closed at a separator, an optional number the model did not want
     not stated (``{}``; ``logprobs`` raw there), else as it is (also where ``logprobs`` is
     empty or None)."""
     if logprobs and weighed_number(schema):
         return "{}" if unwanted(logprobs) else text
-    if not logprobs or not cuttable(schema):
+    if not logprobs or not has_cut_strings(schema):
         return text
-    return close_at_separator(key, token_ids, logprobs, decode) or text
+    return close_at_separators(schema, token_ids, logprobs, decode) or text
 
 
 def api_tokens(

@@ -19,11 +19,11 @@ from typing import Any
 
 from stencil.extract import questions, reading
 from stencil.extract.engine_backend import ExtractSpec
-from stencil.extract.odds import api_tokens, cuttable, reread
+from stencil.extract.odds import api_tokens, reread
 from stencil.extract.prompt import CharTokenCounter, Prompt, PromptBuilder
 from stencil.extract.questions import FieldQuestion
 from stencil.extract.records import Job, Outcome
-from stencil.extract.span_ends import TOP_LOGPROBS
+from stencil.extract.span_ends import TOP_LOGPROBS, has_cut_strings
 
 _NAME = re.compile(r"[^a-zA-Z0-9_-]")
 _CHAT_OVERHEAD_TOKENS = 32
@@ -177,8 +177,8 @@ class ServerExtractor:
         key: str | None = None,
     ) -> str:
         """One request's answer text (``schema``: the record's or field ``key``'s question's);
-        its tokens and finish reason added to ``counts``. A field question ``cuttable`` picks
-        asks the top logprobs and its answer is reread by them as the engine backend
+        its tokens and finish reason added to ``counts``. A field question with strings to cut
+        (``span_ends.has_cut_strings``) asks the top logprobs and its answer is reread by them as the engine backend
         does (``odds.reread``); a server that refuses logprobs or returns none leaves the
         answer as it is."""
         from openai import BadRequestError
@@ -191,7 +191,7 @@ class ServerExtractor:
             frequency_penalty=penalty,
             **self._constraint(document, schema),
         )
-        weigh = key is not None and self._logprobs and cuttable(schema)
+        weigh = key is not None and self._logprobs and has_cut_strings(schema)
         try:
             if weigh:
                 request.update(logprobs=True, top_logprobs=TOP_LOGPROBS)

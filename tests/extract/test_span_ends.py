@@ -11,7 +11,12 @@ from typing import Any
 import pytest
 
 from stencil.engine.outputs import Logprob, PositionLogprobs
-from stencil.extract.span_ends import CLOSE_RATIO, close_at_separator, is_top_string
+from stencil.extract.span_ends import (
+    CLOSE_RATIO,
+    close_at_separators,
+    has_cut_strings,
+    is_plain_string,
+)
 
 
 @pytest.fixture(scope="module")
@@ -21,6 +26,11 @@ def tokenizer() -> Any:
     from stencil.engine.models.default_model import default_model_path
 
     return AutoTokenizer.from_pretrained(str(default_model_path()))
+
+
+def _field(key: str, sub: dict | None = None) -> dict[str, Any]:
+    """A field question's answer schema: a one-key object."""
+    return {"type": "object", "properties": {key: sub or {"type": "string"}}}
 
 
 def _logprobs(tokenizer: Any, answer: str, cut_after: str, p_close: float, p_sep: float):
@@ -62,7 +72,7 @@ def test_a_string_closes_at_a_separator_the_model_would_close_at(
 ):
     key = next(iter(json.loads(answer)))
     ids, lps = _logprobs(tokenizer, answer, cut_after, p_close, p_sep)
-    closed = close_at_separator(key, ids, lps, tokenizer.decode)
+    closed = close_at_separators(_field(key), ids, lps, tokenizer.decode)
     assert json.loads(closed or answer) == {key: want}
     expect_cut = want != json.loads(answer)[key]
     assert (closed is not None) is expect_cut
@@ -76,13 +86,13 @@ def test_jump_forward_tokens_without_logprobs_keep_the_cut_in_place(tokenizer, f
     answer = '{"city": "Porto, Portugal"}'
     ids, lps = _logprobs(tokenizer, answer, "Porto", 0.40, 0.55)
     sampled = [lp for i, lp in enumerate(lps) if i not in forced]
-    closed = close_at_separator("city", ids, sampled, tokenizer.decode)
+    closed = close_at_separators(_field("city"), ids, sampled, tokenizer.decode)
     assert json.loads(closed) == {"city": "Porto"}
 
 
 def test_no_odds_no_cut(tokenizer):
     ids = tokenizer('{"city": "Porto, Portugal"}', add_special_tokens=False).input_ids
-    assert close_at_separator("city", ids, None, tokenizer.decode) is None
+    assert close_at_separators(_field("city"), ids, [], tokenizer.decode) is None
 
 
 @pytest.mark.parametrize(
@@ -97,5 +107,64 @@ def test_no_odds_no_cut(tokenizer):
         ({"type": "array", "items": {"type": "string"}}, False),
     ],
 )
-def test_only_a_top_level_string_is_cut(sub, cut):
-    assert is_top_string(sub) is cut
+def test_only_a_plain_string_is_cut(sub, cut):
+    assert is_plain_string(sub) is cut
+    assert has_cut_strings(_field("f", sub)) is cut
+
+
+JOBS = {
+    "type": "array",
+    "items": {
+        "type": "object",
+        "properties": {"employer": {"type": "string"}, "from_year": {"type": "integer"}},
+    },
+}
+
+
+@pytest.mark.parametrize(
+    ("answer", "cut_after", "want"),
+    [
+        # a part of a list's object item: what follows it is the item's next key either way
+        (
+            '{"jobs": [{"employer": "Kaszub GmbH, Kartuzy", "from_year": 2014}]}',
+            "Kaszub GmbH",
+            {"jobs": [{"employer": "Kaszub GmbH", "from_year": 2014}]},
+        ),
+        (
+            '{"jobs": [{"employer": "A", "from_year": 1}, {"employer": "B (Brno)", "from_year": 2}]}',
+            '"employer": "B',
+            {"jobs": [{"employer": "A", "from_year": 1}, {"employer": "B", "from_year": 2}]},
+        ),
+    ],
+)
+def test_a_list_items_string_part_closes_at_a_separator(tokenizer, answer, cut_after, want):
+    ids, lps = _logprobs(tokenizer, answer, cut_after, 0.40, 0.55)
+    assert has_cut_strings(_field("jobs", JOBS))
+    assert json.loads(close_at_separators(_field("jobs", JOBS), ids, lps, tokenizer.decode)) == want
+
+
+def test_an_item_of_a_list_of_strings_is_not_cut(tokenizer):
+    """Where a list's string item ends decides what its next item is: not cut."""
+    schema = _field("speakers", {"type": "array", "items": {"type": "string"}})
+    answer = '{"speakers": ["Lucía Benítez, ceramista"]}'
+    ids, lps = _logprobs(tokenizer, answer, "Benítez", 0.40, 0.55)
+    assert not has_cut_strings(schema)
+    assert close_at_separators(schema, ids, lps, tokenizer.decode) is None
+
+
+def test_a_separator_inside_a_token_cuts_after_the_tokens_own_text():
+    """Qwen writes ``s.r.o.,`` as ``.r`` ``.o`` ``.,``: the close is ``."`` beside ``.,``, and
+    the value keeps the token's ``.`` (``Morava s.r.o.``)."""
+    pieces = ['{"', "employer", '": "', "Morava s", ".r", ".o", ".,", " Brno", '"}']
+
+    def decode(ids):
+        return "".join(pieces[i] for i in ids)
+
+    def position(i, p_chosen, alternative=None):
+        chosen = Logprob(i, pieces[i], math.log(p_chosen))
+        return PositionLogprobs(chosen, [chosen, *([alternative] if alternative else [])])
+
+    close = Logprob(-1, '."}', math.log(0.25))
+    lps = [position(i, 0.7, close) if pieces[i] == ".," else position(i, 0.9) for i in range(9)]
+    closed = close_at_separators(_field("employer"), list(range(9)), lps, decode)
+    assert json.loads(closed) == {"employer": "Morava s.r.o."}
