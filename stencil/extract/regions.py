@@ -142,6 +142,8 @@ def _on_row(
 ) -> Any:
     """The item as the row holds it (its strings, the numbers it states, ending with one of
     them), its fields not in ``needed`` the row does not hold left out; None: not this row."""
+    if last is None:
+        return None
     parts = item if isinstance(item, dict) else {"": item}
     kept = {}
     for key, value in parts.items():
@@ -149,14 +151,14 @@ def _on_row(
             kept[key] = value
         elif needed is None or key in needed or not isinstance(item, dict):
             return None
-    if last is None or last not in _numbers(kept):
+    if last not in _numbers(kept):
         return None
     return kept if isinstance(item, dict) else item
 
 
 def _on_line(value: Any, text: str, numbers: set[float]) -> bool:
     if isinstance(value, str):
-        return " ".join(value.split()) in " ".join(text.split())
+        return " ".join(value.split()) in text  # a row's text is single-spaced
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value) in numbers
     return True

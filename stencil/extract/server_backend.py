@@ -178,9 +178,9 @@ class ServerExtractor:
     ) -> str:
         """One request's answer text (``schema``: the record's or field ``key``'s question's);
         its tokens and finish reason added to ``counts``. A field question with strings to cut
-        (``span_ends.has_cut_strings``) asks the top logprobs and its answer is reread by them as the engine backend
-        does (``odds.reread``); a server that refuses logprobs or returns none leaves the
-        answer as it is."""
+        (``span_ends.has_cut_strings``) asks the top logprobs and its answer is reread by them
+        as the engine backend does (``odds.reread``); a server that refuses logprobs or returns
+        none leaves the answer as it is."""
         from openai import BadRequestError
 
         request: dict[str, Any] = dict(

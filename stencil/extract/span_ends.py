@@ -131,30 +131,28 @@ def _property_strings(text: str) -> Iterator[tuple[int, int, tuple[str | None, .
     """``(start, end, path)`` of each string in a JSON text that is an object property's value:
     its characters ``text[start:end]`` (inside the quotes), its path of property names and
     ``_ITEM`` steps from the top."""
-    stack: list[str | None] = []  # per open container: the key now in it ('[': _ITEM)
-    kinds: list[str] = []
+    stack: list[str | None] = []  # per open container: an object's key now, an array's _ITEM
     expect_key = False
     i = 0
     while i < len(text):
         c = text[i]
+        in_object = bool(stack) and stack[-1] is not _ITEM
         if c == '"':
             end = _string_end(text, i + 1)
-            if kinds and kinds[-1] == "{" and expect_key:
+            if in_object and expect_key:
                 stack[-1] = json.loads(text[i : end + 1])
                 expect_key = False
-            elif kinds and kinds[-1] == "{":
+            elif in_object:
                 yield i + 1, end, tuple(stack)
             i = end + 1
             continue
         if c in "{[":
-            kinds.append(c)
             stack.append(_ITEM if c == "[" else "")
             expect_key = c == "{"
         elif c in "}]":
-            kinds.pop()
             stack.pop()
-        elif c == "," and kinds:
-            expect_key = kinds[-1] == "{"
+        elif c == ",":
+            expect_key = in_object
         i += 1
 
 

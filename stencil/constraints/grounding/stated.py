@@ -110,6 +110,7 @@ _PERIOD = re.compile(
     rf"(?<![\w.,\-/])(?:{_MONTH_NUM}[./](?P<y1>{_YYYY})|(?P<y2>{_YYYY})-{_MONTH_NUM}"
     rf"|(?P<y3>{_YYYY})[-\u2013/](?P<y4>{_YYYY}))(?![\w\-/]|[.,]\d)"
 )
+_PERIOD_YEARS = ("y1", "y2", "y3", "y4")
 _YEARS = re.compile(r"(?:19|20)\d\d\s?[-–/]\s?(?:19|20)\d\d")  # a range of years
 _ACT = re.compile(r"\d{1,4}/(?:19|20)\d\d|(?:19|20)\d\d/\d{1,4}")  # an act's number, no phone
 # an IBAN as printed: country, check digits, then letters and digits in groups of four (the
@@ -160,12 +161,12 @@ def number_spans(source: str) -> list[tuple[int, int, float]]:
     """``(start, end, reading)`` for every reading of every number a text states, in order
     (``95k``, ``$1.5K``: thousands); the hours and minutes of a clock time (``18:00``) are a
     time's, no number's; a month in digits beside its year (``03/2021``) states the year."""
-    periods = [m.span() for m in _PERIOD.finditer(source)]
-    taken = [m.span() for m in _CLOCK_TIME.finditer(source)] + periods
+    periods = list(_PERIOD.finditer(source))
+    taken = [m.span() for m in (*_CLOCK_TIME.finditer(source), *periods)]
     found = [m for m in _NUMBER.finditer(source) if not any(s <= m.start() < e for s, e in taken)]
     mark = decimal_mark([m.group() for m in found])
     spans = [(m.start(), m.end(), v) for m in found for v in _readings(m.group(), mark)]
-    spans += _period_years(source)
+    spans += [(m.start(g), m.end(g), float(m[g])) for m in periods for g in _PERIOD_YEARS if m[g]]
     for m in _THOUSANDS.finditer(source):
         spans.append((m.start(), m.end(), round(float(m.group(1).replace(",", ".")) * 1000, 6)))
     return sorted(spans, key=lambda s: (s[0], s[1]))
@@ -179,17 +180,6 @@ def period_spans(source: str) -> list[tuple[int, int]]:
     return sorted(
         [*(m.span() for m in (*_PERIOD.finditer(source), *_YEARS.finditer(source))), *named]
     )
-
-
-def _period_years(source: str) -> list[tuple[int, int, float]]:
-    """``(start, end, year)`` for each year of a month in digits (``03/2021``, ``03.2021``,
-    ``2021-03``) or a year range without spaces (``2014-2016``) a text states, in order."""
-    return [
-        (m.start(g), m.end(g), float(m.group(g)))
-        for m in _PERIOD.finditer(source)
-        for g in ("y1", "y2", "y3", "y4")
-        if m.group(g)
-    ]
 
 
 def decimal_mark(runs: list[str]) -> str | None:
