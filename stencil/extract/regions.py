@@ -1,8 +1,8 @@
 """The grounding check of an assembled record: values the document states once fill one field,
 and array items come from distinct regions (lines) of the document.
 
-- In a document with a table (at least ``_TABLE_ROWS`` rows: lines that end with a number and
-  hold no label or date), an array item with a number (a line item) is kept only when one row
+- In a document with a table (at least ``_TABLE_ROWS`` rows: lines that end with a number
+  other than a bare year and hold no label or date), an array item with a number (a line item) is kept only when one row
   holds it: the row holds each of its strings and states each of its numbers, ends with one of
   them (the line's amount), holds no label (Total, VAT, Date ...), and no earlier item took it:
   an item is never repeated unless the document repeats it, and never assembled from scattered
@@ -35,6 +35,7 @@ from stencil.constraints import (
 _TABLE_ROWS = 2
 _LEAD_LINES = 2  # a row's description lines above its amount's line
 _TAIL = " \t€£$¥₹%*ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+_YEAR = re.compile(r"(?:19|20)\d\d")  # a bare year ends a CV's course line, not a table row
 _SEPARATOR_END = re.compile(r"\s*[,;|·–—/-]\s*$")
 _FREE_KEYS = ("enum", "const", "format", "pattern")
 
@@ -84,7 +85,7 @@ def distinct_row_items(
     ``needed`` (the fields its schema requires; None: all) that its row does not hold is left
     out of the item (a quantity read elsewhere), the rest of the item kept."""
     rows = _rows(index)
-    table = sum(last is not None for _, _, last in rows) >= _TABLE_ROWS
+    table = sum(amount for *_, amount in rows) >= _TABLE_ROWS
     used: set[int] = set()
     kept: list[Any] = []
     for item in items:
@@ -95,7 +96,7 @@ def distinct_row_items(
         found = next(
             (
                 (i, on_row)
-                for i, (text, nums, last) in enumerate(rows)
+                for i, (text, nums, last, _) in enumerate(rows)
                 if i not in used and (on_row := _on_row(item, text, nums, last, needed)) is not None
             ),
             None,
@@ -118,12 +119,14 @@ def _times(item: Any, document: str) -> int:
     return document.count(first) if first else 1
 
 
-def _rows(index: DocumentIndex) -> list[tuple[str, set[float], float | None]]:
+def _rows(index: DocumentIndex) -> list[tuple[str, set[float], float | None, bool]]:
     """Each line as a table row: its text (a row's with the lines just above it that are no
     row, up to a blank line: a description set above its amount), the numbers it states, the
-    amount it ends with (None: the line does not end with a number, ends with a period such as
+    number it ends with (None: the line does not end with a number, ends with a period such as
     ``09/2018 – 03/2020`` or ``Sept. 2019 – Mar. 2022``, or holds a date or a label such as
-    Total or VAT: not an item's row)."""
+    Total or VAT: not an item's row), and whether that number may be an amount (not a bare
+    year: ``Certificate in Advanced English (C1), 2019``, ``© 2026``; such a row still holds
+    an item, but does not make a document one with a table)."""
     rows, lead = [], []
     for i, line in enumerate(index.text.splitlines()):
         spans = number_runs(line)
@@ -132,7 +135,8 @@ def _rows(index: DocumentIndex) -> list[tuple[str, set[float], float | None]]:
         ends = ends and not date_spans(line)  # a date's line is no item's row
         ends = ends and not any(s <= spans[-1][0] < e for s, e in period_spans(line))
         text = " ".join(" ".join([*lead, line]).split()) if ends else line
-        rows.append((text, set(numbers_in(text)), spans[-1][2][0] if ends else None))
+        amount = ends and not _YEAR.fullmatch(line[spans[-1][0] : spans[-1][1]])
+        rows.append((text, set(numbers_in(text)), spans[-1][2][0] if ends else None, amount))
         lead = [] if ends or not line.strip() else [*lead, line][-_LEAD_LINES:]
     return rows
 

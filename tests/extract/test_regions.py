@@ -154,6 +154,8 @@ def test_items_in_prose_are_not_rows():
         "Experience\nData engineer at Cabify (2023-now): Spark.\nAnalyst at BBVA (2020-2023).\n",
         "Praxe\n09/2023 – dosud\nCabify, Data engineer\n04/2020 – 08/2023\nBBVA, Analyst\n",
         "Cabify, Data engineer\n*Sept. 2023 – Mar. 2025*\nBBVA, Analyst\n*2020 – 2023*\n",
+        "Cabify, Data engineer (2023-now)\nBBVA, Analyst (2020-2023)\n\nCourses\nSpark  2021\n"
+        "English  C1\nCertificate in Advanced English (C1), 2019\n",  # years end lines
     ],
 )
 def test_items_of_a_document_without_a_table_stand(cv):
