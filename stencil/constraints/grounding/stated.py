@@ -36,16 +36,25 @@ _TIME = re.compile(
     rf"(?:\s?(?P<half>[ap])\.?m\.?)?(?![\w:])",
     re.IGNORECASE,
 )
+_LINE_BREAK = r"(?: |[ \t]*\n[ \t]*)"
+
+
+def _wrapping(pattern: str) -> re.Pattern[str]:
+    """``pattern`` with each space a space or a line break (blanks around it): a date in a
+    wrapped paragraph (``el día 27 de`` / ``febrero de 2026``) is read as on one line."""
+    return re.compile(pattern.replace(" ", _LINE_BREAK))
+
+
 _MONTH = r"(?P<mon>[^\W\d_]{3,12})\.?"
 _DAY = r"(?P<day>\d{1,2})(?:st|nd|rd|th|er|º|°)?\.?"
 _YEAR = r"(?P<year>\d{4})"
 _YY = r"(?P<yy>\d{2})"  # a year of this century by its last two digits
 _DATES = [
-    re.compile(rf"(?<![\w\-/.]){_YEAR}(?P<sep>[\-/.])(?P<num>\d{{1,2}})(?P=sep){_DAY}(?![\w\-/])"),
-    re.compile(rf"\b{_MONTH} {_DAY},? {_YEAR}\b"),
-    re.compile(rf"\b{_DAY} (?:de |of )?{_MONTH},? (?:del? )?{_YEAR}\b"),
-    re.compile(rf"(?<![\w\-/.]){_DAY}-{_MONTH}-(?:{_YEAR}|{_YY})(?![\w\-/])"),  # 03-Mar-26
-    re.compile(rf"\b{_DAY} {_MONTH} '{_YY}\b"),  # 3 Mar '26
+    _wrapping(rf"(?<![\w\-/.]){_YEAR}(?P<sep>[\-/.])(?P<num>\d{{1,2}})(?P=sep){_DAY}(?![\w\-/])"),
+    _wrapping(rf"\b{_MONTH} {_DAY},? {_YEAR}\b"),
+    _wrapping(rf"\b{_DAY} (?:de |of )?{_MONTH},? (?:del? )?{_YEAR}\b"),
+    _wrapping(rf"(?<![\w\-/.]){_DAY}-{_MONTH}-(?:{_YEAR}|{_YY})(?![\w\-/])"),  # 03-Mar-26
+    _wrapping(rf"\b{_DAY} {_MONTH} '{_YY}\b"),  # 3 Mar '26
 ]
 # the first day of a range or pair of days that names its month and year once (4-6 December
 # 2026, du 4 au 6 décembre 2026, 4. bis 6. Dezember 2026, del 4 al 6 de diciembre de 2026, Dec
@@ -57,12 +66,12 @@ _TO = (
 _FIRST = r"(?P<first>\d{1,2})(?:st|nd|rd|th|er|º|°)?\.?"
 # (month first, the last day is no date of ``_DATES`` either: both days read here)
 _RANGES = [
-    (re.compile(rf"\b{_FIRST}{_TO}{_DAY} (?:de )?{_MONTH},? (?:de )?{_YEAR}\b"), ("first",)),
-    (re.compile(rf"\b{_MONTH} {_FIRST}{_TO}{_DAY},? {_YEAR}\b"), ("first", "day")),
+    (_wrapping(rf"\b{_FIRST}{_TO}{_DAY} (?:de )?{_MONTH},? (?:de )?{_YEAR}\b"), ("first",)),
+    (_wrapping(rf"\b{_MONTH} {_FIRST}{_TO}{_DAY},? {_YEAR}\b"), ("first", "day")),
 ]
 # a day and month without a year (October 14, 14 octobre, 14. Oktober): read by the dates the
 # text gives beside it (its full dates, a month and year: Newsletter März 2026)
-_MONTH_YEAR = re.compile(rf"\b{_MONTH},? (?:de )?{_YEAR}\b")
+_MONTH_YEAR = _wrapping(rf"\b{_MONTH},? (?:de )?{_YEAR}\b")
 _WEEKDAY = re.compile(r"([^\W\d_]+)(?:-[^\W\d_]+)?(\.)?,?\s(?:(?:den|le|el|il|de)\s)?$")
 _YEARLESS = [
     re.compile(rf"\b{_MONTH} {_DAY}(?![\w\-/]|\.\d|,? \d)"),
@@ -101,6 +110,7 @@ _UNIT_STOP = re.compile(r"[0-9\n;()|\[\]]|,\s")
 _LABEL_STOP = re.compile(r"[0-9\n;()\[\].,!?]")
 # a DOI (Crossref's pattern for modern DOIs: 10.prefix/suffix), without the punctuation after it
 _DOI = re.compile(r"(?<![\w.])10\.\d{4,9}/[-._;()/:A-Za-z0-9]+")
+_ZONE_OFFSET = re.compile(r" ?[+-][01]\d[0-5]\d(?!\d)")  # a timestamp's +0100 after its time
 _CLOCK_TIME = re.compile(r"(?<![\d:.,])\d{1,2}:\d{2}(?::\d{2})?(?![\d:])")
 # a month and year in digits (03/2021, 03.2021, 2021-03) or a year range without spaces
 # (2014-2016): its years are numbers, as in ``März 2021`` and ``2014 – 2016``
@@ -336,9 +346,12 @@ def _weekday(iso: str) -> int:
 def times_in(source: str) -> list[str]:
     """The times of day a text states, as 24-hour ``HH:MM``, each once, in order (``9:15``,
     ``09.15 Uhr``, ``15h30``, ``3 pm``, ``kl. 18.30`` -> ``09:15``, ``09:15``, ``15:30``,
-    ``15:00``, ``18:30``)."""
+    ``15:00``, ``18:30``); not a timestamp's (``Date: Tue, 10 Mar 2026 21:14:03 +0100``, an
+    e-mail's, with its zone offset: when it was sent, no time it speaks of)."""
     out = []
     for m in _TIME.finditer(source):
+        if _ZONE_OFFSET.match(source, m.end()):
+            continue
         hour, minute = int(m["h"]), int(m["m"] or m["dm"] or 0)
         half = (m["half"] or "").lower()
         if half and not 1 <= hour <= 12:

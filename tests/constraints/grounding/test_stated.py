@@ -80,6 +80,10 @@ def test_numbers_in_each_locale(text, numbers):
             ["2026-03-03", "2026-03-05", "2026-03-09"],
         ),
         ("Bon 07.12.26 14:02, Python 3.11.2.1, 1.2.26.4", ["2026-12-07"]),  # a two-digit year
+        # a date wrapped onto the next line of a paragraph; not across a blank line
+        ("el día 27 de\nfebrero de 2026, convocada", ["2026-02-27"]),
+        ("am 14. \n  März 2026; on March\n3, 2026", ["2026-03-14", "2026-03-03"]),
+        ("Nr. 14\n\nMärz 2026", []),
     ],
 )
 def test_dates_in_each_locale(text, dates):
@@ -101,6 +105,8 @@ def test_dates_in_each_locale(text, dates):
         ),
         ("klo 12.5, alle 10.30.5, kl. 7.30.", ["07:30"]),
         ("Konsert kl 19, ore 20; godz. 18; alle 11 ferdigheter", ["19:00", "20:00", "18:00"]),
+        # an e-mail's timestamp (its zone offset after it) is when it was sent
+        ("Date: Tue, 10 Mar 2026 21:14:03 +0100\n\nopening om 14.00 uur", ["14:00"]),
     ],
 )
 def test_times_in(text, times):
