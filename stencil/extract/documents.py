@@ -18,6 +18,7 @@ from stencil.extract.formats import (
     DocumentError,
     csv_to_text,
     decode_text,
+    email_to_text,
     html_to_text,
     json_to_text,
     pdf_to_text,
@@ -145,6 +146,8 @@ def _to_text(path: str, data: bytes) -> tuple[str, str | None]:
     suffix = Path(path).suffix.lower()
     if suffix == ".pdf" or data.startswith(b"%PDF-"):
         return pdf_to_text(data), None
+    if suffix == ".eml" and (text := email_to_text(data)) is not None:
+        return text, None
     text, encoding = decode_text(data)
     if suffix in _HTML or (suffix not in (".md", ".txt") and _looks_like_html(text)):
         return html_to_text(text), encoding

@@ -1,4 +1,4 @@
-"""Document formats -> plain text: bytes decoding (any encoding), HTML, JSON, CSV and PDF.
+"""Document formats -> plain text: bytes decoding (any encoding), HTML, e-mail, JSON, CSV and PDF.
 
 Every function returns text or raises ``DocumentError`` with a short reason; none of them crash
 on arbitrary bytes.
@@ -23,6 +23,7 @@ _PREFERRED = ("utf_8", "cp1252", "latin_1", "cp1251", "shift_jis", "gb18030", "b
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0e-\x1f\x7f]")
 _MAX_CONTROL_SHARE = 0.05
 _MAX_CSV_ROWS = 200
+_MAIL_HEADERS = ("From", "To", "Cc", "Date", "Subject")
 
 
 class DocumentError(ValueError):
@@ -119,6 +120,36 @@ class _TextParser(HTMLParser):
             digits = self._RAISED[self.raised[-1]]
             data = "".join(digits.get(c, c) for c in data)
         self.parts.append(data)
+
+
+def email_to_text(data: bytes) -> str | None:
+    """An e-mail message (``.eml``, RFC 5322 with MIME) as a reader sees it: its From, To, Cc,
+    Date and Subject lines (encoded words decoded), a blank line, its text body (the plain-text
+    part, else the HTML part's text; transfer encoding and charset decoded) and the names of
+    its attachments. None where ``data`` is no message (no From, Date or Subject header)."""
+    from email import message_from_bytes, policy
+
+    try:
+        msg = message_from_bytes(data, policy=policy.default)
+        heads = [f"{name}: {msg[name]}" for name in _MAIL_HEADERS if msg[name] is not None]
+        part = msg.get_body(preferencelist=("plain", "html"))
+        body = _part_text(part) if part is not None else ""
+        files = [f for p in msg.iter_attachments() if (f := p.get_filename())]
+    except (LookupError, ValueError, TypeError, AttributeError, IndexError):
+        return None  # a malformed header or part: read as plain text
+    if not any(h.split(":")[0] in ("From", "Date", "Subject") for h in heads):
+        return None
+    tail = [f"Attachments: {', '.join(files)}"] if files else []
+    return "\n".join(heads) + "\n\n" + "\n\n".join([body.strip("\n"), *tail]).strip("\n") + "\n"
+
+
+def _part_text(part) -> str:
+    """A MIME text part's content: its declared charset, UTF-8 where it declares none."""
+    if part.get_param("charset") is None:
+        text, _ = decode_text(part.get_payload(decode=True) or b"")
+    else:
+        text = part.get_content()
+    return html_to_text(text) if part.get_content_subtype() == "html" else text
 
 
 def json_to_text(text: str) -> str:

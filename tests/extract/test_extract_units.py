@@ -93,6 +93,39 @@ def test_html_and_csv_to_text() -> None:
     assert csv_to_text("just one line") == "just one line"
 
 
+def test_an_email_reads_as_its_headers_and_text_body(tmp_path: Path) -> None:
+    """A multipart message as mail clients write it: the subject an encoded word, the text
+    quoted-printable, an HTML alternative and an attachment; the reader sees the headers a
+    person reads, the decoded text part and the attachment's name."""
+    from email.message import EmailMessage
+
+    msg = EmailMessage()
+    msg["From"] = "Zoë Müller <zoe@example.org>"
+    msg["To"] = "support@example.com"
+    msg["Date"] = "Tue, 10 Mar 2026 21:14:03 +0100"
+    msg["Subject"] = "Rückerstattung für Bestellung 4471"
+    msg["Message-ID"] = "<abc@example.org>"
+    msg.set_content("Grüße,\ndie Lieferung kam beschädigt an.\n", cte="quoted-printable")
+    msg.add_alternative("<p>Grüße, <b>HTML</b></p>", subtype="html")
+    msg.add_attachment(b"%PDF-1.4", maintype="application", subtype="pdf", filename="foto.pdf")
+    path = tmp_path / "mail.eml"
+    path.write_bytes(msg.as_bytes())
+    assert b"=C3=BC" in path.read_bytes()  # the body is quoted-printable on disk
+    assert read_document(str(path)).text == (
+        "From: Zoë Müller <zoe@example.org>\nTo: support@example.com\n"
+        "Date: Tue, 10 Mar 2026 21:14:03 +0100\nSubject: Rückerstattung für Bestellung 4471\n\n"
+        "Grüße,\ndie Lieferung kam beschädigt an.\n\nAttachments: foto.pdf\n"
+    )
+    html_only = EmailMessage()
+    html_only["Subject"] = "Bestätigung"
+    html_only.set_content("<p>Bestellung <b>4471</b></p>", subtype="html")
+    path.write_bytes(html_only.as_bytes())
+    assert read_document(str(path)).text == "Subject: Bestätigung\n\nBestellung 4471\n"
+    saved = "Von: Zoë\nBetreff: Rückfrage\n\nHallo"  # a client's own labels: plain text
+    path.write_text(saved, encoding="utf-8")
+    assert read_document(str(path)).text == saved
+
+
 def test_discover_globs_recursion_and_exclusions(tmp_path: Path) -> None:
     (tmp_path / "a").mkdir()
     (tmp_path / "a" / "x.txt").write_text("x")
