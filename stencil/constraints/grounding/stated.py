@@ -26,10 +26,11 @@ _SPACES = " \u00a0\u202f\u2009'"
 # a number of thousands written with k (95k, $1.5K, 80 k€)
 _THOUSANDS = re.compile(r"(?<![\w.,\-/])(\d{1,3}(?:[.,]\d{1,2})?) ?[kK](?![^\W\d_])")
 # a time of day: 9:15, 09.15 Uhr, 20.00 uur, 15h30, 3 pm, 9 Uhr, kl. 18.30, ore 20.30, kl 19 (a
-# dot only before Uhr / uur / h / am / pm or after a clock word: kl, klo, ore, alle, godz; a
-# bare hour only before those or after kl, klo, ore, godz: "alle 11" is "all 11" elsewhere)
+# dot only before Uhr / uur / h / am / pm or after a clock word: kl, klo, ore, alle, godz, or
+# "at" in Czech, Polish, Dutch, Slovene, Croatian: v, ve, o, om, ob, u; a bare hour only before
+# those or after kl, klo, ore, godz: "alle 11" is "all 11" elsewhere)
 _CLOCK = r"\s?(?:Uhr|uur|h(?![^\W\d_])|[ap]\.?m\.?(?![^\W\d_]))"
-_CLOCK_WORD = r"(?P<word>(?:(?P<hour>kl|klo|ore|godz)|alle)\.?\s?)"
+_CLOCK_WORD = r"(?P<word>(?:(?P<hour>kl|klo|ore|godz)|alle|ve?|o|om|ob|u)\.?\s?)"
 _TIME = re.compile(
     rf"(?<![\w.:,]){_CLOCK_WORD}?(?P<h>[01]?\d|2[0-3])(?:[:h](?P<m>[0-5]\d)(?::[0-5]\d)?(?![\d:])"
     rf"|\.(?P<dm>[0-5]\d)(?(word)(?!\d|[.,]\d)|(?={_CLOCK}))|(?(hour)(?![.,:]?\d)|(?={_CLOCK})))"

@@ -104,6 +104,10 @@ def test_dates_in_each_locale(text, dates):
             ["20:00", "18:30", "20:45", "09:15"],
         ),
         ("klo 12.5, alle 10.30.5, kl. 7.30.", ["07:30"]),
+        (
+            "Vernisáž čtvrtek v 18.00, o 19.30, om 20.15; v 1. patře, u 3 osob",
+            ["18:00", "19:30", "20:15"],
+        ),
         ("Konsert kl 19, ore 20; godz. 18; alle 11 ferdigheter", ["19:00", "20:00", "18:00"]),
         # an e-mail's timestamp (its zone offset after it) is when it was sent
         ("Date: Tue, 10 Mar 2026 21:14:03 +0100\n\nopening om 14.00 uur", ["14:00"]),
