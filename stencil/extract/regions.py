@@ -7,7 +7,9 @@ and array items come from distinct regions (lines) of the document.
   them (the line's amount), holds no label (Total, VAT, Date ...), and no earlier item took it:
   an item is never repeated unless the document repeats it, and never assembled from scattered
   words or a sentence. A field the item schema does not require (a quantity) that its row does
-  not hold is left out of the item, which keeps its row. Other items (strings, objects without
+  not hold is left out of the item, which keeps its row. A plain string part that starts a
+  table cell and stops inside it (``WD-40`` of ``WD-40 400ml      £5.49``) runs on to the
+  cell's end (a column gap: two blanks, a tab or a ``|``): a row's description is its cell. Other items (strings, objects without
   a number, any item of a document without a table: a CV's jobs with their years) are kept as
   often as the document states them: a repeat the document does not repeat is left out.
 - A string that starts with a label and its colon (``Kunde: Café Morgenrot``) loses the label;
@@ -21,7 +23,7 @@ and array items come from distinct regions (lines) of the document.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, NamedTuple
 
 from stencil.constraints import (
     DocumentIndex,
@@ -38,6 +40,23 @@ _TAIL = " \t€£$¥₹%*ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 _YEAR = re.compile(r"(?:19|20)\d\d")  # a bare year ends a CV's course line, not a table row
 _SEPARATOR_END = re.compile(r"\s*[,;|·–—/-]\s*$")
 _FREE_KEYS = ("enum", "const", "format", "pattern")
+_GAP = re.compile(r"[ \t]{2,}|\t|\|")  # between a table's cells
+_RATES = re.compile(r"(?:[\s|]*\d+(?:[.,]\d+)?\s?%)+[\s|]*$")  # a row's last cells: VAT 23%
+_CELL_START = re.compile(r"(?:^[ \t]*|[ \t]{2,}|\t|\|[ \t]*)$")  # what a cell's start follows
+
+
+class Row(NamedTuple):
+    """A line as a table row (``_rows``)."""
+
+    text: str
+    """The line with the lines just above it that are no row, single-spaced."""
+    numbers: set[float]
+    last: float | None
+    """The number it ends with; None: no item's row."""
+    amount: bool
+    """Whether ``last`` may be an amount (not a bare year)."""
+    line: str
+    """The line as the document has it (its cells apart)."""
 
 
 def check_record(schema: dict[str, Any], data: dict[str, Any], document: str) -> dict[str, Any]:
@@ -53,8 +72,8 @@ def check_record(schema: dict[str, Any], data: dict[str, Any], document: str) ->
             if not _worded(out[key]) and key not in required:
                 out.pop(key)
         if isinstance(value, list) and isinstance(sub, dict) and sub.get("type") == "array":
-            needed = _needed_parts(sub.get("items"))
-            items = distinct_row_items([v for v in value if _worded(v)], index, needed)
+            needed, plain = _needed_parts(sub.get("items")), _plain_parts(sub.get("items"))
+            items = distinct_row_items([v for v in value if _worded(v)], index, needed, plain)
             low = sub.get("minItems", 0)
             if len(items) >= low and (items or key in required):
                 out[key] = items
@@ -77,15 +96,32 @@ def _needed_parts(items: Any) -> frozenset[str] | None:
     return frozenset(items["required"])
 
 
+def _plain_parts(items: Any) -> frozenset[str]:
+    """The fields of an array's object items that are plain strings (no bound, format or
+    pattern): those a row's cell may run on."""
+    props = items.get("properties") if isinstance(items, dict) else None
+    if not isinstance(props, dict):
+        return frozenset()
+    bounds = (*_FREE_KEYS, "maxLength")
+    return frozenset(
+        k for k, p in props.items()
+        if isinstance(p, dict) and p.get("type") == "string" and not any(b in p for b in bounds)
+    )  # fmt: skip
+
+
 def distinct_row_items(
-    items: list[Any], index: DocumentIndex, needed: frozenset[str] | None = None
+    items: list[Any],
+    index: DocumentIndex,
+    needed: frozenset[str] | None = None,
+    plain: frozenset[str] = frozenset(),
 ) -> list[Any]:
     """The items with a number each found on a row of their own (in order; the first row that
     fits), the others each as often as the document states them. An object item's field not in
     ``needed`` (the fields its schema requires; None: all) that its row does not hold is left
-    out of the item (a quantity read elsewhere), the rest of the item kept."""
+    out of the item (a quantity read elsewhere), the rest of the item kept; its ``plain``
+    string fields run on to their cells' ends."""
     rows = _rows(index)
-    table = sum(amount for *_, amount in rows) >= _TABLE_ROWS
+    table = sum(row.amount for row in rows) >= _TABLE_ROWS
     used: set[int] = set()
     kept: list[Any] = []
     for item in items:
@@ -96,14 +132,14 @@ def distinct_row_items(
         found = next(
             (
                 (i, on_row)
-                for i, (text, nums, last, _) in enumerate(rows)
-                if i not in used and (on_row := _on_row(item, text, nums, last, needed)) is not None
+                for i, row in enumerate(rows)
+                if i not in used and (on_row := _on_row(item, row, needed)) is not None
             ),
             None,
         )
         if found is not None:
             used.add(found[0])
-            kept.append(found[1])
+            kept.append(_whole_cells(found[1], rows[found[0]].line, plain))
     return kept
 
 
@@ -119,45 +155,67 @@ def _times(item: Any, document: str) -> int:
     return document.count(first) if first else 1
 
 
-def _rows(index: DocumentIndex) -> list[tuple[str, set[float], float | None, bool]]:
+def _rows(index: DocumentIndex) -> list[Row]:
     """Each line as a table row: its text (a row's with the lines just above it that are no
     row, up to a blank line: a description set above its amount), the numbers it states, the
-    number it ends with (None: the line does not end with a number, ends with a period such as
-    ``09/2018 – 03/2020`` or ``Sept. 2019 – Mar. 2022``, or holds a date or a label such as
-    Total or VAT: not an item's row), and whether that number may be an amount (not a bare
+    number it ends with before any rate (``| 578,00 | 23%``; None: the line does not end with
+    a number, ends with a period such as ``09/2018 – 03/2020`` or ``Sept. 2019 – Mar. 2022``,
+    or holds a date or a label such as Total or VAT: not an item's row), and whether that number may be an amount (not a bare
     year: ``Certificate in Advanced English (C1), 2019``, ``© 2026``; such a row still holds
     an item, but does not make a document one with a table)."""
     rows, lead = [], []
     for i, line in enumerate(index.text.splitlines()):
-        spans = number_runs(line)
-        tail = line[spans[-1][1] :] if spans else line
+        core = _RATES.sub("", line)  # a prefix of the line: spans are the line's
+        spans = number_runs(core)
+        tail = core[spans[-1][1] :] if spans else line
         ends = bool(spans) and not tail.strip(_TAIL) and i not in index.label_lines
         ends = ends and not date_spans(line)  # a date's line is no item's row
         ends = ends and not any(s <= spans[-1][0] < e for s, e in period_spans(line))
         text = " ".join(" ".join([*lead, line]).split()) if ends else line
         amount = ends and not _YEAR.fullmatch(line[spans[-1][0] : spans[-1][1]])
-        rows.append((text, set(numbers_in(text)), spans[-1][2][0] if ends else None, amount))
+        last = spans[-1][2][0] if ends else None
+        rows.append(Row(text, set(numbers_in(text)), last, amount, line))
         lead = [] if ends or not line.strip() else [*lead, line][-_LEAD_LINES:]
     return rows
 
 
-def _on_row(
-    item: Any, text: str, numbers: set[float], last: float | None, needed: frozenset[str] | None
-) -> Any:
+def _on_row(item: Any, row: Row, needed: frozenset[str] | None) -> Any:
     """The item as the row holds it (its strings, the numbers it states, ending with one of
     them), its fields not in ``needed`` the row does not hold left out; None: not this row."""
-    if last is None:
+    if row.last is None:
         return None
     parts = item if isinstance(item, dict) else {"": item}
     kept = {}
     for key, value in parts.items():
-        if _on_line(value, text, numbers):
+        if _on_line(value, row.text, row.numbers):
             kept[key] = value
         elif needed is None or key in needed or not isinstance(item, dict):
             return None
-    if last not in _numbers(kept):
+    if row.last not in _numbers(kept):
         return None
     return kept if isinstance(item, dict) else item
+
+
+def _whole_cells(item: Any, line: str, plain: frozenset[str]) -> Any:
+    """An object item with each ``plain`` string that starts a cell of ``line`` and stops
+    inside it run on to the cell's end, where the rest holds no other part of the item."""
+    if not isinstance(item, dict):
+        return item
+    out = dict(item)
+    for key in plain & item.keys():
+        whole = _whole_cell(item[key], line) if isinstance(item[key], str) else item[key]
+        rest = whole[len(item[key]) :] if isinstance(whole, str) else ""
+        if not any(isinstance(v, str) and v and v in rest for k, v in item.items() if k != key):
+            out[key] = whole
+    return out
+
+
+def _whole_cell(value: str, line: str) -> str:
+    at = line.find(value) if value else -1
+    if at < 0 or not _CELL_START.search(line[:at]):
+        return value
+    gap = _GAP.search(line, at + len(value))
+    return line[at : gap.start()].rstrip() if gap else value
 
 
 def _on_line(value: Any, text: str, numbers: set[float]) -> bool:

@@ -163,3 +163,46 @@ def test_items_of_a_document_without_a_table_stand(cv):
     08/2023`` ends with a number, but is no item's row); each item kept once."""
     jobs = [{"employer": "Cabify", "from_year": 2023}, {"employer": "BBVA", "from_year": 2020}]
     assert distinct_row_items([*jobs, jobs[0]], DocumentIndex(cv)) == jobs
+
+
+def test_a_description_runs_on_to_its_cells_end():
+    """A line item's name that stops inside its table cell (a small model drops a size:
+    ``WD-40`` of ``WD-40 400ml``; a pack size after a comma) is the whole cell; not a bounded
+    string, not one that does not start its cell, not over another part of the item."""
+    doc = (
+        "WD-40 400ml                  £5.49\nPaint roller set, blue        £8.50\n"
+        "| SW-1 | Marathon Plus 28 x 1.50 | 2 | € 71,80\nTOTAL              £85.79\n"
+    )
+    item = {"type": "object", "properties": {"name": {"type": "string"}, "price": {}}}
+    schema = {"type": "object", "properties": {"items": {"type": "array", "items": item}}}
+    got = [
+        {"name": "WD-40", "price": 5.49},
+        {"name": "Paint roller set", "price": 8.5},
+        {"name": "Marathon Plus 28 x", "price": 71.8},
+    ]
+    assert [i["name"] for i in check_record(schema, {"items": got}, doc)["items"]] == [
+        "WD-40 400ml",
+        "Paint roller set, blue",
+        "Marathon Plus 28 x 1.50",
+    ]
+    item["properties"]["colour"] = {"type": "string"}
+    paint = {"name": "Paint roller set", "colour": "blue", "price": 8.5}
+    assert check_record(schema, {"items": [paint]}, doc)["items"] == [paint]
+    item["properties"]["name"]["maxLength"] = 40  # a bounded string is left as it is
+    assert check_record(schema, {"items": got[:1]}, doc)["items"][0]["name"] == "WD-40"
+    assert check_record(schema, {"items": [{"name": "40", "price": 5.49}]}, doc)["items"] == [
+        {"name": "40", "price": 5.49}
+    ]  # not at a cell's start
+
+
+def test_a_rate_after_the_amount_leaves_a_row():
+    """A VAT rate in the last column (``| 578,00 | 23%``): the row's amount is before it."""
+    doc = (
+        "| Lp. | Nazwa | Ilość | Wartość netto | VAT\n| 1 | Dysk SSD 1 TB | 2 | 578,00 | 23%\n"
+        "| 2 | Dojazd do klienta | 1 | 40,00 | 8 %\n| Razem | 618,00\n"
+    )
+    items = [
+        {"description": "Dysk SSD 1 TB", "amount": 578.0},
+        {"description": "Dojazd do klienta", "amount": 40.0},
+    ]
+    assert distinct_row_items(items, DocumentIndex(doc)) == items
