@@ -122,6 +122,7 @@ _PERIOD = re.compile(
     rf"|(?P<y3>{_YYYY})[-\u2013/](?P<y4>{_YYYY}))(?![\w\-/]|[.,]\d)"
 )
 _PERIOD_YEARS = ("y1", "y2", "y3", "y4")
+_YEAR_IN = re.compile(r"\d{4}")  # a date's year
 _YEARS = re.compile(r"(?:19|20)\d\d\s?[-–/]\s?(?:19|20)\d\d")  # a range of years
 _ACT = re.compile(r"\d{1,4}/(?:19|20)\d\d|(?:19|20)\d\d/\d{1,4}")  # an act's number, no phone
 # an IBAN as printed: country, check digits, then letters and digits in groups of four (the
@@ -171,10 +172,17 @@ def number_mentions(source: str) -> list[float]:
 def number_spans(source: str) -> list[tuple[int, int, float]]:
     """``(start, end, reading)`` for every reading of every number a text states, in order
     (``95k``, ``$1.5K``: thousands); the hours and minutes of a clock time (``18:00``) are a
-    time's, no number's; a month in digits beside its year (``03/2021``) states the year."""
+    time's, no number's; a date's day is the date's (``7 kwietnia 2026`` states no 7), not its
+    year; a month in digits beside its year (``03/2021``) states the year."""
     periods = list(_PERIOD.finditer(source))
+    dates = [(s, e) for s, e, _ in date_spans(source)]
     taken = [m.span() for m in (*_CLOCK_TIME.finditer(source), *periods)]
-    found = [m for m in _NUMBER.finditer(source) if not any(s <= m.start() < e for s, e in taken)]
+    found = [
+        m
+        for m in _NUMBER.finditer(source)
+        if not any(s <= m.start() < e for s, e in taken)
+        and (_YEAR_IN.fullmatch(m.group()) or not any(s <= m.start() < e for s, e in dates))
+    ]
     mark = decimal_mark([m.group() for m in found])
     spans = [(m.start(), m.end(), v) for m in found for v in _readings(m.group(), mark)]
     spans += [(m.start(g), m.end(g), float(m[g])) for m in periods for g in _PERIOD_YEARS if m[g]]

@@ -339,6 +339,7 @@ def test_grounded_emails_are_spans_and_emails(smol_compiler, smol_tokenizer):
     [
         ("Total due (USD): 1,580.00", [1580.0]),
         ("INV-2024-0193 issued 2024-03-04", []),  # parts of codes and dates are not
+        ("opublikowano 7 kwietnia 2026: 7 500 zł", [2026.0, 7500.0, 7.0, 500.0]),  # a day: no
         ("qty 2, -5 left, v1.2.3, $300.00.", [2.0, -5.0, 300.0]),
         ("no digits", []),
     ],

@@ -71,6 +71,7 @@ def test_numbers_in_each_locale(text, numbers):
         ("woensdag 7 oktober 2026, volgende 3 maart 2027", ["2026-10-07", "2027-03-03"]),
         ("Lisboa, 14 de março de 2026", ["2026-03-14"]),
         ("Kraków, 14 października 2026 r.", ["2026-10-14"]),
+        ("(7 kwi 2026, 14:02), 3 paź 2026", ["2026-04-07", "2026-10-03"]),  # abbreviated
         ("den 2 augusti 2026; 1. desember 2026", ["2026-08-02", "2026-12-01"]),
         ("V Praze dne 14. března 2026, splatnost 28. 3. 2026", ["2026-03-14", "2026-03-28"]),
         ("des 12 participants, le 3 mars 2026", ["2026-03-03"]),  # no month read in "des"
