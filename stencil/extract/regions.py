@@ -181,7 +181,9 @@ def _rows(index: DocumentIndex) -> list[Row]:
 
 def _on_row(item: Any, row: Row, needed: frozenset[str] | None) -> Any:
     """The item as the row holds it (its strings, the numbers it states, ending with one of
-    them), its fields not in ``needed`` the row does not hold left out; None: not this row."""
+    them), its fields not in ``needed`` the row does not hold left out, and those that repeat
+    another field's number the row states once (a quantity that is the line's amount); None:
+    not this row."""
     if row.last is None:
         return None
     parts = item if isinstance(item, dict) else {"": item}
@@ -193,7 +195,18 @@ def _on_row(item: Any, row: Row, needed: frozenset[str] | None) -> Any:
             return None
     if row.last not in _numbers(kept):
         return None
-    return kept if isinstance(item, dict) else item
+    if not isinstance(item, dict):
+        return item
+    for key in [k for k in kept if needed is not None and k not in needed]:
+        others = [v for k, v in kept.items() if k != key]
+        if _numbers({key: kept[key]}) and kept[key] in others and _stated(kept[key], row.text) < 2:
+            del kept[key]
+    return kept
+
+
+def _stated(number: float, text: str) -> int:
+    """How often ``text`` states ``number``."""
+    return sum(float(number) in readings for _, _, readings in number_runs(text))
 
 
 def _whole_cells(item: Any, line: str, plain: frozenset[str]) -> Any:

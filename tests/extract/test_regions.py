@@ -206,3 +206,18 @@ def test_a_rate_after_the_amount_leaves_a_row():
         {"description": "Dojazd do klienta", "amount": 40.0},
     ]
     assert distinct_row_items(items, DocumentIndex(doc)) == items
+
+
+def test_a_quantity_that_is_the_lines_amount_is_left_out():
+    """An optional number that repeats another of the item's where its row states it once (a
+    flat fee's quantity given as its amount) is left out; one the row states twice stays."""
+    doc = "Revisions (flat fee) ........ £120.00\nFee 2 x 2.00 ...... £2.00\nTotal  £122.00\n"
+    items = [
+        {"description": "Revisions (flat fee)", "quantity": 120, "line_total": 120},
+        {"description": "Fee", "quantity": 2, "line_total": 2},
+    ]
+    needed = frozenset({"description", "line_total"})
+    assert distinct_row_items(items, DocumentIndex(doc), needed) == [
+        {"description": "Revisions (flat fee)", "line_total": 120},
+        items[1],
+    ]
