@@ -2,16 +2,18 @@
 and array items come from distinct regions (lines) of the document.
 
 - In a document with a table (at least ``_TABLE_ROWS`` rows: lines that end with a number
-  other than a bare year and hold no label or date), an array item with a number (a line item) is kept only when one row
-  holds it: the row holds each of its strings and states each of its numbers, ends with one of
-  them (the line's amount), holds no label (Total, VAT, Date ...), and no earlier item took it:
-  an item is never repeated unless the document repeats it, and never assembled from scattered
-  words or a sentence. A field the item schema does not require (a quantity) that its row does
-  not hold is left out of the item, which keeps its row. A plain string part that starts a
-  table cell and stops inside it (``WD-40`` of ``WD-40 400ml      £5.49``) runs on to the
-  cell's end (a column gap: two blanks, a tab or a ``|``): a row's description is its cell. Other items (strings, objects without
-  a number, any item of a document without a table: a CV's jobs with their years) are kept as
-  often as the document states them: a repeat the document does not repeat is left out.
+  other than a bare year and hold no label or date), an array item with a number (a line item)
+  is kept only when one row holds it: the row holds each of its strings and states each of its
+  numbers, ends with one of them (the line's amount), holds no label (Total, VAT, Date ...),
+  and no earlier item took it: an item is never repeated unless the document repeats it, and
+  never assembled from scattered words or a sentence. A field the item schema does not require
+  (a quantity) that its row does not hold, or that repeats another of its numbers the row states
+  once, is left out of the item, which keeps its row. A plain string part that starts a table
+  cell and stops inside it (``WD-40`` of ``WD-40 400ml      £5.49``) runs on to the cell's end
+  (a column gap: two blanks, a tab or a ``|``): a row's description is its cell. Other items
+  (strings, objects without a number, any item of a document without a table: a CV's jobs with
+  their years) are kept as often as the document states them: a repeat the document does not
+  repeat is left out.
 - A string that starts with a label and its colon (``Kunde: Café Morgenrot``) loses the label;
   one with no letter or digit (a lone ``-``) is no value: left out where optional.
 - A string that ends with another field's value after a separator (a venue ``Harbor Park,
@@ -160,9 +162,9 @@ def _rows(index: DocumentIndex) -> list[Row]:
     row, up to a blank line: a description set above its amount), the numbers it states, the
     number it ends with before any rate (``| 578,00 | 23%``; None: the line does not end with
     a number, ends with a period such as ``09/2018 – 03/2020`` or ``Sept. 2019 – Mar. 2022``,
-    or holds a date or a label such as Total or VAT: not an item's row), and whether that number may be an amount (not a bare
-    year: ``Certificate in Advanced English (C1), 2019``, ``© 2026``; such a row still holds
-    an item, but does not make a document one with a table)."""
+    or holds a date or a label such as Total or VAT: not an item's row), and whether that
+    number may be an amount (not a bare year: ``Certificate in Advanced English (C1), 2019``,
+    ``© 2026``; such a row still holds an item, but makes no document one with a table)."""
     rows, lead = [], []
     for i, line in enumerate(index.text.splitlines()):
         core = _RATES.sub("", line)  # a prefix of the line: spans are the line's
