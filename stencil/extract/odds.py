@@ -1,6 +1,6 @@
 """A field question's answer reread by the model's odds, the same way for every backend: a
-string closed at a separator where closing is near (``span_ends``); an optional number the
-model did not want left out (``unwanted``: by its raw logprobs, which the in-process engine
+string closed at a separator where closing is near (``span_ends``); an optional number or date
+the model did not want left out (``unwanted``: by its raw logprobs, which the in-process engine
 gives, before the constraint's mask).
 
 The in-process engine hands over token ids, per-position logprobs and its tokenizer's decode;
@@ -19,18 +19,25 @@ from stencil.engine.outputs import Logprob, PositionLogprobs
 from stencil.extract.span_ends import close_at_separators, has_cut_strings
 
 UNWANTED = -3.0
-"""A number's digit the model gave less than e^-3 (5%) before the mask is one the constraint
-pushed on it: what it wanted is no number the document states (an hourly wage for a yearly
-salary, ``2`` rooms of a ``bilocale``), so the field is not stated."""
+"""A number's or date's digit the model gave less than e^-3 (5%) before the mask is one the
+constraint pushed on it: what it wanted is no value the document states (an hourly wage for a
+yearly salary, ``2`` rooms of a ``bilocale``, a due date 14 days after the invoice's), so the
+field is not stated."""
 
 
 def weighed_number(schema: dict[str, Any]) -> bool:
-    """Whether a field question's answer is an optional top-level number, left out where the
-    model did not want it (its question asks raw logprobs: ``unwanted``)."""
+    """Whether a field question's answer is an optional top-level number or date, left out
+    where the model did not want it (its question asks raw logprobs: ``unwanted``)."""
     props = schema.get("properties") or {}
     return (
-        len(props) == 1 and not schema.get("required") and all(_numeric(v) for v in props.values())
+        len(props) == 1
+        and not schema.get("required")
+        and all(_numeric(v) or _date(v) for v in props.values())
     )
+
+
+def _date(sub: Any) -> bool:
+    return isinstance(sub, dict) and sub.get("format") == "date"
 
 
 def _numeric(sub: Any) -> bool:
@@ -40,7 +47,7 @@ def _numeric(sub: Any) -> bool:
 
 
 def unwanted(logprobs: Sequence[PositionLogprobs]) -> bool:
-    """Whether a number answer holds a value token the model gave under ``UNWANTED`` (raw
+    """Whether a number or date answer holds a value token the model gave under ``UNWANTED`` (raw
     logprobs; a token the constraint forced has 0). Only tokens after the key's colon count:
     the answer's braces are the format's, not the model's reading."""
     text = ""

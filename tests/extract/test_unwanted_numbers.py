@@ -24,6 +24,7 @@ def test_schemas_weighed():
     assert weighed_number({"properties": {"n": {"type": ["integer", "null"]}}})
     assert not weighed_number(REQUIRED)  # a required number has no "not stated"
     assert not weighed_number({"properties": {"n": {"type": "string"}}})
+    assert weighed_number({"properties": {"due_on": {"type": "string", "format": "date"}}})
 
 
 @pytest.mark.parametrize(
@@ -43,3 +44,14 @@ def test_an_unwanted_digit_leaves_the_number_out(pieces, kept):
     assert reread("rooms", OPTIONAL, text, ids, logprobs, str) == (text if kept else "{}")
     assert reread("rooms", REQUIRED, text, ids, logprobs, str) == text
     assert reread("rooms", OPTIONAL, text, ids, None, str) == text  # no odds: as answered
+
+
+def test_an_unwanted_date_is_left_out():
+    """A due date the invoice states none of (the model wanted one 14 days on; the constraint
+    pushed a stated date's day on it) is not stated; one it wanted stays."""
+    due = {"type": "object", "properties": {"due_on": {"type": "string", "format": "date"}}}
+    head = [('{"due_on": "', 0.0), *((d, 0.0) for d in "2026-0"), ("3", -0.2), ("-", 0.0)]
+    for day, kept in ([("0", -4.2), ("9", -3.6)], False), ([("2", -0.1), ("3", -0.3)], True):
+        text, logprobs = answer([*head, *day, ('"}', 0.0)])
+        ids = list(range(len(logprobs)))
+        assert reread("due_on", due, text, ids, logprobs, str) == (text if kept else "{}")
