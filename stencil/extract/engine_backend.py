@@ -16,7 +16,7 @@ from stencil.engine.sampling_params import SamplingParams
 from stencil.extract import questions, reading
 from stencil.extract.document_proposer import DocumentProposer
 from stencil.extract.merge import Grounding
-from stencil.extract.odds import reread, weighed_number
+from stencil.extract.odds import reread, weighed_answer
 from stencil.extract.prompt import (
     SAFETY_TOKENS,
     HFTokenCounter,
@@ -201,7 +201,7 @@ class EngineExtractor:
                     params = replace(self.params, frequency_penalty=penalty, proposer=part.proposer)
                     if self.per_field and has_cut_strings(schema):
                         params = replace(params, logprobs=TOP_LOGPROBS)
-                    elif self.per_field and weighed_number(schema):
+                    elif self.per_field and weighed_answer(schema):
                         params = replace(params, logprobs=0, logprobs_mode="raw_logprobs")
                     part.schemas[rid] = schema
                     if self.spec.per_document:

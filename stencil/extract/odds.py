@@ -25,7 +25,7 @@ yearly salary, ``2`` rooms of a ``bilocale``, a due date 14 days after the invoi
 field is not stated."""
 
 
-def weighed_number(schema: dict[str, Any]) -> bool:
+def weighed_answer(schema: dict[str, Any]) -> bool:
     """Whether a field question's answer is an optional top-level number or date, left out
     where the model did not want it (its question asks raw logprobs: ``unwanted``)."""
     props = schema.get("properties") or {}
@@ -71,7 +71,7 @@ def reread(
     odds read it: its strings closed at a separator, an optional number the model did not want
     not stated (``{}``; ``logprobs`` raw there), else as it is (also where ``logprobs`` is
     empty or None)."""
-    if logprobs and weighed_number(schema):
+    if logprobs and weighed_answer(schema):
         return "{}" if unwanted(logprobs) else text
     if not logprobs or not has_cut_strings(schema):
         return text

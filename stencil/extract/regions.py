@@ -218,8 +218,10 @@ def _whole_cells(item: Any, line: str, plain: frozenset[str]) -> Any:
         return item
     out = dict(item)
     for key in plain & item.keys():
-        whole = _whole_cell(item[key], line) if isinstance(item[key], str) else item[key]
-        rest = whole[len(item[key]) :] if isinstance(whole, str) else ""
+        if not isinstance(item[key], str):
+            continue
+        whole = _whole_cell(item[key], line)
+        rest = whole[len(item[key]) :]
         if not any(isinstance(v, str) and v and v in rest for k, v in item.items() if k != key):
             out[key] = whole
     return out

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from stencil.engine.outputs import Logprob, PositionLogprobs
-from stencil.extract.odds import UNWANTED, reread, weighed_number
+from stencil.extract.odds import UNWANTED, reread, weighed_answer
 
 OPTIONAL = {"type": "object", "properties": {"rooms": {"type": "number"}}}
 REQUIRED = {**OPTIONAL, "required": ["rooms"]}
@@ -20,11 +20,11 @@ def answer(pieces: list[tuple[str, float]]) -> tuple[str, list[PositionLogprobs]
 
 
 def test_schemas_weighed():
-    assert weighed_number(OPTIONAL)
-    assert weighed_number({"properties": {"n": {"type": ["integer", "null"]}}})
-    assert not weighed_number(REQUIRED)  # a required number has no "not stated"
-    assert not weighed_number({"properties": {"n": {"type": "string"}}})
-    assert weighed_number({"properties": {"due_on": {"type": "string", "format": "date"}}})
+    assert weighed_answer(OPTIONAL)
+    assert weighed_answer({"properties": {"n": {"type": ["integer", "null"]}}})
+    assert not weighed_answer(REQUIRED)  # a required number has no "not stated"
+    assert not weighed_answer({"properties": {"n": {"type": "string"}}})
+    assert weighed_answer({"properties": {"due_on": {"type": "string", "format": "date"}}})
 
 
 @pytest.mark.parametrize(
